@@ -1,0 +1,1 @@
+//! STUB — replaced by the proportional-fair bound (owner: fairness helper).

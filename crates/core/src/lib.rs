@@ -1,0 +1,16 @@
+//! hetsched-core: the pure policy layer of hetsched.
+//!
+//! Units, task models, unit policies, placement and the proportional-fair
+//! bound live here, once. This crate does no I/O, reads no clock and starts
+//! no thread: the daemon, the runtime, the balancer and the simulator all
+//! drive the same code, passing time in as an argument.
+
+pub mod fairness;
+pub mod ids;
+pub mod placement;
+pub mod policy;
+pub mod task_model;
+pub mod unit;
+pub mod view;
+
+pub use ids::{ClientId, KindId, Ns, TaskId, UnitId};

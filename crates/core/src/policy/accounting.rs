@@ -1,0 +1,5 @@
+//! STUB — replaced by the policy helper.
+#[derive(Debug, Default)]
+pub struct ClientLedger;
+#[derive(Debug, Default)]
+pub struct LedgerEntry;

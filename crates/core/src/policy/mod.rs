@@ -1,0 +1,172 @@
+//! Unit policies: how one unit's agent orders and gates the tasks that
+//! clients want to run on it, and what it tells each client to expect.
+//!
+//! Every policy implements [`UnitPolicy`]; the daemon's agents and the
+//! simulator's units drive the same objects.
+
+mod accounting;
+mod fifo;
+mod priority;
+mod share;
+mod time_share;
+
+pub use accounting::{ClientLedger, LedgerEntry};
+pub use fifo::FifoPolicy;
+pub use priority::PriorityPolicy;
+pub use share::{SharePolicy, ShareWindow};
+pub use time_share::TimeSharePolicy;
+
+use crate::ids::{ClientId, Ns, TaskId};
+use crate::view::{ClientUnitView, UnitView};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which policy a unit runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// One queue in arrival order (what GPU drivers do).
+    Fifo,
+    /// Higher priority first, FIFO within a priority; no preemption.
+    Priority,
+    /// Rinnegan's default: CUSTOM / NORMAL / BACKGROUND share classes.
+    Share,
+    /// A time-shared CPU: the kernel (CFS) interleaves every runnable task,
+    /// the agent only admits and reports.
+    TimeShare,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 4] = [Self::Fifo, Self::Priority, Self::Share, Self::TimeShare];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fifo => "fifo",
+            Self::Priority => "priority",
+            Self::Share => "share",
+            Self::TimeShare => "time-share",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Builds a fresh policy of this kind for a unit with `slots` parallel slots.
+    pub fn build(self, slots: u32) -> Box<dyn UnitPolicy> {
+        match self {
+            Self::Fifo => Box::new(FifoPolicy::new(slots)),
+            Self::Priority => Box::new(PriorityPolicy::new(slots)),
+            Self::Share => Box::new(SharePolicy::new(slots, ShareWindow::default())),
+            Self::TimeShare => Box::new(TimeSharePolicy::new(slots)),
+        }
+    }
+}
+
+/// Rinnegan's share classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "class", rename_all = "kebab-case")]
+pub enum ShareClass {
+    /// Absolute shares (percent of the unit); the CUSTOM total per unit is at most 100.
+    Custom { shares: u32 },
+    /// Shares of whatever CUSTOM clients leave, split in proportion.
+    Normal { shares: u32 },
+    /// Runs only when no CUSTOM or NORMAL client wants the unit.
+    Background,
+}
+
+impl Default for ShareClass {
+    fn default() -> Self {
+        ShareClass::Normal {
+            shares: DEFAULT_NORMAL_SHARES,
+        }
+    }
+}
+
+/// Shares a NORMAL client gets when nobody says otherwise.
+pub const DEFAULT_NORMAL_SHARES: u32 = 10;
+
+/// Most CUSTOM shares one unit can hand out.
+pub const MAX_CUSTOM_SHARES: u32 = 100;
+
+/// Everything a policy knows about a client's standing on one unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientSettings {
+    pub class: ShareClass,
+    /// Larger runs first under [`PolicyKind::Priority`].
+    pub priority: i32,
+}
+
+/// A task waiting to run on the unit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub client: ClientId,
+    pub task: TaskId,
+    /// The client's estimate of the execution time, ns (used for views only;
+    /// accounting always uses the measured duration at completion).
+    pub expected_ns: f64,
+    pub submitted_at: Ns,
+}
+
+/// Why a policy refused a settings change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error(
+        "CUSTOM shares on this unit would total {requested_total} (limit {MAX_CUSTOM_SHARES}): {available} shares are still free"
+    )]
+    CustomSharesExceeded { requested_total: u32, available: u32 },
+    #[error("shares must be at least 1 (got 0); use the BACKGROUND class to run only on an idle unit")]
+    ZeroShares,
+    #[error("unknown client {0:?}: it never registered with this unit")]
+    UnknownClient(ClientId),
+}
+
+/// One unit's scheduling policy.
+///
+/// Call order for a task: `submit` → (`pick_next` returns it) → `complete`.
+/// `tick` runs periodically (every 10 ms in daemon and simulator) and updates
+/// moving averages and windows.
+pub trait UnitPolicy: fmt::Debug + Send {
+    fn kind(&self) -> PolicyKind;
+
+    /// Registers a client (or replaces its settings). Rejects impossible
+    /// settings without changing anything.
+    fn set_client(
+        &mut self,
+        client: ClientId,
+        settings: ClientSettings,
+        now: Ns,
+    ) -> Result<(), PolicyError>;
+
+    /// Forgets a client: drops its queued requests (returned to the caller)
+    /// and its accounting; a running task of it still calls `complete`.
+    fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request>;
+
+    /// Queues a request. Unknown clients are registered with default settings.
+    fn submit(&mut self, request: Request, now: Ns);
+
+    /// The request to dispatch now, if the policy lets one run. `None` with
+    /// requests queued means they are held back (see `retry_at`). The caller
+    /// only asks when the unit has a free slot, except for time-shared units,
+    /// which admit everything.
+    fn pick_next(&mut self, now: Ns) -> Option<Request>;
+
+    /// A task of `client` finished after running `ran_ns`.
+    fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns);
+
+    /// Periodic accounting.
+    fn tick(&mut self, now: Ns);
+
+    /// When held-back requests may become eligible (for a caller that must
+    /// wake up to dispatch them), or `None` if nothing is held back.
+    fn retry_at(&self, now: Ns) -> Option<Ns>;
+
+    /// What this client can expect from the unit (the private page).
+    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView;
+
+    /// What everyone can see about the unit (the global page).
+    fn unit_view(&self, now: Ns) -> UnitView;
+
+    /// Requests waiting to be dispatched.
+    fn queued(&self) -> usize;
+}

@@ -1,0 +1,75 @@
+//! What one simulated scenario produced: the data behind the table, the CSV
+//! and JSON files and the plots. Field names here are the checkable `--json`
+//! interface; keep them stable.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// All policies run on one scenario with one seed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    pub scenario: String,
+    pub description: String,
+    pub seed: u64,
+    /// Simulated seconds measured per policy (after warm-up).
+    pub measured_s: f64,
+    /// Geometric mean of the apps' relative throughput at the
+    /// proportional-fair optimum of the fluid model.
+    pub oracle_system_speedup: f64,
+    /// Per app relative throughput at that optimum.
+    pub oracle_apps: BTreeMap<String, f64>,
+    /// Units in machine order and apps in scenario order (for plots).
+    pub units: Vec<String>,
+    pub apps: Vec<String>,
+    pub results: Vec<PolicyResult>,
+}
+
+/// One placement policy's outcome.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PolicyResult {
+    pub policy: String,
+    /// Geometric mean over apps of `relative`.
+    pub system_speedup: f64,
+    /// Smallest `relative` over apps.
+    pub min_relative: f64,
+    /// Completed tasks per simulated second, all apps together.
+    pub tasks_per_s: f64,
+    /// `system_speedup / oracle_system_speedup`.
+    pub fraction_of_oracle: f64,
+    /// Times an app's consecutive tasks ran on different units, per simulated second.
+    pub placement_changes_per_s: f64,
+    /// Mean |predicted − actual| / actual turnaround of the placement model, when it predicts.
+    pub mean_prediction_error: Option<f64>,
+    pub apps: BTreeMap<String, AppResult>,
+    /// Per unit, the fraction of its capacity each app used (Rinnegan Fig. 6).
+    pub unit_time: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Which unit each app used over time (Rinnegan Fig. 3). Not in `--json`.
+    #[serde(skip)]
+    pub timeline: Vec<TimelineSegment>,
+}
+
+/// One app under one policy.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AppResult {
+    pub tasks_per_s: f64,
+    /// `tasks_per_s` ÷ the same app's `tasks_per_s` under `native`.
+    pub relative: f64,
+    pub tasks: u64,
+    pub mean_turnaround_ms: f64,
+    /// How often consecutive tasks of this app changed unit.
+    pub unit_changes: u64,
+    /// Tasks issued before the app's placement last changed (a measure of how
+    /// fast it settled; 0 when it never moved).
+    pub settled_after_tasks: u64,
+    /// Fraction of this app's tasks that ran on each unit.
+    pub unit_mix: BTreeMap<String, f64>,
+}
+
+/// An interval during which an app's tasks ran on one unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineSegment {
+    pub app: String,
+    pub unit: String,
+    pub start_s: f64,
+    pub end_s: f64,
+}
