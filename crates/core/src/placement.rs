@@ -1,1 +1,427 @@
-//! Placement (owner: lead).
+//! Placement: Rinnegan's `Accelerate` decision.
+//!
+//! For every unit that has an implementation of the task, predict
+//! `turnaround = dispatch + copy + exec / utilisation` from the task model
+//! and the unit's view, then pick by the application's goal. On top of the
+//! bare prediction sit the three stabilisers of Rinnegan §3.2:
+//!
+//! * the *speedup threshold*: leave the unit that holds the data only when
+//!   the gain pays the copy back within a few tasks;
+//! * *task aggregation*: one decision covers a group of tasks whose size
+//!   grows with the cost of moving the data;
+//! * *ping-pong damping*: when a unit's actual turnaround departs from the
+//!   prediction (the view was stale and everybody went there), use the actual
+//!   turnaround for that unit for a while.
+//!
+//! The same [`Placer`] serves the runtime, the StarPU policy and the
+//! simulator; only where the views come from differs.
+
+use crate::ids::UnitId;
+use crate::task_model::PerformanceModel;
+use crate::unit::Unit;
+use crate::view::ClientUnitView;
+use serde::{Deserialize, Serialize};
+
+/// What an application optimises when it places a task.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "goal", rename_all = "kebab-case")]
+pub enum Goal {
+    /// Shortest predicted turnaround (the default).
+    #[default]
+    MinLatency,
+    /// Most tasks per second when the application keeps several in flight:
+    /// fixed latencies (dispatch, copy latency) overlap with other tasks, so
+    /// only the unit time and copy bandwidth a task costs count.
+    MaxThroughput,
+    /// Meet `deadline_ns` with the least energy; if no unit can, the fastest.
+    Deadline { deadline_ns: f64 },
+    /// Least energy per task (busy power × execution time).
+    MinEnergy,
+}
+
+/// Where a task's input data lives now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DataLocation {
+    /// In host memory (the usual case for fresh input).
+    #[default]
+    Host,
+    /// Only valid on this (non-coherent) unit, e.g. a grid a GPU keeps updating.
+    Unit(UnitId),
+}
+
+/// Set of units, by index, that have an implementation of a task.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImplSet(pub u64);
+
+impl ImplSet {
+    /// Most units one machine may have (bits of the set).
+    pub const MAX_UNITS: usize = 64;
+
+    pub fn with(self, unit: UnitId) -> Self {
+        ImplSet(self.0 | (1u64 << unit.0))
+    }
+
+    #[inline]
+    pub fn contains(self, unit: UnitId) -> bool {
+        (unit.0 as usize) < Self::MAX_UNITS && self.0 & (1u64 << unit.0) != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// The stabilisers, each of which can be switched off (the simulator
+/// measures what each one is worth).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlacementConfig {
+    /// Leave the unit holding the data only if the per-task gain repays the
+    /// copy within this many tasks. `None` disables the threshold.
+    pub amortise_tasks: Option<f64>,
+    /// Decide once per group of tasks; the group covers this many times the
+    /// ratio of data-movement cost to task turnaround. `None` disables it.
+    pub aggregation_factor: Option<f64>,
+    /// Largest group one decision may cover.
+    pub max_group: u32,
+    /// Relative departure of actual from predicted turnaround that triggers
+    /// damping. `None` disables damping.
+    pub damping_tolerance: Option<f64>,
+    /// How many decisions use the actual turnaround after a departure.
+    pub damping_decisions: u32,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            amortise_tasks: Some(4.0),
+            aggregation_factor: Some(2.0),
+            max_group: 32,
+            damping_tolerance: Some(0.5),
+            damping_decisions: 4,
+        }
+    }
+}
+
+impl PlacementConfig {
+    /// Bare prediction, no stabilisers.
+    pub fn bare() -> Self {
+        PlacementConfig {
+            amortise_tasks: None,
+            aggregation_factor: None,
+            damping_tolerance: None,
+            ..Self::default()
+        }
+    }
+}
+
+/// One task to place.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskRequest {
+    /// Input bytes (the task model's variable).
+    pub bytes: u64,
+    /// Bytes to bring back to the host when the task runs on a non-coherent unit.
+    pub out_bytes: u64,
+    pub data_at: DataLocation,
+    /// The data stays where the task ran and the next task reuses it (a
+    /// grid a stencil keeps updating), so moving it is a one-off cost that
+    /// the speedup threshold and aggregation weigh. Fresh input per task
+    /// (`false`) is copied every time wherever it runs.
+    pub persistent: bool,
+    pub implemented: ImplSet,
+    pub goal: Goal,
+}
+
+/// Predicted cost of running one task on one unit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub unit: UnitId,
+    pub exec_ns: f64,
+    pub copy_ns: f64,
+    pub dispatch_ns: f64,
+    pub utilisation: f64,
+    /// `dispatch + copy + exec / utilisation`.
+    pub turnaround_ns: f64,
+}
+
+/// Why a unit was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reason {
+    /// The model has too few samples on this unit's kind: run there to learn it.
+    Profiling,
+    /// An earlier decision covered this task (task aggregation).
+    Aggregated,
+    /// Best score under the goal.
+    Best,
+    /// A better unit existed, but not by enough to pay for moving the data.
+    Threshold,
+}
+
+/// The outcome of one placement.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub unit: UnitId,
+    pub reason: Reason,
+    /// Predicted turnaround on the chosen unit (NaN while profiling).
+    pub predicted_ns: f64,
+}
+
+/// Why no unit could be chosen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error("the task has no implementation for any of the machine's {units} units")]
+    NoImplementation { units: usize },
+    #[error("views cover {views} units but the machine has {units}")]
+    ViewMismatch { views: usize, units: usize },
+}
+
+/// Time to make the task's data available on `unit`.
+#[inline]
+pub fn copy_to_unit_ns(units: &[Unit], unit: &Unit, bytes: u64, data_at: DataLocation) -> f64 {
+    match data_at {
+        DataLocation::Unit(at) if at == unit.id => 0.0,
+        DataLocation::Unit(at) => {
+            // Back to the host first, then on to the target if it needs a copy.
+            units[at.index()].copy_out_ns(bytes) + unit.copy_in_ns(bytes)
+        }
+        DataLocation::Host => unit.copy_in_ns(bytes),
+    }
+}
+
+/// Whether `unit` can run a task on data at `data_at` without a copy.
+#[inline]
+pub fn holds_data(unit: &Unit, data_at: DataLocation) -> bool {
+    match data_at {
+        DataLocation::Unit(at) => at == unit.id,
+        DataLocation::Host => unit.coherent,
+    }
+}
+
+/// Predicts one task on one unit from the model and the unit's view.
+/// `None` when the model knows nothing yet about the unit's kind.
+#[inline]
+pub fn predict<M: PerformanceModel + ?Sized>(
+    units: &[Unit],
+    unit: &Unit,
+    view: &ClientUnitView,
+    model: &M,
+    task: &TaskRequest,
+) -> Option<Prediction> {
+    let exec_ns = model.predict_ns(unit.kind, task.bytes)?;
+    let copy_ns =
+        copy_to_unit_ns(units, unit, task.bytes, task.data_at) + unit.copy_out_ns(task.out_bytes);
+    let dispatch_ns = unit.dispatch_ns as f64;
+    let utilisation = view.expected_utilisation(exec_ns);
+    Some(Prediction {
+        unit: unit.id,
+        exec_ns,
+        copy_ns,
+        dispatch_ns,
+        utilisation,
+        turnaround_ns: dispatch_ns + copy_ns + exec_ns / utilisation,
+    })
+}
+
+/// Score of a prediction under a goal: lower is better.
+#[inline]
+fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> f64 {
+    match goal {
+        Goal::MinLatency => turnaround_ns,
+        Goal::MaxThroughput => {
+            // Pipelined tasks hide latencies; what limits throughput is the
+            // unit time a task costs and the link bandwidth it uses.
+            p.exec_ns / p.utilisation + (p.copy_ns - unit.copy_in.latency_ns as f64).max(0.0)
+        }
+        Goal::Deadline { deadline_ns } => {
+            let energy = unit.busy_watts * p.exec_ns;
+            if turnaround_ns <= deadline_ns {
+                energy
+            } else {
+                // Missing units rank after every unit that meets it, by lateness.
+                f64::MAX / 4.0 + turnaround_ns
+            }
+        }
+        Goal::MinEnergy => unit.busy_watts * p.exec_ns + turnaround_ns * 1e-12,
+    }
+}
+
+/// Damping state for one unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Damping {
+    actual_ns: f64,
+    decisions_left: u32,
+}
+
+/// Placement state of one task type of one client.
+///
+/// Allocation happens only in [`Placer::new`]; `decide` and `observe` are
+/// allocation-free (they sit on every task's path).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Placer {
+    config: PlacementConfig,
+    damping: Vec<Damping>,
+    current: Option<UnitId>,
+    group_left: u32,
+    /// Mean |predicted − actual| / actual over observed turnarounds.
+    error_sum: f64,
+    error_count: u64,
+}
+
+impl Placer {
+    pub fn new(config: PlacementConfig, units: usize) -> Self {
+        Placer {
+            config,
+            damping: vec![Damping::default(); units],
+            current: None,
+            group_left: 0,
+            error_sum: 0.0,
+            error_count: 0,
+        }
+    }
+
+    pub fn config(&self) -> &PlacementConfig {
+        &self.config
+    }
+
+    /// Mean relative turnaround prediction error so far, if any were observed.
+    pub fn mean_error(&self) -> Option<f64> {
+        (self.error_count > 0).then(|| self.error_sum / self.error_count as f64)
+    }
+
+    /// Chooses the unit for one task. `views[i]` is this client's view of unit `i`.
+    pub fn decide<M: PerformanceModel + ?Sized>(
+        &mut self,
+        units: &[Unit],
+        views: &[ClientUnitView],
+        model: &M,
+        task: &TaskRequest,
+    ) -> Result<Decision, PlacementError> {
+        if views.len() != units.len() {
+            return Err(PlacementError::ViewMismatch {
+                views: views.len(),
+                units: units.len(),
+            });
+        }
+        // Learn every implemented kind before trusting predictions.
+        for unit in units {
+            if task.implemented.contains(unit.id) && model.predict_ns(unit.kind, task.bytes).is_none() {
+                return Ok(self.commit(unit.id, Reason::Profiling, f64::NAN, 1));
+            }
+        }
+        if let Some(current) = self.current
+            && self.group_left > 0
+            && task.implemented.contains(current)
+        {
+            self.group_left -= 1;
+            return Ok(Decision {
+                unit: current,
+                reason: Reason::Aggregated,
+                predicted_ns: f64::NAN,
+            });
+        }
+
+        let mut best: Option<(f64, Prediction)> = None;
+        let mut resident: Option<(f64, Prediction)> = None;
+        for (unit, view) in units.iter().zip(views) {
+            if !task.implemented.contains(unit.id) {
+                continue;
+            }
+            let Some(p) = predict(units, unit, view, model, task) else {
+                continue;
+            };
+            let turnaround = self.damped_turnaround(unit.id, p.turnaround_ns);
+            let s = score(&p, unit, task.goal, turnaround);
+            if best.is_none_or(|(b, _)| s < b) {
+                best = Some((s, p));
+            }
+            if task.persistent
+                && holds_data(unit, task.data_at)
+                && resident.is_none_or(|(r, _)| s < r)
+            {
+                resident = Some((s, p));
+            }
+        }
+        for d in &mut self.damping {
+            d.decisions_left = d.decisions_left.saturating_sub(1);
+        }
+        let Some((best_score, best_p)) = best else {
+            return Err(PlacementError::NoImplementation { units: units.len() });
+        };
+
+        // Speedup threshold: stay with the data unless moving pays back soon.
+        let (chosen, reason) = match (resident, self.config.amortise_tasks) {
+            (Some((stay_score, stay_p)), Some(horizon)) if stay_p.unit != best_p.unit => {
+                let gain_per_task = stay_score - (best_score - best_p.copy_ns);
+                if gain_per_task * horizon >= best_p.copy_ns {
+                    (best_p, Reason::Best)
+                } else {
+                    (stay_p, Reason::Threshold)
+                }
+            }
+            _ => (best_p, Reason::Best),
+        };
+        let group = self.group_size(units, &chosen, task);
+        Ok(self.commit(chosen.unit, reason, chosen.turnaround_ns, group))
+    }
+
+    /// Reports the measured turnaround of a task placed on `unit` that was
+    /// predicted to take `predicted_ns` (NaN when it was not predicted).
+    pub fn observe(&mut self, unit: UnitId, predicted_ns: f64, actual_ns: f64) {
+        if !(predicted_ns.is_finite() && actual_ns.is_finite() && actual_ns > 0.0) {
+            return;
+        }
+        let error = (predicted_ns - actual_ns).abs() / actual_ns;
+        self.error_sum += error;
+        self.error_count += 1;
+        if let (Some(tolerance), Some(d)) =
+            (self.config.damping_tolerance, self.damping.get_mut(unit.index()))
+            && error > tolerance
+        {
+            *d = Damping {
+                actual_ns,
+                decisions_left: self.config.damping_decisions,
+            };
+        }
+    }
+
+    fn damped_turnaround(&self, unit: UnitId, predicted_ns: f64) -> f64 {
+        match self.damping.get(unit.index()) {
+            Some(d) if d.decisions_left > 0 => d.actual_ns,
+            _ => predicted_ns,
+        }
+    }
+
+    /// Task aggregation: how many tasks this decision covers. Moving data
+    /// that stays on a unit costs a copy out and a copy in; the dearer that
+    /// is relative to a task, the longer one decision holds.
+    fn group_size(&self, units: &[Unit], chosen: &Prediction, task: &TaskRequest) -> u32 {
+        let Some(factor) = self.config.aggregation_factor else {
+            return 1;
+        };
+        if !task.persistent {
+            return 1;
+        }
+        let unit = &units[chosen.unit.index()];
+        let data_after = if unit.coherent {
+            DataLocation::Host
+        } else {
+            DataLocation::Unit(unit.id)
+        };
+        let move_cost = units
+            .iter()
+            .filter(|u| task.implemented.contains(u.id))
+            .map(|u| copy_to_unit_ns(units, u, task.bytes, data_after))
+            .fold(0.0, f64::max);
+        let ratio = move_cost / chosen.turnaround_ns.max(1.0);
+        ((ratio * factor).ceil() as u32).clamp(1, self.config.max_group.max(1))
+    }
+
+    fn commit(&mut self, unit: UnitId, reason: Reason, predicted_ns: f64, group: u32) -> Decision {
+        self.current = Some(unit);
+        self.group_left = group.saturating_sub(1);
+        Decision {
+            unit,
+            reason,
+            predicted_ns,
+        }
+    }
+}

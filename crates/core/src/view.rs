@@ -39,6 +39,10 @@ pub struct ClientUnitView {
     /// The policy is holding this client back right now (over its share,
     /// or BACKGROUND while others wait).
     pub throttled: bool,
+    /// Most of the unit's time this client may get whatever others do
+    /// (Rinnegan's "maximum share allowed"; an administrator cap, or time
+    /// taken by work hetsched does not schedule). 1 when uncapped.
+    pub max_utilisation: f64,
 }
 
 impl Default for ClientUnitView {
@@ -49,6 +53,7 @@ impl Default for ClientUnitView {
             wait_ns: 0.0,
             current_utilisation: 0.0,
             throttled: false,
+            max_utilisation: 1.0,
         }
     }
 }
@@ -68,7 +73,10 @@ impl ClientUnitView {
         } else {
             0.0
         };
-        queued.max(self.guaranteed).clamp(MIN_UTILISATION, 1.0)
+        queued
+            .max(self.guaranteed)
+            .min(self.max_utilisation)
+            .clamp(MIN_UTILISATION, 1.0)
     }
 }
 

@@ -1,5 +1,16 @@
 //! hetsched-sim: a deterministic discrete-event simulator that drives
 //! hetsched-core's unit policies and placement on paper-scale machines.
+//!
+//! A [`scenario::Scenario`] (machine + workload, from TOML) is run once per
+//! placement strategy by the [`engine`]; [`run::run_scenario`] compares
+//! them against the `native` baseline and the proportional-fair bound.
 
+pub mod catalog;
+pub mod engine;
+pub mod metrics;
+pub mod oracle;
 pub mod output;
 pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod strategy;

@@ -1,0 +1,55 @@
+//! The scenarios that ship with hetsched (from `scenarios/`, compiled in so
+//! `hetsched sim` works from any directory), and loading by name or path.
+
+use crate::scenario::{self, Scenario, ScenarioError};
+use std::path::Path;
+
+macro_rules! builtin {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../../scenarios/", $name, ".toml")))),*]
+    };
+}
+
+/// Built-in scenarios: (name, TOML text).
+pub const BUILTIN: &[(&str, &str)] = builtin!(
+    "rinnegan-contention",
+    "rinnegan-starpu",
+    "rinnegan-shares",
+    "rinnegan-short-lived",
+    "rinnegan-ping-pong",
+    "rinnegan-data-movement",
+    "asym-fast-cores",
+);
+
+/// Loads a built-in scenario by name, or a scenario file by path.
+pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+        return scenario::parse(&format!("scenarios/{name}.toml"), text);
+    }
+    let path = Path::new(name_or_path);
+    match std::fs::read_to_string(path) {
+        Ok(text) => scenario::parse(name_or_path, &text),
+        Err(e) => Err(ScenarioError {
+            file: name_or_path.to_string(),
+            line: None,
+            field: String::new(),
+            message: format!(
+                "not a built-in scenario ({}) and not a readable file: {e}",
+                BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_scenario_parses() {
+        for (name, text) in BUILTIN {
+            let sc = scenario::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(&sc.name, name, "file name and `name` field agree");
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! What the engine measures during one run, and how it becomes a
+//! [`PolicyResult`].
+
+use crate::report::{AppResult, PolicyResult, TimelineSegment};
+use crate::scenario::Scenario;
+use hetsched_core::ids::{Ns, UnitId};
+use std::collections::BTreeMap;
+
+/// An application as reported: one per long-lived instance (`grep#2`), or
+/// one per short-lived app (all its instances together).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportApp {
+    pub name: String,
+    pub app: usize,
+    /// First report index of the app's instances.
+    pub base: usize,
+}
+
+impl ReportApp {
+    pub fn for_scenario(sc: &Scenario) -> Vec<ReportApp> {
+        let mut out = Vec::new();
+        for (i, app) in sc.apps.iter().enumerate() {
+            let base = out.len();
+            if app.short_lived.is_some() || app.copies == 1 {
+                out.push(ReportApp { name: app.name.clone(), app: i, base });
+            } else {
+                for k in 1..=app.copies {
+                    out.push(ReportApp { name: format!("{}#{k}", app.name), app: i, base });
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct AppStats {
+    completed: u64,
+    turnaround_sum_ns: f64,
+    unit_changes: u64,
+    last_change_at_task: u64,
+    tasks_per_unit: Vec<u64>,
+    busy_ns: Vec<f64>,
+    open_segment: Option<TimelineSegment>,
+}
+
+/// Counters of one run.
+#[derive(Debug)]
+pub struct Metrics {
+    policy: String,
+    apps: Vec<ReportApp>,
+    unit_names: Vec<String>,
+    stats: Vec<AppStats>,
+    window: (Ns, Ns),
+    timeline_end: Ns,
+    timeline: Vec<TimelineSegment>,
+    errors: Vec<f64>,
+}
+
+fn secs(ns: Ns) -> f64 {
+    ns as f64 / 1e9
+}
+
+impl Metrics {
+    pub fn new(sc: &Scenario, apps: Vec<ReportApp>, policy: String) -> Self {
+        let units = sc.machine.units.len();
+        Metrics {
+            policy,
+            stats: vec![
+                AppStats {
+                    tasks_per_unit: vec![0; units],
+                    busy_ns: vec![0.0; units],
+                    ..Default::default()
+                };
+                apps.len()
+            ],
+            apps,
+            unit_names: sc.machine.units.iter().map(|u| u.name.clone()).collect(),
+            window: (sc.warmup_ns, sc.warmup_ns + sc.duration_ns),
+            timeline_end: sc.timeline_ns,
+            timeline: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn report_app_of(&self, app: usize, instance: usize) -> usize {
+        let base = self.apps.iter().position(|r| r.app == app).expect("every app is reported");
+        let last = self.apps.iter().rposition(|r| r.app == app).expect("every app is reported");
+        (base + instance).min(last)
+    }
+
+    fn in_window(&self, at: Ns) -> bool {
+        at >= self.window.0 && at <= self.window.1
+    }
+
+    /// A task was issued to `unit`; `changed` when the instance's previous task ran elsewhere.
+    pub fn issued(&mut self, app: usize, unit: UnitId, changed: bool, task_index: u64, now: Ns) {
+        let in_window = self.in_window(now);
+        let s = &mut self.stats[app];
+        if changed {
+            s.last_change_at_task = task_index - 1;
+            if in_window {
+                s.unit_changes += 1;
+            }
+        }
+        if in_window {
+            s.tasks_per_unit[unit.index()] += 1;
+        }
+    }
+
+    /// `fraction` of `unit`'s capacity was used by `app` from `start` to `end`.
+    pub fn busy(&mut self, app: usize, unit: usize, start: Ns, end: Ns, fraction: f64) {
+        let (lo, hi) = (start.max(self.window.0), end.min(self.window.1));
+        if hi > lo {
+            self.stats[app].busy_ns[unit] += (hi - lo) as f64 * fraction;
+        }
+    }
+
+    /// A task's result is back: it counts as completed at `now`.
+    pub fn completed(&mut self, app: usize, issued_at: Ns, now: Ns, unit: UnitId, started_at: Ns) {
+        if self.in_window(now) {
+            let s = &mut self.stats[app];
+            s.completed += 1;
+            s.turnaround_sum_ns += (now - issued_at) as f64;
+        }
+        if started_at < self.timeline_end {
+            self.extend_timeline(app, unit, started_at, now.min(self.timeline_end));
+        }
+    }
+
+    fn extend_timeline(&mut self, app: usize, unit: UnitId, start: Ns, end: Ns) {
+        let unit_name = &self.unit_names[unit.index()];
+        let s = &mut self.stats[app];
+        match s.open_segment.as_mut() {
+            Some(seg) if &seg.unit == unit_name => seg.end_s = seg.end_s.max(secs(end)),
+            _ => {
+                if let Some(done) = s.open_segment.take() {
+                    self.timeline.push(done);
+                }
+                s.open_segment = Some(TimelineSegment {
+                    app: self.apps[app].name.clone(),
+                    unit: unit_name.clone(),
+                    start_s: secs(start),
+                    end_s: secs(end),
+                });
+            }
+        }
+    }
+
+    pub fn prediction_error(&mut self, error: f64) {
+        self.errors.push(error);
+    }
+
+    /// Closes open timeline segments.
+    pub fn finish(&mut self) {
+        for s in &mut self.stats {
+            if let Some(seg) = s.open_segment.take() {
+                self.timeline.push(seg);
+            }
+        }
+        self.timeline
+            .sort_by(|a, b| a.app.cmp(&b.app).then(a.start_s.total_cmp(&b.start_s)));
+    }
+
+    /// Names of the report apps, in scenario order.
+    pub fn app_names(&self) -> Vec<String> {
+        self.apps.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// Tasks per second of each report app.
+    pub fn tasks_per_s(&self) -> Vec<f64> {
+        let span = secs(self.window.1 - self.window.0);
+        self.stats.iter().map(|s| s.completed as f64 / span).collect()
+    }
+
+    /// Turns the counters into a result, given each app's native tasks/s.
+    pub fn into_result(self, native: &[f64], oracle_system_speedup: f64) -> PolicyResult {
+        let span = secs(self.window.1 - self.window.0);
+        let tps = self.tasks_per_s();
+        let mut apps = BTreeMap::new();
+        let mut log_sum = 0.0;
+        let mut min_relative = f64::INFINITY;
+        let mut changes = 0;
+        let mut unit_time: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+        for (i, (ra, s)) in self.apps.iter().zip(&self.stats).enumerate() {
+            let relative = if native[i] > 0.0 { tps[i] / native[i] } else { f64::NAN };
+            log_sum += relative.ln();
+            min_relative = min_relative.min(relative);
+            changes += s.unit_changes;
+            let issued: u64 = s.tasks_per_unit.iter().sum();
+            let unit_mix = self
+                .unit_names
+                .iter()
+                .zip(&s.tasks_per_unit)
+                .filter(|(_, n)| **n > 0)
+                .map(|(u, n)| (u.clone(), *n as f64 / issued.max(1) as f64))
+                .collect();
+            for (u, busy) in self.unit_names.iter().zip(&s.busy_ns) {
+                unit_time.entry(u.clone()).or_default().insert(ra.name.clone(), busy / (span * 1e9));
+            }
+            apps.insert(
+                ra.name.clone(),
+                AppResult {
+                    tasks_per_s: tps[i],
+                    relative,
+                    tasks: s.completed,
+                    mean_turnaround_ms: if s.completed > 0 { s.turnaround_sum_ns / s.completed as f64 / 1e6 } else { f64::NAN },
+                    unit_changes: s.unit_changes,
+                    settled_after_tasks: s.last_change_at_task,
+                    unit_mix,
+                },
+            );
+        }
+        let system_speedup = (log_sum / self.apps.len() as f64).exp();
+        PolicyResult {
+            policy: self.policy,
+            system_speedup,
+            min_relative,
+            tasks_per_s: tps.iter().sum(),
+            fraction_of_oracle: system_speedup / oracle_system_speedup,
+            placement_changes_per_s: changes as f64 / span,
+            mean_prediction_error: (!self.errors.is_empty()).then(|| self.errors.iter().sum::<f64>() / self.errors.len() as f64),
+            apps,
+            unit_time,
+            timeline: self.timeline,
+        }
+    }
+}

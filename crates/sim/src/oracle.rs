@@ -1,0 +1,72 @@
+//! The proportional-fair bound of a scenario: the fluid allocation of unit
+//! time that maximises Σ log rᵢ, solved by hetsched-core's convex solver.
+
+use crate::metrics::ReportApp;
+use crate::scenario::Scenario;
+use hetsched_core::fairness::{FairProblem, solve_proportional_fair};
+
+/// The bound: geometric-mean relative throughput and each app's rᵢ.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub system_speedup: f64,
+    pub relative: Vec<f64>,
+}
+
+/// Builds the fluid model of `sc` (per report app: rates, copy occupancy,
+/// tasks in flight) and solves it. `native` is each report app's measured
+/// tasks/s under `native`, the baseline of rᵢ.
+pub fn bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> Bound {
+    let problem = problem(sc, apps, native);
+    match solve_proportional_fair(&problem) {
+        Ok(solution) => Bound {
+            system_speedup: solution.system_speedup,
+            relative: solution.relative,
+        },
+        Err(_) => Bound {
+            system_speedup: f64::NAN,
+            relative: vec![f64::NAN; apps.len()],
+        },
+    }
+}
+
+/// The fluid model behind [`bound`].
+pub fn problem(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> FairProblem {
+    let units = &sc.machine.units;
+    let mut rate = Vec::with_capacity(apps.len());
+    let mut occupancy = Vec::with_capacity(apps.len());
+    let mut in_flight = Vec::with_capacity(apps.len());
+    for ra in apps {
+        let app = &sc.apps[ra.app];
+        let bytes = app.bytes.mean() as u64;
+        let mut r = vec![0.0; units.len()];
+        let mut o = vec![1.0; units.len()];
+        for unit in units {
+            let Some(exec) = app.exec_ns(unit.id, bytes) else {
+                continue;
+            };
+            // External load leaves the app only part of the unit.
+            let cap: f64 = sc
+                .jitter
+                .iter()
+                .filter(|j| j.app == ra.app && j.unit == unit.id)
+                .map(|j| (j.min + j.max) / 2.0)
+                .fold(1.0, f64::min);
+            let exec = exec / cap;
+            let overhead = unit.dispatch_ns as f64
+                + if app.persistent_data { 0.0 } else { unit.copy_in_ns(bytes) + unit.copy_out_ns(app.out_bytes(bytes)) };
+            r[unit.id.index()] = 1e9 / exec;
+            o[unit.id.index()] = (exec + overhead) / exec;
+        }
+        rate.push(r);
+        occupancy.push(o);
+        let concurrent = app.short_lived.map_or(1, |s| s.concurrent);
+        in_flight.push((app.in_flight * concurrent) as f64);
+    }
+    FairProblem {
+        rate,
+        occupancy,
+        capacity: units.iter().map(|u| u.slots as f64).collect(),
+        in_flight,
+        native: native.iter().map(|n| n.max(1e-9)).collect(),
+    }
+}

@@ -1,0 +1,164 @@
+//! The placement policies the simulator compares.
+//!
+//! hetsched, c-sched and StarPU's dmda all use hetsched-core's [`Placer`];
+//! they differ only in what they know when they decide: a view published
+//! every 10 ms (hetsched), the exact global queues (c-sched), or only the
+//! app's own queued tasks (dmda).
+
+use hetsched_core::placement::{PlacementConfig, Placer};
+
+/// A placement policy, by name.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StrategyKind {
+    /// Every task on the app's fastest unit (what a program hard-wired to
+    /// its best device does); the baseline of relative throughput.
+    Native,
+    /// StarPU eager: whichever of the app's workers is idle takes the task,
+    /// whatever the unit; with one worker per unit that is a uniform choice
+    /// among units the app has an implementation for.
+    StarpuEager,
+    /// StarPU dmda: best predicted completion counting only the app's own
+    /// queued tasks (blind to other apps).
+    StarpuDmda,
+    /// hetsched: turnaround prediction on the published (stale) views,
+    /// with the given stabilisers.
+    Hetsched(Stabilisers),
+    /// Centralised placement on exact global queues (Rinnegan's c-sched).
+    CSched,
+    /// GTS-like asymmetry-aware CPU scheduling: the fastest unit with an idle
+    /// slot, otherwise the unit with the most slots (the "normal" cores).
+    AsymAware,
+}
+
+/// Which of Rinnegan's stabilisers are on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stabilisers {
+    pub threshold: bool,
+    pub aggregation: bool,
+    pub damping: bool,
+}
+
+impl Stabilisers {
+    pub const ALL: Stabilisers = Stabilisers {
+        threshold: true,
+        aggregation: true,
+        damping: true,
+    };
+
+    pub fn config(self) -> PlacementConfig {
+        let full = PlacementConfig::default();
+        PlacementConfig {
+            amortise_tasks: full.amortise_tasks.filter(|_| self.threshold),
+            aggregation_factor: full.aggregation_factor.filter(|_| self.aggregation),
+            damping_tolerance: full.damping_tolerance.filter(|_| self.damping),
+            ..full
+        }
+    }
+}
+
+const HETSCHED_VARIANTS: [(&str, Stabilisers); 5] = [
+    ("hetsched", Stabilisers::ALL),
+    (
+        "hetsched/no-damping",
+        Stabilisers {
+            damping: false,
+            ..Stabilisers::ALL
+        },
+    ),
+    (
+        "hetsched/no-threshold",
+        Stabilisers {
+            threshold: false,
+            ..Stabilisers::ALL
+        },
+    ),
+    (
+        "hetsched/no-aggregation",
+        Stabilisers {
+            aggregation: false,
+            ..Stabilisers::ALL
+        },
+    ),
+    (
+        "hetsched/bare",
+        Stabilisers {
+            threshold: false,
+            aggregation: false,
+            damping: false,
+        },
+    ),
+];
+
+impl StrategyKind {
+    pub fn name(&self) -> String {
+        match self {
+            Self::Native => "native".into(),
+            Self::StarpuEager => "starpu-eager".into(),
+            Self::StarpuDmda => "starpu-dmda".into(),
+            Self::CSched => "c-sched".into(),
+            Self::AsymAware => "asym-aware".into(),
+            Self::Hetsched(s) => HETSCHED_VARIANTS
+                .iter()
+                .find(|(_, v)| v == s)
+                .map(|(n, _)| n.to_string())
+                .unwrap_or_else(|| format!("hetsched{s:?}")),
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "native" | "always-fast" => Some(Self::Native),
+            "starpu-eager" => Some(Self::StarpuEager),
+            "starpu-dmda" => Some(Self::StarpuDmda),
+            "c-sched" => Some(Self::CSched),
+            "asym-aware" => Some(Self::AsymAware),
+            _ => HETSCHED_VARIANTS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, s)| Self::Hetsched(*s)),
+        }
+    }
+
+    pub fn names() -> Vec<&'static str> {
+        let mut v = vec![
+            "native",
+            "starpu-eager",
+            "starpu-dmda",
+            "c-sched",
+            "asym-aware",
+        ];
+        v.extend(HETSCHED_VARIANTS.iter().map(|(n, _)| *n));
+        v
+    }
+
+    /// The placer configuration, for strategies that use hetsched-core's placer.
+    pub fn placer(&self, units: usize) -> Option<Placer> {
+        let config = match self {
+            Self::Hetsched(s) => s.config(),
+            // c-sched sees exact queues, so stale-view damping has nothing to
+            // correct; it keeps the data-movement stabilisers.
+            Self::CSched => Stabilisers {
+                damping: false,
+                ..Stabilisers::ALL
+            }
+            .config(),
+            Self::StarpuDmda => PlacementConfig::bare(),
+            _ => return None,
+        };
+        Some(Placer::new(config, units))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_back() {
+        for name in StrategyKind::names() {
+            let kind = StrategyKind::parse(name).unwrap();
+            assert_eq!(kind.name(), name);
+        }
+        assert!(StrategyKind::parse("hetsched/typo").is_none());
+    }
+}
