@@ -6,7 +6,7 @@
 //! bare prediction sit the three stabilisers of Rinnegan §3.2:
 //!
 //! * the *speedup threshold*: leave the unit that holds the data only when
-//!   the gain pays the copy back within a few tasks;
+//!   the move is faster by a clear margin, copy included;
 //! * *task aggregation*: one decision covers a group of tasks whose size
 //!   grows with the cost of moving the data;
 //! * *ping-pong damping*: when a unit's actual turnaround departs from the
@@ -75,9 +75,11 @@ impl ImplSet {
 /// measures what each one is worth).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlacementConfig {
-    /// Leave the unit holding the data only if the per-task gain repays the
-    /// copy within this many tasks. `None` disables the threshold.
-    pub amortise_tasks: Option<f64>,
+    /// Leave the unit holding the data only if that is at least this many
+    /// times faster, copy included (1.2 = 20 % faster). Near break-even,
+    /// stale views and noisy predictions would otherwise move the data back
+    /// and forth, paying a copy each way. `None` disables the threshold.
+    pub speedup_threshold: Option<f64>,
     /// Decide once per group of tasks; the group covers this many times the
     /// ratio of data-movement cost to task turnaround. `None` disables it.
     pub aggregation_factor: Option<f64>,
@@ -93,7 +95,7 @@ pub struct PlacementConfig {
 impl Default for PlacementConfig {
     fn default() -> Self {
         PlacementConfig {
-            amortise_tasks: Some(4.0),
+            speedup_threshold: Some(1.2),
             aggregation_factor: Some(2.0),
             max_group: 32,
             damping_tolerance: Some(0.5),
@@ -106,7 +108,7 @@ impl PlacementConfig {
     /// Bare prediction, no stabilisers.
     pub fn bare() -> Self {
         PlacementConfig {
-            amortise_tasks: None,
+            speedup_threshold: None,
             aggregation_factor: None,
             damping_tolerance: None,
             ..Self::default()
@@ -221,27 +223,38 @@ pub fn predict<M: PerformanceModel + ?Sized>(
     })
 }
 
-/// Score of a prediction under a goal: lower is better.
+/// Score of a prediction under a goal: lower is better, and any unit that
+/// misses a deadline ranks after every unit that meets it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Score {
+    missed: bool,
+    value: f64,
+}
+
+impl Score {
+    #[inline]
+    fn better_than(self, other: Score) -> bool {
+        (self.missed, self.value) < (other.missed, other.value)
+    }
+}
+
 #[inline]
-fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> f64 {
-    match goal {
+fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> Score {
+    let value = match goal {
         Goal::MinLatency => turnaround_ns,
         Goal::MaxThroughput => {
             // Pipelined tasks hide latencies; what limits throughput is the
             // unit time a task costs and the link bandwidth it uses.
             p.exec_ns / p.utilisation + (p.copy_ns - unit.copy_in.latency_ns as f64).max(0.0)
         }
-        Goal::Deadline { deadline_ns } => {
-            let energy = unit.busy_watts * p.exec_ns;
-            if turnaround_ns <= deadline_ns {
-                energy
-            } else {
-                // Missing units rank after every unit that meets it, by lateness.
-                f64::MAX / 4.0 + turnaround_ns
-            }
+        Goal::Deadline { deadline_ns } if turnaround_ns > deadline_ns => {
+            // Nobody may meet it: then the least late wins.
+            return Score { missed: true, value: turnaround_ns };
         }
-        Goal::MinEnergy => unit.busy_watts * p.exec_ns + turnaround_ns * 1e-12,
-    }
+        Goal::Deadline { .. } => unit.busy_watts * p.exec_ns,
+        Goal::MinEnergy => unit.busy_watts * p.exec_ns,
+    };
+    Score { missed: false, value }
 }
 
 /// Damping state for one unit.
@@ -319,8 +332,8 @@ impl Placer {
             });
         }
 
-        let mut best: Option<(f64, Prediction)> = None;
-        let mut resident: Option<(f64, Prediction)> = None;
+        let mut best: Option<(Score, Prediction)> = None;
+        let mut resident: Option<(Score, Prediction)> = None;
         for (unit, view) in units.iter().zip(views) {
             if !task.implemented.contains(unit.id) {
                 continue;
@@ -330,12 +343,12 @@ impl Placer {
             };
             let turnaround = self.damped_turnaround(unit.id, p.turnaround_ns);
             let s = score(&p, unit, task.goal, turnaround);
-            if best.is_none_or(|(b, _)| s < b) {
+            if best.is_none_or(|(b, _)| s.better_than(b)) {
                 best = Some((s, p));
             }
             if task.persistent
                 && holds_data(unit, task.data_at)
-                && resident.is_none_or(|(r, _)| s < r)
+                && resident.is_none_or(|(r, _)| s.better_than(r))
             {
                 resident = Some((s, p));
             }
@@ -348,10 +361,10 @@ impl Placer {
         };
 
         // Speedup threshold: stay with the data unless moving pays back soon.
-        let (chosen, reason) = match (resident, self.config.amortise_tasks) {
-            (Some((stay_score, stay_p)), Some(horizon)) if stay_p.unit != best_p.unit => {
-                let gain_per_task = stay_score - (best_score - best_p.copy_ns);
-                if gain_per_task * horizon >= best_p.copy_ns {
+        let (chosen, reason) = match (resident, self.config.speedup_threshold) {
+            (Some((stay_score, stay_p)), Some(threshold)) if stay_p.unit != best_p.unit => {
+                let clear_gain = !stay_score.missed && stay_score.value >= threshold * best_score.value;
+                if clear_gain || stay_score.missed && !best_score.missed {
                     (best_p, Reason::Best)
                 } else {
                     (stay_p, Reason::Threshold)

@@ -48,7 +48,7 @@ impl Stabilisers {
     pub fn config(self) -> PlacementConfig {
         let full = PlacementConfig::default();
         PlacementConfig {
-            amortise_tasks: full.amortise_tasks.filter(|_| self.threshold),
+            speedup_threshold: full.speedup_threshold.filter(|_| self.threshold),
             aggregation_factor: full.aggregation_factor.filter(|_| self.aggregation),
             damping_tolerance: full.damping_tolerance.filter(|_| self.damping),
             ..full

@@ -1,0 +1,142 @@
+//! Bad scenario files get an error naming the file, the line and the field,
+//! never a panic.
+
+use hetsched_sim::scenario::{ScenarioError, parse};
+use proptest::prelude::*;
+
+const GOOD: &str = r#"name = "tiny"
+duration_s = 1
+policies = ["hetsched"]
+
+[[units]]
+name = "cpu"
+class = "cpu"
+
+[[units]]
+name = "gpu"
+class = "gpu"
+policy = "share"
+copy = { latency_us = 10, in_gb_s = 6, out_gb_s = 6 }
+
+[[apps]]
+name = "a"
+bytes = { kib = 64 }
+class = "custom"
+shares = { gpu = 60 }
+exec_ms = { cpu = 2.0, gpu = 0.5 }
+
+[[apps]]
+name = "b"
+bytes = { min_kib = 1, max_kib = 8 }
+exec_ms = { gpu = 1.0 }
+"#;
+
+fn err(text: &str) -> ScenarioError {
+    parse("bad.toml", text).expect_err("the scenario must be rejected")
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).expect("needle in text") + 1
+}
+
+#[test]
+fn the_reference_scenario_is_valid() {
+    let sc = parse("good.toml", GOOD).unwrap();
+    assert_eq!(sc.machine.units.len(), 2);
+    assert_eq!(sc.apps.len(), 2);
+    assert!(sc.apps[1].exec_ns[0].is_none(), "b has no CPU implementation");
+}
+
+#[test]
+fn unknown_field_names_line_and_field() {
+    let text = GOOD.replace("duration_s = 1", "duration_s = 1\ndurashun = 3");
+    let e = err(&text);
+    assert_eq!(e.line, Some(line_of(&text, "durashun")));
+    assert!(e.message.contains("durashun"), "{e}");
+    assert!(e.to_string().starts_with("bad.toml:3:"), "{e}");
+}
+
+#[test]
+fn unknown_unit_class() {
+    let text = GOOD.replace("class = \"gpu\"", "class = \"fpga\"");
+    let e = err(&text);
+    assert_eq!(e.line, Some(line_of(&text, "fpga")));
+    assert_eq!(e.field, "units[1].class");
+    assert!(e.message.contains("unknown unit class `fpga`"), "{e}");
+}
+
+#[test]
+fn negative_sizes_are_rejected() {
+    let text = GOOD.replace("kib = 64", "kib = -64");
+    let e = err(&text);
+    assert_eq!(e.line, Some(line_of(&text, "kib = -64")));
+    let text = GOOD.replace("gpu = 0.5", "gpu = -0.5");
+    let e = err(&text);
+    assert_eq!(e.field, "apps[0].exec_ms.gpu");
+    assert_eq!(e.line, Some(line_of(&text, "gpu = -0.5")));
+}
+
+#[test]
+fn custom_shares_over_100_are_rejected_by_the_policy() {
+    let text = GOOD.replace(
+        "exec_ms = { gpu = 1.0 }",
+        "exec_ms = { gpu = 1.0 }\nclass = \"custom\"\nshares = { gpu = 50 }",
+    );
+    let e = err(&text);
+    assert_eq!(e.field, "apps[1].shares.gpu");
+    assert_eq!(e.line, Some(line_of(&text, "shares = { gpu = 50 }")));
+    assert!(e.message.contains("110"), "names the total: {e}");
+}
+
+#[test]
+fn an_app_without_any_implementation() {
+    let text = GOOD.replace("exec_ms = { gpu = 1.0 }", "exec_ms = {}");
+    let e = err(&text);
+    assert_eq!(e.field, "apps[1].exec_ms");
+    assert!(e.message.contains("no implementation"), "{e}");
+}
+
+#[test]
+fn an_implementation_for_an_unknown_unit() {
+    let text = GOOD.replace("exec_ms = { gpu = 1.0 }", "exec_ms = { gpu = 1.0, tpu = 1.0 }");
+    let e = err(&text);
+    assert_eq!(e.field, "apps[1].exec_ms.tpu");
+    assert!(e.message.contains("unknown unit `tpu`"), "{e}");
+}
+
+#[test]
+fn unknown_policy_lists_the_known_ones() {
+    let text = GOOD.replace("[\"hetsched\"]", "[\"hetsched\", \"magic\"]");
+    let e = err(&text);
+    assert_eq!(e.field, "policies[1]");
+    assert!(e.message.contains("c-sched"), "{e}");
+}
+
+#[test]
+fn non_coherent_unit_without_copy_cost() {
+    let text = GOOD.replace("copy = { latency_us = 10, in_gb_s = 6, out_gb_s = 6 }\n", "");
+    let e = err(&text);
+    assert_eq!(e.field, "units[1].copy");
+}
+
+#[test]
+fn syntax_errors_have_a_line() {
+    let e = err("name = \"x\"\nduration_s = = 2\n");
+    assert_eq!(e.line, Some(2));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Any edit of a valid file parses or fails cleanly.
+    #[test]
+    fn mangled_files_never_panic(at in 0usize..GOOD.len(), len in 0usize..8, insert in "[-a-z0-9=\\[\\]{}\", .\n]{0,6}") {
+        let mut text = GOOD.to_string();
+        let start = (0..=at).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        let end = (start + len).min(text.len());
+        let end = (end..=text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
+        text.replace_range(start..end, &insert);
+        if let Err(e) = parse("mangled.toml", &text) {
+            prop_assert!(e.to_string().starts_with("mangled.toml"));
+        }
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing hetsched needs, when it is missing.
+# Idempotent: a machine that has everything is left alone.
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: missing ${need_apt[*]}; run as root or install them" >&2
+        exit 1
+    fi
+    echo "install-deps: apt-get install ${need_apt[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "install-deps: cargo not found; install Rust with rustup (https://rustup.rs)" >&2
+    exit 1
+fi
+if command -v rustup >/dev/null 2>&1; then
+    for component in rustfmt clippy; do
+        rustup component list --installed 2>/dev/null | grep -q "^$component" \
+            || rustup component add "$component"
+    done
+fi
