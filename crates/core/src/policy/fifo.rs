@@ -1,22 +1,198 @@
-//! STUB — replaced by the policy helper.
-use super::*;
+//! FIFO: one queue in arrival order, what GPU drivers do natively. It
+//! guarantees nothing, so a client's view is only the work queued ahead.
+
+use super::accounting::{ClientLedger, LedgerConfig};
+use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
+use crate::ids::{ClientId, Ns};
+use crate::view::{ClientUnitView, UnitView};
+use std::collections::VecDeque;
+
 #[derive(Debug)]
-pub struct FifoPolicy;
+pub struct FifoPolicy {
+    ledger: ClientLedger,
+    queue: VecDeque<Request>,
+}
+
 impl FifoPolicy {
-    pub fn new(_slots: u32) -> Self {
-        FifoPolicy
+    pub fn new(slots: u32) -> Self {
+        Self::with_config(slots, LedgerConfig::default())
+    }
+
+    pub fn with_config(slots: u32, config: LedgerConfig) -> Self {
+        FifoPolicy {
+            ledger: ClientLedger::new(slots, config),
+            queue: VecDeque::new(),
+        }
+    }
+
+    pub fn ledger(&self) -> &ClientLedger {
+        &self.ledger
     }
 }
+
 impl UnitPolicy for FifoPolicy {
-    fn kind(&self) -> PolicyKind { todo!() }
-    fn set_client(&mut self, _c: ClientId, _s: ClientSettings, _now: Ns) -> Result<(), PolicyError> { todo!() }
-    fn remove_client(&mut self, _c: ClientId, _now: Ns) -> Vec<Request> { todo!() }
-    fn submit(&mut self, _r: Request, _now: Ns) { todo!() }
-    fn pick_next(&mut self, _now: Ns) -> Option<Request> { todo!() }
-    fn complete(&mut self, _c: ClientId, _ran: Ns, _now: Ns) { todo!() }
-    fn tick(&mut self, _now: Ns) { todo!() }
-    fn retry_at(&self, _now: Ns) -> Option<Ns> { todo!() }
-    fn client_view(&self, _c: ClientId, _now: Ns) -> ClientUnitView { todo!() }
-    fn unit_view(&self, _now: Ns) -> UnitView { todo!() }
-    fn queued(&self) -> usize { todo!() }
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Fifo
+    }
+
+    /// FIFO ignores classes and priorities, so every setting is accepted.
+    fn set_client(
+        &mut self,
+        client: ClientId,
+        settings: ClientSettings,
+        now: Ns,
+    ) -> Result<(), PolicyError> {
+        self.ledger.set_settings(client, settings, now);
+        Ok(())
+    }
+
+    fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
+        let mut dropped = Vec::new();
+        self.queue.retain(|r| {
+            let keep = r.client != client;
+            if !keep {
+                dropped.push(*r);
+            }
+            keep
+        });
+        self.ledger.remove(client, now);
+        dropped
+    }
+
+    fn submit(&mut self, request: Request, now: Ns) {
+        let idx = self.ledger.ensure(request.client, now);
+        self.ledger.record_submit(idx, request.expected_ns, now);
+        self.queue.push_back(request);
+    }
+
+    fn pick_next(&mut self, now: Ns) -> Option<Request> {
+        let request = self.queue.pop_front()?;
+        let idx = self.ledger.ensure(request.client, now);
+        self.ledger.record_dispatch(idx, now);
+        Some(request)
+    }
+
+    fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
+        self.ledger.record_complete(client, ran_ns, now);
+    }
+
+    fn tick(&mut self, now: Ns) {
+        self.ledger.tick(now);
+    }
+
+    /// FIFO never holds anything back.
+    fn retry_at(&self, _now: Ns) -> Option<Ns> {
+        None
+    }
+
+    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
+        let current_utilisation = self
+            .ledger
+            .get(client)
+            .map_or(0.0, |c| self.ledger.utilisation(c, now));
+        ClientUnitView {
+            guaranteed: 0.0,
+            wait_ns: self.ledger.fifo_work_ahead_ns(client, now, |_| true),
+            current_utilisation,
+            throttled: false,
+        }
+    }
+
+    fn unit_view(&self, now: Ns) -> UnitView {
+        self.ledger.unit_view(now)
+    }
+
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::TaskId;
+
+    const MS: Ns = 1_000_000;
+
+    fn req(client: u32, task: u64, now: Ns) -> Request {
+        Request {
+            client: ClientId(client),
+            task: TaskId(task),
+            expected_ns: 2e6,
+            submitted_at: now,
+        }
+    }
+
+    #[test]
+    fn dispatches_in_arrival_order_across_clients() {
+        let mut p = FifoPolicy::new(1);
+        let order = [(3, 0), (1, 1), (3, 2), (2, 3), (1, 4)];
+        for (i, &(c, t)) in order.iter().enumerate() {
+            p.submit(req(c, t, i as Ns), i as Ns);
+        }
+        assert_eq!(p.queued(), 5);
+        let got: Vec<_> = std::iter::from_fn(|| p.pick_next(10))
+            .map(|r| r.task.0)
+            .collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(p.pick_next(10), None);
+    }
+
+    #[test]
+    fn wait_grows_with_others_outstanding_work() {
+        let mut p = FifoPolicy::new(1);
+        p.submit(req(1, 0, 0), 0);
+        let alone = p.client_view(ClientId(1), 0);
+        assert_eq!(alone.wait_ns, 0.0);
+        assert_eq!(alone.expected_utilisation(2e6), 1.0);
+
+        p.submit(req(2, 0, 0), 0);
+        let one = p.client_view(ClientId(1), 0).wait_ns;
+        p.submit(req(2, 1, 0), 0);
+        p.submit(req(2, 2, 0), 0);
+        let three = p.client_view(ClientId(1), 0).wait_ns;
+        assert_eq!(one, 2e6);
+        assert_eq!(three, 6e6);
+        // The client's own queue does not count against it.
+        assert_eq!(p.client_view(ClientId(2), 0).wait_ns, 2e6);
+    }
+
+    #[test]
+    fn wait_uses_measured_duration_and_slots() {
+        let mut p = FifoPolicy::new(2);
+        p.submit(req(2, 0, 0), 0);
+        p.pick_next(0);
+        p.complete(ClientId(2), 8 * MS, 8 * MS);
+        // Client 2 is idle but finished recently: it still counts one task of
+        // its measured size (8 ms, not the claimed 2 ms), over two slots.
+        assert_eq!(p.client_view(ClientId(1), 9 * MS).wait_ns, 4e6);
+        // After the activity window it no longer counts.
+        assert_eq!(p.client_view(ClientId(1), 200 * MS).wait_ns, 0.0);
+    }
+
+    #[test]
+    fn remove_returns_queued_requests_in_order() {
+        let mut p = FifoPolicy::new(1);
+        p.submit(req(1, 0, 0), 0);
+        p.submit(req(2, 1, 0), 0);
+        p.submit(req(1, 2, 0), 0);
+        let dropped = p.remove_client(ClientId(1), 1);
+        assert_eq!(
+            dropped.iter().map(|r| r.task.0).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        assert_eq!(p.queued(), 1);
+        assert_eq!(p.unit_view(1).queued, 1);
+        assert_eq!(p.pick_next(1).map(|r| r.client), Some(ClientId(2)));
+    }
+
+    #[test]
+    fn unknown_clients_are_registered_or_ignored() {
+        let mut p = FifoPolicy::new(1);
+        p.complete(ClientId(9), 5, 5); // ignored, no panic
+        assert_eq!(p.unit_view(5).running, 0);
+        p.submit(req(9, 0, 6), 6);
+        assert!(p.ledger().get(ClientId(9)).is_some());
+        assert_eq!(p.retry_at(6), None);
+    }
 }

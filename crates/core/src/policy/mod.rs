@@ -10,7 +10,10 @@ mod priority;
 mod share;
 mod time_share;
 
-pub use accounting::{ClientLedger, LedgerEntry};
+pub use accounting::{
+    ClientLedger, ClientQueue, ClientRecord, DEFAULT_ACTIVITY_WINDOW_NS,
+    DEFAULT_USAGE_HALF_LIFE_NS, LedgerConfig, QueuedRequest, UsageAt,
+};
 pub use fifo::FifoPolicy;
 pub use priority::PriorityPolicy;
 pub use share::{SharePolicy, ShareWindow};

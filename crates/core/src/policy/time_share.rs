@@ -1,22 +1,181 @@
-//! STUB — replaced by the policy helper.
-use super::*;
+//! A time-shared CPU: the kernel (CFS) interleaves every runnable task, so
+//! the agent admits everything at once and only reports. There is no queue to
+//! wait in; what a client can expect is its fair slice of the cores.
+
+use super::accounting::{ClientLedger, LedgerConfig};
+use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
+use crate::ids::{ClientId, Ns};
+use crate::view::{ClientUnitView, UnitView};
+use std::collections::VecDeque;
+
 #[derive(Debug)]
-pub struct TimeSharePolicy;
+pub struct TimeSharePolicy {
+    ledger: ClientLedger,
+    /// Submitted but not yet collected by `pick_next` (normally drained at once).
+    admitted: VecDeque<Request>,
+}
+
 impl TimeSharePolicy {
-    pub fn new(_slots: u32) -> Self {
-        TimeSharePolicy
+    pub fn new(slots: u32) -> Self {
+        Self::with_config(slots, LedgerConfig::default())
+    }
+
+    pub fn with_config(slots: u32, config: LedgerConfig) -> Self {
+        TimeSharePolicy {
+            ledger: ClientLedger::new(slots, config),
+            admitted: VecDeque::new(),
+        }
+    }
+
+    pub fn ledger(&self) -> &ClientLedger {
+        &self.ledger
     }
 }
+
 impl UnitPolicy for TimeSharePolicy {
-    fn kind(&self) -> PolicyKind { todo!() }
-    fn set_client(&mut self, _c: ClientId, _s: ClientSettings, _now: Ns) -> Result<(), PolicyError> { todo!() }
-    fn remove_client(&mut self, _c: ClientId, _now: Ns) -> Vec<Request> { todo!() }
-    fn submit(&mut self, _r: Request, _now: Ns) { todo!() }
-    fn pick_next(&mut self, _now: Ns) -> Option<Request> { todo!() }
-    fn complete(&mut self, _c: ClientId, _ran: Ns, _now: Ns) { todo!() }
-    fn tick(&mut self, _now: Ns) { todo!() }
-    fn retry_at(&self, _now: Ns) -> Option<Ns> { todo!() }
-    fn client_view(&self, _c: ClientId, _now: Ns) -> ClientUnitView { todo!() }
-    fn unit_view(&self, _now: Ns) -> UnitView { todo!() }
-    fn queued(&self) -> usize { todo!() }
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::TimeShare
+    }
+
+    /// The kernel does the sharing; settings are recorded but not enforced.
+    fn set_client(
+        &mut self,
+        client: ClientId,
+        settings: ClientSettings,
+        now: Ns,
+    ) -> Result<(), PolicyError> {
+        self.ledger.set_settings(client, settings, now);
+        Ok(())
+    }
+
+    fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
+        let mut dropped = Vec::new();
+        self.admitted.retain(|r| {
+            let keep = r.client != client;
+            if !keep {
+                dropped.push(*r);
+            }
+            keep
+        });
+        self.ledger.remove(client, now);
+        dropped
+    }
+
+    fn submit(&mut self, request: Request, now: Ns) {
+        let idx = self.ledger.ensure(request.client, now);
+        self.ledger.record_submit(idx, request.expected_ns, now);
+        self.admitted.push_back(request);
+    }
+
+    /// Every request is admitted, whatever the number of running tasks.
+    fn pick_next(&mut self, now: Ns) -> Option<Request> {
+        let request = self.admitted.pop_front()?;
+        let idx = self.ledger.ensure(request.client, now);
+        self.ledger.record_dispatch(idx, now);
+        Some(request)
+    }
+
+    fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
+        self.ledger.record_complete(client, ran_ns, now);
+    }
+
+    /// The ledger counts `min(running, slots)` busy slots, which is the
+    /// busy fraction of a time-shared CPU.
+    fn tick(&mut self, now: Ns) {
+        self.ledger.tick(now);
+    }
+
+    fn retry_at(&self, _now: Ns) -> Option<Ns> {
+        None
+    }
+
+    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
+        let tasks_of_others: u64 = self
+            .ledger
+            .clients()
+            .iter()
+            .filter(|c| c.id() != client)
+            .map(|c| u64::from(c.outstanding()))
+            .sum();
+        let slots = f64::from(self.ledger.slots());
+        let current_utilisation = self
+            .ledger
+            .get(client)
+            .map_or(0.0, |c| self.ledger.utilisation(c, now));
+        ClientUnitView {
+            guaranteed: (slots / (tasks_of_others as f64 + 1.0)).min(1.0),
+            // No queue, only sharing: the fair slice is the utilisation.
+            wait_ns: f64::INFINITY,
+            current_utilisation,
+            throttled: false,
+        }
+    }
+
+    fn unit_view(&self, now: Ns) -> UnitView {
+        self.ledger.unit_view(now)
+    }
+
+    fn queued(&self) -> usize {
+        self.admitted.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::TaskId;
+
+    fn req(client: u32, task: u64) -> Request {
+        Request {
+            client: ClientId(client),
+            task: TaskId(task),
+            expected_ns: 1e6,
+            submitted_at: 0,
+        }
+    }
+
+    #[test]
+    fn admits_everything_in_order_beyond_slots() {
+        let mut p = TimeSharePolicy::new(2);
+        for t in 0..5 {
+            p.submit(req(t as u32 % 2, t), 0);
+        }
+        let got: Vec<_> = std::iter::from_fn(|| p.pick_next(0))
+            .map(|r| r.task.0)
+            .collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(p.unit_view(0).running, 5);
+        assert_eq!(p.retry_at(0), None);
+    }
+
+    #[test]
+    fn guarantee_is_the_fair_slice() {
+        let mut p = TimeSharePolicy::new(4);
+        assert_eq!(p.client_view(ClientId(0), 0).guaranteed, 1.0);
+        for t in 0..7 {
+            p.submit(req(1 + t as u32, t), 0);
+            p.pick_next(0);
+        }
+        // Seven tasks of others plus ours share four cores.
+        let v = p.client_view(ClientId(0), 0);
+        assert_eq!(v.guaranteed, 4.0 / 8.0);
+        assert_eq!(v.wait_ns, f64::INFINITY);
+        assert_eq!(v.expected_utilisation(1e6), 0.5);
+        // A client's own tasks are not "others".
+        assert_eq!(p.client_view(ClientId(1), 0).guaranteed, 4.0 / 7.0);
+    }
+
+    #[test]
+    fn busy_fraction_saturates_at_one() {
+        let mut p = TimeSharePolicy::new(2);
+        for t in 0..6 {
+            p.submit(req(t as u32, t), 0);
+            p.pick_next(0);
+        }
+        for k in 1..=300 {
+            p.tick(k * 10_000_000);
+        }
+        let busy = p.unit_view(3_000_000_000).busy_fraction;
+        assert!(busy > 0.99 && busy <= 1.0, "{busy}");
+    }
 }

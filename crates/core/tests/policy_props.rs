@@ -1,0 +1,295 @@
+//! Cross-policy properties and the share-tracking experiment.
+
+use hetsched_core::ids::{ClientId, Ns, TaskId};
+use hetsched_core::policy::{
+    ClientSettings, FifoPolicy, MAX_CUSTOM_SHARES, PolicyError, PolicyKind, Request, ShareClass,
+    SharePolicy, ShareWindow, UnitPolicy,
+};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const MS: Ns = 1_000_000;
+const TICK_NS: Ns = 10 * MS;
+
+fn request(client: u32, task: u64, expected_ns: f64, now: Ns) -> Request {
+    Request {
+        client: ClientId(client),
+        task: TaskId(task),
+        expected_ns,
+        submitted_at: now,
+    }
+}
+
+fn settings(class: ShareClass) -> ClientSettings {
+    ClientSettings { class, priority: 0 }
+}
+
+/// Drives one single-slot policy with closed-loop clients (one task in flight
+/// each, resubmitted on completion) and returns each client's fraction of
+/// the busy time after `warm_up_ns`.
+fn closed_loop_fractions(
+    policy: &mut dyn UnitPolicy,
+    task_ns: &[Ns],
+    run_ns: Ns,
+    warm_up_ns: Ns,
+) -> Vec<f64> {
+    let mut busy = vec![0u64; task_ns.len()];
+    let mut next_task = 0u64;
+    let mut next_tick = TICK_NS;
+    for (c, &len) in task_ns.iter().enumerate() {
+        policy.submit(request(c as u32, next_task, len as f64, 0), 0);
+        next_task += 1;
+    }
+    let mut now = 0;
+    while now < run_ns {
+        let r = policy
+            .pick_next(now)
+            .expect("closed loop always has work queued");
+        let c = r.client.0 as usize;
+        let end = now + task_ns[c];
+        while next_tick <= end {
+            policy.tick(next_tick);
+            next_tick += TICK_NS;
+        }
+        policy.complete(r.client, task_ns[c], end);
+        if now >= warm_up_ns {
+            busy[c] += task_ns[c];
+        }
+        policy.submit(request(r.client.0, next_task, task_ns[c] as f64, end), end);
+        next_task += 1;
+        now = end;
+    }
+    let total: u64 = busy.iter().sum();
+    busy.iter().map(|&b| b as f64 / total as f64).collect()
+}
+
+#[test]
+fn share_policy_tracks_custom_shares_with_mixed_task_sizes() {
+    let shares = [25u32, 25, 25, 10, 10, 5];
+    // Task lengths in units of 0.25 ms, from tiny to 20.75 ms.
+    let units = [1.0, 3.3, 5.6, 20.0, 33.0, 83.0];
+    for rotation in 0..units.len() {
+        let task_ns: Vec<Ns> = (0..units.len())
+            .map(|i| (units[(i + rotation) % units.len()] * 0.25 * MS as f64) as Ns)
+            .collect();
+        let mut p = SharePolicy::new(1, ShareWindow::default());
+        for (c, &s) in shares.iter().enumerate() {
+            p.set_client(
+                ClientId(c as u32),
+                settings(ShareClass::Custom { shares: s }),
+                0,
+            )
+            .unwrap();
+        }
+        let got = closed_loop_fractions(&mut p, &task_ns, 20_000 * MS, 500 * MS);
+        eprintln!("rotation {rotation}: {task_ns:?} -> {got:.4?}");
+        for (c, (&s, &f)) in shares.iter().zip(&got).enumerate() {
+            let want = f64::from(s) / 100.0;
+            assert!(
+                (f - want).abs() <= 0.03,
+                "rotation {rotation}, client {c}: got {f:.4}, share {want:.2}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fifo_does_not_track_shares_in_the_same_loop() {
+    // The experiment above has teeth: plain FIFO hands the unit out in
+    // proportion to task size, far from the shares.
+    let units = [1.0, 3.3, 5.6, 20.0, 33.0, 83.0];
+    let task_ns: Vec<Ns> = units.iter().map(|u| (u * 0.25 * MS as f64) as Ns).collect();
+    let got = closed_loop_fractions(&mut FifoPolicy::new(1), &task_ns, 5_000 * MS, 500 * MS);
+    let total: f64 = units.iter().sum();
+    assert!((got[5] - 83.0 / total).abs() < 0.01, "{got:?}");
+    assert!(got[5] - 0.05 > 0.3);
+}
+
+fn class_strategy() -> impl Strategy<Value = ShareClass> {
+    prop_oneof![
+        (0u32..=70).prop_map(|shares| ShareClass::Custom { shares }),
+        (0u32..=30).prop_map(|shares| ShareClass::Normal { shares }),
+        Just(ShareClass::Background),
+    ]
+}
+
+fn custom_of(class: ShareClass) -> u64 {
+    match class {
+        ShareClass::Custom { shares } => u64::from(shares),
+        _ => 0,
+    }
+}
+
+fn registered(p: &SharePolicy) -> Vec<(ClientId, ClientSettings)> {
+    p.ledger()
+        .clients()
+        .iter()
+        .map(|c| (c.id(), c.settings()))
+        .collect()
+}
+
+proptest! {
+    /// Accepted CUSTOM shares never exceed the limit, every decision matches
+    /// the rule, and a rejected call changes nothing.
+    #[test]
+    fn custom_shares_never_exceed_limit(
+        calls in prop::collection::vec((0u32..8, class_strategy()), 1..60)
+    ) {
+        let mut p = SharePolicy::new(1, ShareWindow::default());
+        let mut model: BTreeMap<u32, ShareClass> = BTreeMap::new();
+        for (i, (client, class)) in calls.into_iter().enumerate() {
+            let now = i as Ns * MS;
+            let others: u64 = model
+                .iter()
+                .filter(|(c, _)| **c != client)
+                .map(|(_, k)| custom_of(*k))
+                .sum();
+            let expected = match class {
+                ShareClass::Custom { shares: 0 } | ShareClass::Normal { shares: 0 } => {
+                    Err(PolicyError::ZeroShares)
+                }
+                ShareClass::Custom { shares } if others + u64::from(shares) > 100 => {
+                    Err(PolicyError::CustomSharesExceeded {
+                        requested_total: (others + u64::from(shares)) as u32,
+                        available: (100 - others) as u32,
+                    })
+                }
+                _ => Ok(()),
+            };
+            let before = registered(&p);
+            let got = p.set_client(ClientId(client), settings(class), now);
+            prop_assert_eq!(&got, &expected);
+            if got.is_ok() {
+                model.insert(client, class);
+            } else {
+                prop_assert_eq!(registered(&p), before);
+            }
+            prop_assert!(p.custom_shares() <= MAX_CUSTOM_SHARES);
+            let model_total: u64 = model.values().map(|k| custom_of(*k)).sum();
+            prop_assert_eq!(u64::from(p.custom_shares()), model_total);
+        }
+    }
+
+    /// Entitlements of active clients sum to at most 1, and to exactly 1
+    /// when any CUSTOM or NORMAL client is active.
+    #[test]
+    fn entitlements_sum_to_at_most_one(
+        clients in prop::collection::vec((class_strategy(), any::<bool>()), 1..12),
+        elapsed_ms in 0u64..300,
+    ) {
+        let mut p = SharePolicy::new(1, ShareWindow::default());
+        let mut any_foreground_active = false;
+        let mut active_count = 0;
+        for (i, (class, busy)) in clients.iter().enumerate() {
+            let id = ClientId(i as u32);
+            if p.set_client(id, settings(*class), 0).is_err() {
+                continue;
+            }
+            if *busy {
+                // Finished one task at t=0: active for the activity window.
+                p.submit(request(id.0, 0, 1e6, 0), 0);
+                let r = p.pick_next(0).unwrap();
+                p.complete(r.client, MS, 0);
+            }
+        }
+        let now = elapsed_ms * MS;
+        let window = ShareWindow::default().activity_window_ns;
+        for (i, (class, busy)) in clients.iter().enumerate() {
+            let id = ClientId(i as u32);
+            if *busy && p.ledger().get(id).is_some() && now <= window {
+                active_count += 1;
+                any_foreground_active |= *class != ShareClass::Background;
+            }
+        }
+        let e = p.entitlements(now);
+        prop_assert_eq!(e.len(), active_count);
+        let sum: f64 = e.iter().map(|(_, x)| *x).sum();
+        prop_assert!(e.iter().all(|(_, x)| *x >= 0.0));
+        prop_assert!(sum <= 1.0 + 1e-9, "sum {}", sum);
+        if any_foreground_active {
+            prop_assert!((sum - 1.0).abs() <= 1e-9, "sum {}", sum);
+        }
+    }
+
+    /// Random submit / pick / complete / tick sequences: BACKGROUND work is
+    /// never dispatched while CUSTOM or NORMAL work is queued, and the
+    /// default share policy is work-conserving.
+    #[test]
+    fn background_never_picked_while_others_wait(
+        classes in prop::collection::vec(class_strategy(), 2..8),
+        ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
+    ) {
+        let mut p = SharePolicy::new(2, ShareWindow::default());
+        let mut class_of: BTreeMap<u32, ShareClass> = BTreeMap::new();
+        for (i, class) in classes.iter().enumerate() {
+            let id = i as u32;
+            let class = if p.set_client(ClientId(id), settings(*class), 0).is_ok() {
+                *class
+            } else {
+                ShareClass::default()
+            };
+            class_of.insert(id, class);
+        }
+        let mut queued: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut running: Vec<(u32, Ns)> = Vec::new();
+        let mut now: Ns = 0;
+        for (task, (op, client, arg)) in ops.into_iter().enumerate() {
+            let client = client % classes.len() as u32;
+            now += arg * 100_000;
+            match op {
+                0 => {
+                    p.submit(request(client, task as u64, arg as f64 * 1e5, now), now);
+                    *queued.entry(client).or_default() += 1;
+                }
+                1 => {
+                    let foreground_waiting = queued
+                        .iter()
+                        .any(|(c, n)| *n > 0 && class_of[c] != ShareClass::Background);
+                    let anything_waiting = queued.values().any(|n| *n > 0);
+                    match p.pick_next(now) {
+                        Some(r) => {
+                            let c = r.client.0;
+                            prop_assert!(queued[&c] > 0);
+                            if class_of[&c] == ShareClass::Background {
+                                prop_assert!(!foreground_waiting);
+                            }
+                            *queued.get_mut(&c).unwrap() -= 1;
+                            running.push((c, arg * 200_000));
+                        }
+                        None => prop_assert!(!anything_waiting),
+                    }
+                }
+                2 => {
+                    if !running.is_empty() {
+                        let (c, ran) = running.remove(arg as usize % running.len());
+                        p.complete(ClientId(c), ran, now);
+                    }
+                }
+                _ => p.tick(now),
+            }
+            prop_assert_eq!(p.queued(), queued.values().sum::<u32>() as usize);
+            prop_assert_eq!(p.unit_view(now).running as usize, running.len());
+            prop_assert_eq!(p.retry_at(now), None);
+        }
+    }
+
+    /// FIFO: a client's expected wait grows with every task another client
+    /// queues (each client's tasks have one size here, so the averages are
+    /// fixed and only the outstanding counts change).
+    #[test]
+    fn fifo_wait_grows_with_others_outstanding(
+        sizes in prop::array::uniform3(1u64..50),
+        order in prop::collection::vec(0usize..3, 1..40),
+    ) {
+        let mut p = PolicyKind::Fifo.build(2);
+        let mut last = p.client_view(ClientId(0), 0).wait_ns;
+        prop_assert_eq!(last, 0.0);
+        for (i, other) in order.into_iter().enumerate() {
+            let expected = sizes[other] as f64 * 1e5;
+            p.submit(request(1 + other as u32, i as u64, expected, 0), 0);
+            let wait = p.client_view(ClientId(0), 0).wait_ns;
+            prop_assert!(wait > last, "{} -> {}", last, wait);
+            last = wait;
+        }
+    }
+}
