@@ -11,7 +11,11 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "hetsched", version, about = "Scheduler for heterogeneous machines (CPU kinds, GPUs, accelerators)")]
+#[command(
+    name = "hetsched",
+    version,
+    about = "Scheduler for heterogeneous machines (CPU kinds, GPUs, accelerators)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -21,8 +21,14 @@ fn machine(n: usize) -> Vec<Unit> {
                 caps: Capabilities::empty(),
                 relative_speed: 1.0 + i as f64,
                 coherent: !gpu,
-                copy_in: LinkCost { latency_ns: 10_000, bytes_per_s: 6e9 },
-                copy_out: LinkCost { latency_ns: 10_000, bytes_per_s: 6e9 },
+                copy_in: LinkCost {
+                    latency_ns: 10_000,
+                    bytes_per_s: 6e9,
+                },
+                copy_out: LinkCost {
+                    latency_ns: 10_000,
+                    bytes_per_s: 6e9,
+                },
                 dispatch_ns: 20_000,
                 slots: 1,
                 busy_watts: 100.0,
@@ -60,7 +66,14 @@ fn bench_decide(c: &mut Criterion, units: usize) {
         goal: Goal::MinLatency,
     };
     c.bench_function(&format!("placement/decide_{units}_units"), |b| {
-        b.iter(|| placer.decide(black_box(&machine), black_box(&views), black_box(&model), black_box(&task)))
+        b.iter(|| {
+            placer.decide(
+                black_box(&machine),
+                black_box(&views),
+                black_box(&model),
+                black_box(&task),
+            )
+        })
     });
 }
 

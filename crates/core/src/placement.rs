@@ -10,8 +10,8 @@
 //! * *task aggregation*: one decision covers a group of tasks whose size
 //!   grows with the cost of moving the data;
 //! * *ping-pong damping*: when a unit's actual turnaround departs from the
-//!   prediction (the view was stale and everybody went there), use the actual
-//!   turnaround for that unit for a while.
+//!   prediction (the view was stale and everybody went there), correct that
+//!   unit's predictions by the observed ratio for the next few decisions.
 //!
 //! The same [`Placer`] serves the runtime, the StarPU policy and the
 //! simulator; only where the views come from differs.
@@ -75,18 +75,25 @@ impl ImplSet {
 /// measures what each one is worth).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlacementConfig {
-    /// Leave the unit holding the data only if that is at least this many
-    /// times faster, copy included (1.2 = 20 % faster). Near break-even,
-    /// stale views and noisy predictions would otherwise move the data back
-    /// and forth, paying a copy each way. `None` disables the threshold.
+    /// The speedup threshold for persistent data: leave the unit holding
+    /// the data only if another unit is at least this many times faster per
+    /// task (1.2 = 20 %) *and* the gain repays the copy within
+    /// `amortise_tasks` tasks. Near break-even, stale views and noisy
+    /// predictions would otherwise move the data back and forth, paying a
+    /// copy each way; and a clearly better unit is worth a copy that one
+    /// task alone would not repay. `None` disables it: each task then simply
+    /// takes the best turnaround, copy included.
     pub speedup_threshold: Option<f64>,
+    /// Horizon, in tasks, over which a move must repay its copy.
+    pub amortise_tasks: f64,
     /// Decide once per group of tasks; the group covers this many times the
     /// ratio of data-movement cost to task turnaround. `None` disables it.
     pub aggregation_factor: Option<f64>,
     /// Largest group one decision may cover.
     pub max_group: u32,
-    /// Relative departure of actual from predicted turnaround that triggers
-    /// damping. `None` disables damping.
+    /// How far off a prediction must be to trigger damping, as a factor
+    /// minus one (1.0: actual twice or half the prediction). `None`
+    /// disables damping.
     pub damping_tolerance: Option<f64>,
     /// How many decisions use the actual turnaround after a departure.
     pub damping_decisions: u32,
@@ -96,6 +103,7 @@ impl Default for PlacementConfig {
     fn default() -> Self {
         PlacementConfig {
             speedup_threshold: Some(1.2),
+            amortise_tasks: 8.0,
             aggregation_factor: Some(2.0),
             max_group: 32,
             damping_tolerance: Some(0.5),
@@ -249,20 +257,34 @@ fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> Score {
         }
         Goal::Deadline { deadline_ns } if turnaround_ns > deadline_ns => {
             // Nobody may meet it: then the least late wins.
-            return Score { missed: true, value: turnaround_ns };
+            return Score {
+                missed: true,
+                value: turnaround_ns,
+            };
         }
         Goal::Deadline { .. } => unit.busy_watts * p.exec_ns,
         Goal::MinEnergy => unit.busy_watts * p.exec_ns,
     };
-    Score { missed: false, value }
+    Score {
+        missed: false,
+        value,
+    }
 }
 
-/// Damping state for one unit.
+/// Damping state for one unit: how far off the last prediction there was.
+/// Kept as a ratio so it carries over to tasks of other sizes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Damping {
     actual_ns: f64,
     decisions_left: u32,
+    /// Moving average of |ln(actual / predicted)| on this unit.
+    usual_miss: f64,
 }
+
+/// Weight of one observation in [`Damping::usual_miss`].
+const USUAL_MISS_WEIGHT: f64 = 0.1;
+/// How many times the usual miss a prediction must be off to count as a surprise.
+const SURPRISE_OVER_USUAL: f64 = 3.0;
 
 /// Placement state of one task type of one client.
 ///
@@ -316,7 +338,9 @@ impl Placer {
         }
         // Learn every implemented kind before trusting predictions.
         for unit in units {
-            if task.implemented.contains(unit.id) && model.predict_ns(unit.kind, task.bytes).is_none() {
+            if task.implemented.contains(unit.id)
+                && model.predict_ns(unit.kind, task.bytes).is_none()
+            {
                 return Ok(self.commit(unit.id, Reason::Profiling, f64::NAN, 1));
             }
         }
@@ -356,24 +380,76 @@ impl Placer {
         for d in &mut self.damping {
             d.decisions_left = d.decisions_left.saturating_sub(1);
         }
-        let Some((best_score, best_p)) = best else {
+        let Some((_, best_p)) = best else {
             return Err(PlacementError::NoImplementation { units: units.len() });
         };
 
-        // Speedup threshold: stay with the data unless moving pays back soon.
         let (chosen, reason) = match (resident, self.config.speedup_threshold) {
-            (Some((stay_score, stay_p)), Some(threshold)) if stay_p.unit != best_p.unit => {
-                let clear_gain = !stay_score.missed && stay_score.value >= threshold * best_score.value;
-                if clear_gain || stay_score.missed && !best_score.missed {
-                    (best_p, Reason::Best)
-                } else {
-                    (stay_p, Reason::Threshold)
-                }
+            (Some(stay), Some(threshold)) => {
+                self.apply_threshold(units, views, model, task, stay, threshold)
             }
             _ => (best_p, Reason::Best),
         };
         let group = self.group_size(units, &chosen, task);
         Ok(self.commit(chosen.unit, reason, chosen.turnaround_ns, group))
+    }
+
+    /// The speedup threshold: compares units per task *without* the one-off
+    /// copy of the data, and moves only for a clear, quickly repaid gain.
+    fn apply_threshold<M: PerformanceModel + ?Sized>(
+        &self,
+        units: &[Unit],
+        views: &[ClientUnitView],
+        model: &M,
+        task: &TaskRequest,
+        stay: (Score, Prediction),
+        threshold: f64,
+    ) -> (Prediction, Reason) {
+        let (stay_score, stay_p) = stay;
+        let mut best: Option<(Score, Prediction)> = None;
+        for (unit, view) in units.iter().zip(views) {
+            if unit.id == stay_p.unit || !task.implemented.contains(unit.id) {
+                continue;
+            }
+            let Some(p) = predict(units, unit, view, model, task) else {
+                continue;
+            };
+            let move_copy = copy_to_unit_ns(units, unit, task.bytes, task.data_at);
+            let steady = p.turnaround_ns - move_copy;
+            let s = score(&p, unit, task.goal, self.damped_turnaround(unit.id, steady));
+            if best.is_none_or(|(b, _)| s.better_than(b)) {
+                best = Some((
+                    s,
+                    Prediction {
+                        turnaround_ns: steady,
+                        copy_ns: move_copy,
+                        ..p
+                    },
+                ));
+            }
+        }
+        let Some((other_score, other_p)) = best else {
+            return (stay_p, Reason::Best);
+        };
+        if !other_score.better_than(stay_score) {
+            return (stay_p, Reason::Best);
+        }
+        let gain = stay_score.value - other_score.value;
+        let clear = stay_score.missed
+            || (stay_score.value >= threshold * other_score.value
+                && gain * self.config.amortise_tasks >= other_p.copy_ns);
+        if clear {
+            let turnaround_ns = other_p.turnaround_ns + other_p.copy_ns;
+            (
+                Prediction {
+                    turnaround_ns,
+                    ..other_p
+                },
+                Reason::Best,
+            )
+        } else {
+            (stay_p, Reason::Threshold)
+        }
     }
 
     /// Reports the measured turnaround of a task placed on `unit` that was
@@ -385,20 +461,29 @@ impl Placer {
         let error = (predicted_ns - actual_ns).abs() / actual_ns;
         self.error_sum += error;
         self.error_count += 1;
-        if let (Some(tolerance), Some(d)) =
-            (self.config.damping_tolerance, self.damping.get_mut(unit.index()))
-            && error > tolerance
-        {
-            *d = Damping {
-                actual_ns,
-                decisions_left: self.config.damping_decisions,
-            };
+        // A surprise is a prediction off by more than the tolerance *and*
+        // by more than this unit's predictions usually miss: a client whose
+        // predictions are always rough (small tasks behind a stale queue)
+        // would otherwise be pushed around by ordinary noise.
+        let miss = (actual_ns / predicted_ns.max(1.0)).ln().abs();
+        if let (Some(tolerance), Some(d)) = (
+            self.config.damping_tolerance,
+            self.damping.get_mut(unit.index()),
+        ) {
+            let usual = d.usual_miss;
+            d.usual_miss += USUAL_MISS_WEIGHT * (miss - d.usual_miss);
+            if miss > tolerance.ln_1p().max(SURPRISE_OVER_USUAL * usual) {
+                d.actual_ns = actual_ns;
+                d.decisions_left = self.config.damping_decisions;
+            }
         }
     }
 
+    /// The prediction, corrected by what the unit actually delivered last
+    /// time while damping is on for it.
     fn damped_turnaround(&self, unit: UnitId, predicted_ns: f64) -> f64 {
         match self.damping.get(unit.index()) {
-            Some(d) if d.decisions_left > 0 => d.actual_ns,
+            Some(d) if d.decisions_left > 0 => predicted_ns.max(d.actual_ns),
             _ => predicted_ns,
         }
     }

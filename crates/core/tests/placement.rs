@@ -15,12 +15,22 @@ fn unit(i: u16, coherent: bool, watts: f64) -> Unit {
         id: UnitId(i),
         name: format!("u{i}"),
         kind: KindId(i),
-        class: if coherent { UnitClass::Cpu } else { UnitClass::Gpu },
+        class: if coherent {
+            UnitClass::Cpu
+        } else {
+            UnitClass::Gpu
+        },
         caps: Capabilities::empty(),
         relative_speed: 1.0,
         coherent,
-        copy_in: LinkCost { latency_ns: 1_000, bytes_per_s: 1e9 },
-        copy_out: LinkCost { latency_ns: 1_000, bytes_per_s: 1e9 },
+        copy_in: LinkCost {
+            latency_ns: 1_000,
+            bytes_per_s: 1e9,
+        },
+        copy_out: LinkCost {
+            latency_ns: 1_000,
+            bytes_per_s: 1e9,
+        },
         dispatch_ns: 0,
         slots: 1,
         busy_watts: watts,
@@ -56,12 +66,26 @@ fn idle_machine_picks_the_fastest_including_copy() {
     let views = vec![ClientUnitView::default(); 2];
     let mut p = Placer::new(PlacementConfig::bare(), 2);
     // GPU 10× faster: 1 ms vs 10 ms, copy of 1 MB at 1 GB/s = 1 ms.
-    let d = p.decide(&units, &views, &model(vec![10e6, 1e6]), &task(1_000_000, BOTH)).unwrap();
+    let d = p
+        .decide(
+            &units,
+            &views,
+            &model(vec![10e6, 1e6]),
+            &task(1_000_000, BOTH),
+        )
+        .unwrap();
     assert_eq!(d.unit, UnitId(1));
     assert_eq!(d.reason, Reason::Best);
     assert!((d.predicted_ns - (1e6 + 1e6 + 1_000.0)).abs() < 1.0);
     // With 20 MB the copy (20 ms) outweighs the speedup.
-    let d = p.decide(&units, &views, &model(vec![10e6, 1e6]), &task(20_000_000, BOTH)).unwrap();
+    let d = p
+        .decide(
+            &units,
+            &views,
+            &model(vec![10e6, 1e6]),
+            &task(20_000_000, BOTH),
+        )
+        .unwrap();
     assert_eq!(d.unit, UnitId(0));
 }
 
@@ -70,11 +94,25 @@ fn a_queue_on_the_fast_unit_sends_work_elsewhere() {
     let units = cpu_gpu();
     let busy_gpu = vec![
         ClientUnitView::default(),
-        ClientUnitView { wait_ns: 50e6, ..ClientUnitView::default() },
+        ClientUnitView {
+            wait_ns: 50e6,
+            ..ClientUnitView::default()
+        },
     ];
     let mut p = Placer::new(PlacementConfig::bare(), 2);
-    let d = p.decide(&units, &busy_gpu, &model(vec![10e6, 1e6]), &task(1_000, BOTH)).unwrap();
-    assert_eq!(d.unit, UnitId(0), "10 ms on the CPU beats 1 ms after a 50 ms queue");
+    let d = p
+        .decide(
+            &units,
+            &busy_gpu,
+            &model(vec![10e6, 1e6]),
+            &task(1_000, BOTH),
+        )
+        .unwrap();
+    assert_eq!(
+        d.unit,
+        UnitId(0),
+        "10 ms on the CPU beats 1 ms after a 50 ms queue"
+    );
 }
 
 #[test]
@@ -82,7 +120,9 @@ fn profiling_runs_unknown_kinds_first() {
     let units = cpu_gpu();
     let views = vec![ClientUnitView::default(); 2];
     let mut p = Placer::new(PlacementConfig::bare(), 2);
-    let d = p.decide(&units, &views, &model(vec![10e6]), &task(1_000, BOTH)).unwrap();
+    let d = p
+        .decide(&units, &views, &model(vec![10e6]), &task(1_000, BOTH))
+        .unwrap();
     assert_eq!((d.unit, d.reason), (UnitId(1), Reason::Profiling));
 }
 
@@ -91,9 +131,13 @@ fn no_implementation_is_an_error() {
     let units = cpu_gpu();
     let views = vec![ClientUnitView::default(); 2];
     let mut p = Placer::new(PlacementConfig::default(), 2);
-    let err = p.decide(&units, &views, &model(vec![1.0, 1.0]), &task(1, ImplSet(0))).unwrap_err();
+    let err = p
+        .decide(&units, &views, &model(vec![1.0, 1.0]), &task(1, ImplSet(0)))
+        .unwrap_err();
     assert_eq!(err, PlacementError::NoImplementation { units: 2 });
-    let err = p.decide(&units, &views[..1], &model(vec![1.0, 1.0]), &task(1, BOTH)).unwrap_err();
+    let err = p
+        .decide(&units, &views[..1], &model(vec![1.0, 1.0]), &task(1, BOTH))
+        .unwrap_err();
     assert!(matches!(err, PlacementError::ViewMismatch { .. }));
 }
 
@@ -105,17 +149,61 @@ fn speedup_threshold_keeps_resident_data_for_small_gains() {
     let mut t = task(1_000_000, BOTH);
     t.persistent = true;
     t.data_at = DataLocation::Unit(UnitId(1));
-    // CPU 8 ms + 1 ms copy = 9 ms against 10 ms on the GPU: 11 % faster.
-    let times = vec![8e6, 10e6];
-    let no_groups = PlacementConfig { aggregation_factor: None, ..PlacementConfig::default() };
+    // CPU 8.5 ms + 1 ms copy = 9.5 ms against 10 ms on the GPU: the bare
+    // decision moves, but 10 / 8.5 is under the 1.2 threshold.
+    let times = vec![8.5e6, 10e6];
+    let no_groups = PlacementConfig {
+        aggregation_factor: None,
+        ..PlacementConfig::default()
+    };
     let mut with = Placer::new(no_groups, 2);
-    let d = with.decide(&units, &views, &model(times.clone()), &t).unwrap();
+    let d = with
+        .decide(&units, &views, &model(times.clone()), &t)
+        .unwrap();
     assert_eq!((d.unit, d.reason), (UnitId(1), Reason::Threshold));
     let mut bare = Placer::new(PlacementConfig::bare(), 2);
-    assert_eq!(bare.decide(&units, &views, &model(times), &t).unwrap().unit, UnitId(0));
+    assert_eq!(
+        bare.decide(&units, &views, &model(times), &t).unwrap().unit,
+        UnitId(0)
+    );
     // A clear gain (5 ms + 1 ms copy against 10 ms) moves.
-    let d = with.decide(&units, &views, &model(vec![5e6, 10e6]), &t).unwrap();
+    let d = with
+        .decide(&units, &views, &model(vec![5e6, 10e6]), &t)
+        .unwrap();
     assert_eq!((d.unit, d.reason), (UnitId(0), Reason::Best));
+}
+
+#[test]
+fn speedup_threshold_escapes_a_unit_that_one_task_cannot_justify_leaving() {
+    let units = cpu_gpu();
+    let views = vec![ClientUnitView::default(); 2];
+    // A 30 MB grid on the GPU (10 ms per task); the CPU takes 4 ms but the
+    // copy costs 30 ms: no single task repays it, eight tasks do.
+    let mut t = task(30_000_000, BOTH);
+    t.persistent = true;
+    t.data_at = DataLocation::Unit(UnitId(1));
+    let times = vec![4e6, 10e6];
+    let mut bare = Placer::new(PlacementConfig::bare(), 2);
+    assert_eq!(
+        bare.decide(&units, &views, &model(times.clone()), &t)
+            .unwrap()
+            .unit,
+        UnitId(1)
+    );
+    let mut with = Placer::new(
+        PlacementConfig {
+            aggregation_factor: None,
+            ..PlacementConfig::default()
+        },
+        2,
+    );
+    let d = with.decide(&units, &views, &model(times), &t).unwrap();
+    assert_eq!((d.unit, d.reason), (UnitId(0), Reason::Best));
+    assert!(
+        (d.predicted_ns - 34e6).abs() < 1e5,
+        "prediction includes the copy: {}",
+        d.predicted_ns
+    );
 }
 
 #[test]
@@ -124,8 +212,16 @@ fn aggregation_holds_a_decision_longer_when_moving_data_is_dear() {
     let views = vec![ClientUnitView::default(); 2];
     let mut t = task(10_000_000, BOTH);
     t.persistent = true;
-    let mut p = Placer::new(PlacementConfig { speedup_threshold: None, ..PlacementConfig::default() }, 2);
-    let d = p.decide(&units, &views, &model(vec![1e6, 50e6]), &t).unwrap();
+    let mut p = Placer::new(
+        PlacementConfig {
+            speedup_threshold: None,
+            ..PlacementConfig::default()
+        },
+        2,
+    );
+    let d = p
+        .decide(&units, &views, &model(vec![1e6, 50e6]), &t)
+        .unwrap();
     assert_eq!(d.unit, UnitId(0));
     // Moving 10 MB to the GPU costs ~10 ms = 10 CPU tasks, so the next
     // tasks stay even though the GPU became far faster.
@@ -151,11 +247,19 @@ fn damping_uses_the_actual_turnaround_after_a_surprise() {
     // Everyone went to the GPU: the task took 20 ms instead of ~1 ms.
     p.observe(UnitId(1), d.predicted_ns, 20e6);
     let d = p.decide(&units, &views, &m, &task(1_000, BOTH)).unwrap();
-    assert_eq!(d.unit, UnitId(0), "the damped GPU turnaround (20 ms) loses to 5 ms on the CPU");
+    assert_eq!(
+        d.unit,
+        UnitId(0),
+        "the damped GPU turnaround (20 ms) loses to 5 ms on the CPU"
+    );
     // The damping wears off after `damping_decisions` decisions.
     let mut back = false;
     for _ in 0..PlacementConfig::default().damping_decisions + 1 {
-        back |= p.decide(&units, &views, &m, &task(1_000, BOTH)).unwrap().unit == UnitId(1);
+        back |= p
+            .decide(&units, &views, &m, &task(1_000, BOTH))
+            .unwrap()
+            .unit
+            == UnitId(1);
     }
     assert!(back);
     assert!(p.mean_error().unwrap() > 0.5);
@@ -173,11 +277,23 @@ fn goals_change_the_choice() {
     t.goal = Goal::MinEnergy;
     assert_eq!(p.decide(&units, &views, &m, &t).unwrap().unit, UnitId(0));
     t.goal = Goal::Deadline { deadline_ns: 5e6 };
-    assert_eq!(p.decide(&units, &views, &m, &t).unwrap().unit, UnitId(0), "both meet 5 ms: least energy");
+    assert_eq!(
+        p.decide(&units, &views, &m, &t).unwrap().unit,
+        UnitId(0),
+        "both meet 5 ms: least energy"
+    );
     t.goal = Goal::Deadline { deadline_ns: 2e6 };
-    assert_eq!(p.decide(&units, &views, &m, &t).unwrap().unit, UnitId(1), "only the GPU meets 2 ms");
+    assert_eq!(
+        p.decide(&units, &views, &m, &t).unwrap().unit,
+        UnitId(1),
+        "only the GPU meets 2 ms"
+    );
     t.goal = Goal::Deadline { deadline_ns: 1e3 };
-    assert_eq!(p.decide(&units, &views, &m, &t).unwrap().unit, UnitId(1), "nobody meets it: fastest");
+    assert_eq!(
+        p.decide(&units, &views, &m, &t).unwrap().unit,
+        UnitId(1),
+        "nobody meets it: fastest"
+    );
 }
 
 prop_compose! {
@@ -210,6 +326,7 @@ proptest! {
         let units: Vec<Unit> = (0..n).map(|i| unit(i as u16, coherent[i], 10.0 + i as f64)).collect();
         let config = PlacementConfig {
             speedup_threshold: (config_bits & 1 != 0).then_some(1.2),
+            amortise_tasks: 8.0,
             aggregation_factor: (config_bits & 2 != 0).then_some(2.0),
             damping_tolerance: (config_bits & 4 != 0).then_some(0.5),
             ..PlacementConfig::default()

@@ -35,7 +35,11 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
             field: String::new(),
             message: format!(
                 "not a built-in scenario ({}) and not a readable file: {e}",
-                BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                BUILTIN
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }),
     }

@@ -195,7 +195,13 @@ impl<'s> Engine<'s> {
                 None => spec.copies,
             };
             for k in 0..instances {
-                engine.schedule(spec.start_ns, Event::Spawn { app, instance_of: k as usize });
+                engine.schedule(
+                    spec.start_ns,
+                    Event::Spawn {
+                        app,
+                        instance_of: k as usize,
+                    },
+                );
             }
             if let Some(stop) = spec.stop_ns {
                 engine.schedule(stop, Event::Stop { app });
@@ -210,7 +216,11 @@ impl<'s> Engine<'s> {
 
     fn schedule(&mut self, at: Ns, event: Event) {
         self.seq += 1;
-        self.queue.push(Scheduled { at, seq: self.seq, event });
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
     }
 
     fn run(&mut self, progress: &mut dyn FnMut(f64)) {
@@ -263,7 +273,19 @@ impl<'s> Engine<'s> {
         let model = match (spec.short_lived, self.short_lived_models[app]) {
             (Some(_), Some(m)) => m,
             _ => {
-                self.models.push(TaskModel::new(&spec.name, self.sc.machine.kinds.len()));
+                let mut model = TaskModel::new(&spec.name, self.sc.machine.kinds.len());
+                if spec.pretrained {
+                    // What a model persisted by an earlier run would hold.
+                    let (lo, hi) = spec.bytes.range();
+                    for unit in &self.sc.machine.units {
+                        for bytes in [lo, hi] {
+                            if let Some(ns) = spec.exec_ns(unit.id, bytes) {
+                                model.observe(unit.kind, bytes, ns);
+                            }
+                        }
+                    }
+                }
+                self.models.push(model);
                 let m = self.models.len() - 1;
                 if spec.short_lived.is_some() {
                     self.short_lived_models[app] = Some(m);
@@ -274,7 +296,10 @@ impl<'s> Engine<'s> {
         let id = self.clients.len();
         let report_app = self.metrics.report_app_of(app, instance_of);
         self.spawn_count[app] += 1;
-        let stream = self.seed ^ ((app as u64 + 1) << 40) ^ ((instance_of as u64 + 1) << 20) ^ self.spawn_count[app];
+        let stream = self.seed
+            ^ ((app as u64 + 1) << 40)
+            ^ ((instance_of as u64 + 1) << 20)
+            ^ self.spawn_count[app];
         self.clients.push(Client {
             app,
             report_app,
@@ -308,12 +333,20 @@ impl<'s> Engine<'s> {
     fn retire(&mut self, client: usize) {
         let app = self.clients[client].app;
         for u in 0..self.units.len() {
-            self.units[u].policy.remove_client(ClientId(client as u32), self.now);
+            self.units[u]
+                .policy
+                .remove_client(ClientId(client as u32), self.now);
         }
         if let Some(s) = self.sc.apps[app].short_lived
             && self.sc.apps[app].stop_ns.is_none_or(|stop| self.now < stop)
         {
-            self.schedule(self.now + s.gap_ns, Event::Spawn { app, instance_of: 0 });
+            self.schedule(
+                self.now + s.gap_ns,
+                Event::Spawn {
+                    app,
+                    instance_of: 0,
+                },
+            );
         }
     }
 
@@ -352,13 +385,21 @@ impl<'s> Engine<'s> {
         };
         let (unit, predicted_ns) = self.place(client, &request);
         let c = &mut self.clients[client];
-        let exec = spec.exec_ns(unit, bytes).expect("placement picked an implemented unit");
+        let exec = spec
+            .exec_ns(unit, bytes)
+            .expect("placement picked an implemented unit");
         let service_ns = (exec * (1.0 + noise)).max(1.0);
-        let expected_ns = self.models[c.model].predict_ns(units[unit.index()].kind, bytes).unwrap_or(service_ns);
+        let expected_ns = self.models[c.model]
+            .predict_ns(units[unit.index()].kind, bytes)
+            .unwrap_or(service_ns);
         let unit_spec = &units[unit.index()];
         let copy_in = hetsched_core::placement::copy_to_unit_ns(units, unit_spec, bytes, c.data_at);
         if spec.persistent_data {
-            c.data_at = if unit_spec.coherent { DataLocation::Host } else { DataLocation::Unit(unit) };
+            c.data_at = if unit_spec.coherent {
+                DataLocation::Host
+            } else {
+                DataLocation::Unit(unit)
+            };
         }
         c.in_flight += 1;
         c.tasks_left -= 1;
@@ -367,7 +408,8 @@ impl<'s> Engine<'s> {
         c.last_unit = Some(unit);
         let issued = c.issued;
         let report_app = c.report_app;
-        self.metrics.issued(report_app, unit, changed, issued, self.now);
+        self.metrics
+            .issued(report_app, unit, changed, issued, self.now);
         let task = Task {
             client,
             unit,
@@ -401,18 +443,34 @@ impl<'s> Engine<'s> {
         match self.strategy {
             StrategyKind::Native => (spec.fastest_unit(), f64::NAN),
             StrategyKind::StarpuEager => {
-                let choices: Vec<UnitId> = units.iter().map(|u| u.id).filter(|u| request.implemented.contains(*u)).collect();
+                let choices: Vec<UnitId> = units
+                    .iter()
+                    .map(|u| u.id)
+                    .filter(|u| request.implemented.contains(*u))
+                    .collect();
                 let pick = self.clients[client].rng.random_range(0..choices.len());
                 (choices[pick], f64::NAN)
             }
             StrategyKind::AsymAware => {
-                let mut by_speed: Vec<UnitId> = units.iter().map(|u| u.id).filter(|u| request.implemented.contains(*u)).collect();
-                by_speed.sort_by(|a, b| spec.exec_ns[a.index()].partial_cmp(&spec.exec_ns[b.index()]).unwrap_or(Ordering::Equal));
+                let mut by_speed: Vec<UnitId> = units
+                    .iter()
+                    .map(|u| u.id)
+                    .filter(|u| request.implemented.contains(*u))
+                    .collect();
+                by_speed.sort_by(|a, b| {
+                    spec.exec_ns[a.index()]
+                        .partial_cmp(&spec.exec_ns[b.index()])
+                        .unwrap_or(Ordering::Equal)
+                });
                 let idle = by_speed.iter().copied().find(|u| {
                     let s = &self.units[u.index()];
                     (s.running.len() + s.policy.queued()) < s.slots as usize
                 });
-                let fallback = by_speed.iter().copied().max_by_key(|u| units[u.index()].slots).unwrap_or(by_speed[0]);
+                let fallback = by_speed
+                    .iter()
+                    .copied()
+                    .max_by_key(|u| units[u.index()].slots)
+                    .unwrap_or(by_speed[0]);
                 (idle.unwrap_or(fallback), f64::NAN)
             }
             StrategyKind::Hetsched(_) | StrategyKind::CSched | StrategyKind::StarpuDmda => {
@@ -478,7 +536,11 @@ impl<'s> Engine<'s> {
     }
 
     fn tasks_at(&self, unit: usize, filter: impl Fn(&Task) -> bool) -> usize {
-        self.tasks.iter().flatten().filter(|t| t.unit.index() == unit && filter(t)).count()
+        self.tasks
+            .iter()
+            .flatten()
+            .filter(|t| t.unit.index() == unit && filter(t))
+            .count()
     }
 
     fn jitter_cap(&self, client: usize, unit: usize) -> f64 {
@@ -566,7 +628,13 @@ impl<'s> Engine<'s> {
             let t = self.tasks[id].as_mut().expect("running task exists");
             t.remaining_ns -= elapsed * rate;
             let report_app = self.clients[t.client].report_app;
-            self.metrics.busy(report_app, unit, start, self.now, rate / self.units[unit].slots as f64);
+            self.metrics.busy(
+                report_app,
+                unit,
+                start,
+                self.now,
+                rate / self.units[unit].slots as f64,
+            );
         }
         self.units[unit].last_progress = self.now;
     }
@@ -614,7 +682,13 @@ impl<'s> Engine<'s> {
                 let t = self.tasks[id].as_ref().expect("running task");
                 let report_app = self.clients[t.client].report_app;
                 let start = t.started_at.unwrap_or(now);
-                self.metrics.busy(report_app, unit, start, now, 1.0 / self.units[unit].slots as f64);
+                self.metrics.busy(
+                    report_app,
+                    unit,
+                    start,
+                    now,
+                    1.0 / self.units[unit].slots as f64,
+                );
                 self.complete(unit, id);
             }
         }
@@ -626,11 +700,18 @@ impl<'s> Engine<'s> {
         let t = self.tasks[id].as_ref().expect("completing task");
         let client = t.client;
         let ran = self.now.saturating_sub(t.started_at.unwrap_or(self.now));
-        self.units[unit].policy.complete(ClientId(client as u32), ran, self.now);
+        self.units[unit]
+            .policy
+            .complete(ClientId(client as u32), ran, self.now);
         // The runtime measures the task's own execution (thread CPU time on
-        // a shared CPU, kernel time on a device), so sharing does not leak
-        // into the model; external load on a device does.
-        let measured = if self.units[unit].time_shared { t.service_ns } else { ran as f64 };
+        // a shared CPU, kernel time on a device) and scales out the share of
+        // the unit its view said it had, so the model stays a standalone
+        // model and `exec / utilisation` does not count contention twice.
+        let measured = if self.units[unit].time_shared {
+            t.service_ns
+        } else {
+            ran as f64 * self.jitter_cap(client, unit)
+        };
         let kind = self.sc.machine.units[unit].kind;
         let model = self.clients[client].model;
         self.models[model].observe(kind, t.bytes, measured);
@@ -651,7 +732,8 @@ impl<'s> Engine<'s> {
         c.in_flight -= 1;
         let report_app = c.report_app;
         let started = t.started_at.unwrap_or(t.issued_at);
-        self.metrics.completed(report_app, t.issued_at, self.now, t.unit, started);
+        self.metrics
+            .completed(report_app, t.issued_at, self.now, t.unit, started);
         let c = &self.clients[t.client];
         if c.in_flight == 0 && (c.tasks_left == 0 || !c.alive) {
             self.retire(t.client);
@@ -687,7 +769,9 @@ impl<'s> Engine<'s> {
                 continue;
             }
             for u in 0..n {
-                let mut v = self.units[u].policy.client_view(ClientId(c as u32), self.now);
+                let mut v = self.units[u]
+                    .policy
+                    .client_view(ClientId(c as u32), self.now);
                 v.max_utilisation = v.max_utilisation.min(self.jitter_cap(c, u));
                 self.views[c * n + u] = v;
             }

@@ -22,10 +22,18 @@ impl ReportApp {
         for (i, app) in sc.apps.iter().enumerate() {
             let base = out.len();
             if app.short_lived.is_some() || app.copies == 1 {
-                out.push(ReportApp { name: app.name.clone(), app: i, base });
+                out.push(ReportApp {
+                    name: app.name.clone(),
+                    app: i,
+                    base,
+                });
             } else {
                 for k in 1..=app.copies {
-                    out.push(ReportApp { name: format!("{}#{k}", app.name), app: i, base });
+                    out.push(ReportApp {
+                        name: format!("{}#{k}", app.name),
+                        app: i,
+                        base,
+                    });
                 }
             }
         }
@@ -33,12 +41,18 @@ impl ReportApp {
     }
 }
 
+/// Consecutive tasks on one unit that count as "settled".
+pub const SETTLE_RUN: u64 = 10;
+
 #[derive(Clone, Debug, Default)]
 struct AppStats {
     completed: u64,
     turnaround_sum_ns: f64,
     unit_changes: u64,
-    last_change_at_task: u64,
+    /// Tasks issued before the first run of [`SETTLE_RUN`] tasks on one unit.
+    settled_after: Option<u64>,
+    run_start: u64,
+    issued: u64,
     tasks_per_unit: Vec<u64>,
     busy_ns: Vec<f64>,
     open_segment: Option<TimelineSegment>,
@@ -84,8 +98,16 @@ impl Metrics {
     }
 
     pub fn report_app_of(&self, app: usize, instance: usize) -> usize {
-        let base = self.apps.iter().position(|r| r.app == app).expect("every app is reported");
-        let last = self.apps.iter().rposition(|r| r.app == app).expect("every app is reported");
+        let base = self
+            .apps
+            .iter()
+            .position(|r| r.app == app)
+            .expect("every app is reported");
+        let last = self
+            .apps
+            .iter()
+            .rposition(|r| r.app == app)
+            .expect("every app is reported");
         (base + instance).min(last)
     }
 
@@ -97,11 +119,18 @@ impl Metrics {
     pub fn issued(&mut self, app: usize, unit: UnitId, changed: bool, task_index: u64, now: Ns) {
         let in_window = self.in_window(now);
         let s = &mut self.stats[app];
+        s.issued = s.issued.max(task_index);
         if changed {
-            s.last_change_at_task = task_index - 1;
+            s.run_start = task_index;
             if in_window {
                 s.unit_changes += 1;
             }
+        }
+        if task_index == 1 {
+            s.run_start = 1;
+        }
+        if s.settled_after.is_none() && task_index + 1 - s.run_start >= SETTLE_RUN {
+            s.settled_after = Some(s.run_start - 1);
         }
         if in_window {
             s.tasks_per_unit[unit.index()] += 1;
@@ -170,7 +199,10 @@ impl Metrics {
     /// Tasks per second of each report app.
     pub fn tasks_per_s(&self) -> Vec<f64> {
         let span = secs(self.window.1 - self.window.0);
-        self.stats.iter().map(|s| s.completed as f64 / span).collect()
+        self.stats
+            .iter()
+            .map(|s| s.completed as f64 / span)
+            .collect()
     }
 
     /// Turns the counters into a result, given each app's native tasks/s.
@@ -183,7 +215,11 @@ impl Metrics {
         let mut changes = 0;
         let mut unit_time: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
         for (i, (ra, s)) in self.apps.iter().zip(&self.stats).enumerate() {
-            let relative = if native[i] > 0.0 { tps[i] / native[i] } else { f64::NAN };
+            let relative = if native[i] > 0.0 {
+                tps[i] / native[i]
+            } else {
+                f64::NAN
+            };
             log_sum += relative.ln();
             min_relative = min_relative.min(relative);
             changes += s.unit_changes;
@@ -196,7 +232,10 @@ impl Metrics {
                 .map(|(u, n)| (u.clone(), *n as f64 / issued.max(1) as f64))
                 .collect();
             for (u, busy) in self.unit_names.iter().zip(&s.busy_ns) {
-                unit_time.entry(u.clone()).or_default().insert(ra.name.clone(), busy / (span * 1e9));
+                unit_time
+                    .entry(u.clone())
+                    .or_default()
+                    .insert(ra.name.clone(), busy / (span * 1e9));
             }
             apps.insert(
                 ra.name.clone(),
@@ -204,9 +243,13 @@ impl Metrics {
                     tasks_per_s: tps[i],
                     relative,
                     tasks: s.completed,
-                    mean_turnaround_ms: if s.completed > 0 { s.turnaround_sum_ns / s.completed as f64 / 1e6 } else { f64::NAN },
+                    mean_turnaround_ms: if s.completed > 0 {
+                        s.turnaround_sum_ns / s.completed as f64 / 1e6
+                    } else {
+                        f64::NAN
+                    },
                     unit_changes: s.unit_changes,
-                    settled_after_tasks: s.last_change_at_task,
+                    settled_after_tasks: s.settled_after.unwrap_or(s.issued),
                     unit_mix,
                 },
             );
@@ -219,7 +262,8 @@ impl Metrics {
             tasks_per_s: tps.iter().sum(),
             fraction_of_oracle: system_speedup / oracle_system_speedup,
             placement_changes_per_s: changes as f64 / span,
-            mean_prediction_error: (!self.errors.is_empty()).then(|| self.errors.iter().sum::<f64>() / self.errors.len() as f64),
+            mean_prediction_error: (!self.errors.is_empty())
+                .then(|| self.errors.iter().sum::<f64>() / self.errors.len() as f64),
             apps,
             unit_time,
             timeline: self.timeline,

@@ -53,7 +53,11 @@ pub fn problem(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> FairProblem
                 .fold(1.0, f64::min);
             let exec = exec / cap;
             let overhead = unit.dispatch_ns as f64
-                + if app.persistent_data { 0.0 } else { unit.copy_in_ns(bytes) + unit.copy_out_ns(app.out_bytes(bytes)) };
+                + if app.persistent_data {
+                    0.0
+                } else {
+                    unit.copy_in_ns(bytes) + unit.copy_out_ns(app.out_bytes(bytes))
+                };
             r[unit.id.index()] = 1e9 / exec;
             o[unit.id.index()] = (exec + overhead) / exec;
         }

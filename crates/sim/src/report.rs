@@ -58,8 +58,8 @@ pub struct AppResult {
     pub mean_turnaround_ms: f64,
     /// How often consecutive tasks of this app changed unit.
     pub unit_changes: u64,
-    /// Tasks issued before the app's placement last changed (a measure of how
-    /// fast it settled; 0 when it never moved).
+    /// Tasks the app issued before its first run of 10 consecutive tasks on
+    /// one unit (how fast its placement settled; all its tasks if it never did).
     pub settled_after_tasks: u64,
     /// Fraction of this app's tasks that ran on each unit.
     pub unit_mix: BTreeMap<String, f64>,

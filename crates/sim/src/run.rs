@@ -14,7 +14,9 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str, f64);
 /// scenario's other strategies, each on the same seeded workload.
 pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioReport {
     let native_name = StrategyKind::Native.name();
-    let native_metrics = engine::run(sc, StrategyKind::Native, seed, &mut |f| progress(&native_name, f));
+    let native_metrics = engine::run(sc, StrategyKind::Native, seed, &mut |f| {
+        progress(&native_name, f)
+    });
     let native = native_metrics.tasks_per_s();
     let report_apps = ReportApp::for_scenario(sc);
     let bound = oracle::bound(sc, &report_apps, &native);
@@ -30,7 +32,11 @@ pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioRep
         seed,
         measured_s: sc.duration_ns as f64 / 1e9,
         oracle_system_speedup: bound.system_speedup,
-        oracle_apps: report_apps.iter().map(|a| a.name.clone()).zip(bound.relative).collect(),
+        oracle_apps: report_apps
+            .iter()
+            .map(|a| a.name.clone())
+            .zip(bound.relative)
+            .collect(),
         units: sc.machine.units.iter().map(|u| u.name.clone()).collect(),
         apps: report_apps.into_iter().map(|a| a.name).collect(),
         results,

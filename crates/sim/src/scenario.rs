@@ -138,6 +138,9 @@ pub struct AppSpec {
     pub stop_s: Option<f64>,
     /// Short-lived instances: run `tasks` tasks, exit, and a new one starts.
     pub short_lived: Option<ShortLivedSpec>,
+    /// Start with the task model an earlier run persisted (no profiling).
+    #[serde(default)]
+    pub pretrained: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -253,8 +256,12 @@ fn walk_value(value: &toml_edit::Value, path: &[Seg]) -> Option<Range<usize>> {
     use toml_edit::Value;
     let here = value.span();
     let deeper = match (value, path.split_first()) {
-        (Value::InlineTable(t), Some((Seg::Key(k), rest))) => t.get(k).and_then(|v| walk_value(v, rest)),
-        (Value::Array(a), Some((Seg::Index(i), rest))) => a.get(*i).and_then(|v| walk_value(v, rest)),
+        (Value::InlineTable(t), Some((Seg::Key(k), rest))) => {
+            t.get(k).and_then(|v| walk_value(v, rest))
+        }
+        (Value::Array(a), Some((Seg::Index(i), rest))) => {
+            a.get(*i).and_then(|v| walk_value(v, rest))
+        }
         _ => None,
     };
     deeper.or(here)
@@ -297,6 +304,14 @@ pub enum BytesDist {
 }
 
 impl BytesDist {
+    /// Smallest and largest size drawn.
+    pub fn range(&self) -> (u64, u64) {
+        match *self {
+            BytesDist::Fixed(b) => (b, b),
+            BytesDist::Uniform { min, max } => (min, max),
+        }
+    }
+
     pub fn mean(&self) -> f64 {
         match *self {
             BytesDist::Fixed(b) => b as f64,
@@ -322,6 +337,7 @@ pub struct App {
     pub start_ns: Ns,
     pub stop_ns: Option<Ns>,
     pub short_lived: Option<ShortLived>,
+    pub pretrained: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -376,7 +392,10 @@ impl App {
             .iter()
             .enumerate()
             .filter_map(|(i, e)| e.map(|e| (i, e)))
-            .fold((0, f64::INFINITY), |best, (i, e)| if e < best.1 { (i, e) } else { best });
+            .fold(
+                (0, f64::INFINITY),
+                |best, (i, e)| if e < best.1 { (i, e) } else { best },
+            );
         UnitId(i as u16)
     }
 }
@@ -435,7 +454,10 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
     let mut apps = Vec::with_capacity(raw.apps.len());
     for (i, spec) in raw.apps.iter().enumerate() {
         if raw.apps[..i].iter().any(|a| a.name == spec.name) {
-            return Err(c.error(&[key("apps"), Seg::Index(i), key("name")], format!("duplicate app name `{}`", spec.name)));
+            return Err(c.error(
+                &[key("apps"), Seg::Index(i), key("name")],
+                format!("duplicate app name `{}`", spec.name),
+            ));
         }
         apps.push(build_app(&c, i, spec, &machine)?);
     }
@@ -455,7 +477,10 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         let min = positive(&c, &p("min_utilisation"), j.min_utilisation)?;
         let max = positive(&c, &p("max_utilisation"), j.max_utilisation)?;
         if min > max || max > 1.0 {
-            return Err(c.error(&p("max_utilisation"), "need 0 < min_utilisation ≤ max_utilisation ≤ 1"));
+            return Err(c.error(
+                &p("max_utilisation"),
+                "need 0 < min_utilisation ≤ max_utilisation ≤ 1",
+            ));
         }
         jitter.push(Jitter {
             unit,
@@ -471,7 +496,10 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         let kind = StrategyKind::parse(name).ok_or_else(|| {
             c.error(
                 &[key("policies"), Seg::Index(i)],
-                format!("unknown policy `{name}`; known: {}", StrategyKind::names().join(", ")),
+                format!(
+                    "unknown policy `{name}`; known: {}",
+                    StrategyKind::names().join(", ")
+                ),
             )
         })?;
         if !strategies.contains(&kind) {
@@ -495,7 +523,10 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
     })
 }
 
-fn build_machine(c: &Checker, specs: &[UnitSpec]) -> Result<(Machine, Vec<PolicyKind>), ScenarioError> {
+fn build_machine(
+    c: &Checker,
+    specs: &[UnitSpec],
+) -> Result<(Machine, Vec<PolicyKind>), ScenarioError> {
     let mut machine = Machine::default();
     let mut policies = Vec::new();
     for (i, u) in specs.iter().enumerate() {
@@ -504,11 +535,20 @@ fn build_machine(c: &Checker, specs: &[UnitSpec]) -> Result<(Machine, Vec<Policy
             return Err(c.error(&p("name"), format!("duplicate unit name `{}`", u.name)));
         }
         let class = UnitClass::parse(&u.class).ok_or_else(|| {
-            c.error(&p("class"), format!("unknown unit class `{}`; known: cpu, gpu, accelerator, emulated", u.class))
+            c.error(
+                &p("class"),
+                format!(
+                    "unknown unit class `{}`; known: cpu, gpu, accelerator, emulated",
+                    u.class
+                ),
+            )
         })?;
         let policy = match &u.policy {
             Some(name) => PolicyKind::parse(name).ok_or_else(|| {
-                c.error(&p("policy"), format!("unknown policy `{name}`; known: fifo, priority, share, time-share"))
+                c.error(
+                    &p("policy"),
+                    format!("unknown policy `{name}`; known: fifo, priority, share, time-share"),
+                )
             })?,
             None if class == UnitClass::Cpu => PolicyKind::TimeShare,
             None => PolicyKind::Fifo,
@@ -520,21 +560,33 @@ fn build_machine(c: &Checker, specs: &[UnitSpec]) -> Result<(Machine, Vec<Policy
         let (copy_in, copy_out) = match (&u.copy, coherent) {
             (_, true) => (LinkCost::FREE, LinkCost::FREE),
             (None, false) => {
-                return Err(c.error(&p("copy"), "a non-coherent unit needs `copy = { latency_us, in_gb_s, out_gb_s }`"));
+                return Err(c.error(
+                    &p("copy"),
+                    "a non-coherent unit needs `copy = { latency_us, in_gb_s, out_gb_s }`",
+                ));
             }
             (Some(cs), false) => {
                 let cp = |k: &str| vec![key("units"), Seg::Index(i), key("copy"), key(k)];
                 let lat = ms_to_ns(non_negative(c, &cp("latency_us"), cs.latency_us)? / 1e3);
                 (
-                    LinkCost { latency_ns: lat, bytes_per_s: positive(c, &cp("in_gb_s"), cs.in_gb_s)? * 1e9 },
-                    LinkCost { latency_ns: lat, bytes_per_s: positive(c, &cp("out_gb_s"), cs.out_gb_s)? * 1e9 },
+                    LinkCost {
+                        latency_ns: lat,
+                        bytes_per_s: positive(c, &cp("in_gb_s"), cs.in_gb_s)? * 1e9,
+                    },
+                    LinkCost {
+                        latency_ns: lat,
+                        bytes_per_s: positive(c, &cp("out_gb_s"), cs.out_gb_s)? * 1e9,
+                    },
                 )
             }
         };
         let mut caps = Capabilities::empty();
         for (j, name) in u.caps.iter().enumerate() {
             let cap = Capabilities::parse_name(name).ok_or_else(|| {
-                c.error(&[key("units"), Seg::Index(i), key("caps"), Seg::Index(j)], format!("unknown capability `{name}`"))
+                c.error(
+                    &[key("units"), Seg::Index(i), key("caps"), Seg::Index(j)],
+                    format!("unknown capability `{name}`"),
+                )
             })?;
             caps = caps.union(cap);
         }
@@ -559,7 +611,12 @@ fn build_machine(c: &Checker, specs: &[UnitSpec]) -> Result<(Machine, Vec<Policy
     Ok((machine, policies))
 }
 
-fn build_app(c: &Checker, i: usize, spec: &AppSpec, machine: &Machine) -> Result<App, ScenarioError> {
+fn build_app(
+    c: &Checker,
+    i: usize,
+    spec: &AppSpec,
+    machine: &Machine,
+) -> Result<App, ScenarioError> {
     let p = |k: &str| vec![key("apps"), Seg::Index(i), key(k)];
     if spec.copies == 0 {
         return Err(c.error(&p("copies"), "must be at least 1"));
@@ -569,9 +626,19 @@ fn build_app(c: &Checker, i: usize, spec: &AppSpec, machine: &Machine) -> Result
     }
     let bytes = match (spec.bytes.kib, spec.bytes.min_kib, spec.bytes.max_kib) {
         (Some(k), None, None) => BytesDist::Fixed(k * 1024),
-        (None, Some(lo), Some(hi)) if lo <= hi => BytesDist::Uniform { min: lo * 1024, max: hi * 1024 },
-        (None, Some(_), Some(_)) => return Err(c.error(&p("bytes"), "min_kib must not exceed max_kib")),
-        _ => return Err(c.error(&p("bytes"), "give either `kib` or both `min_kib` and `max_kib`")),
+        (None, Some(lo), Some(hi)) if lo <= hi => BytesDist::Uniform {
+            min: lo * 1024,
+            max: hi * 1024,
+        },
+        (None, Some(_), Some(_)) => {
+            return Err(c.error(&p("bytes"), "min_kib must not exceed max_kib"));
+        }
+        _ => {
+            return Err(c.error(
+                &p("bytes"),
+                "give either `kib` or both `min_kib` and `max_kib`",
+            ));
+        }
     };
     non_negative(c, &p("out_ratio"), spec.out_ratio)?;
     if !(0.0..=1.0).contains(&spec.fixed_fraction) {
@@ -582,15 +649,27 @@ fn build_app(c: &Checker, i: usize, spec: &AppSpec, machine: &Machine) -> Result
         let path = vec![key("apps"), Seg::Index(i), key("exec_ms"), key(unit_name)];
         let unit = machine.unit_by_name(unit_name).ok_or_else(|| {
             let known: Vec<&str> = machine.units.iter().map(|u| u.name.as_str()).collect();
-            c.error(&path, format!("unknown unit `{unit_name}`; units: {}", known.join(", ")))
+            c.error(
+                &path,
+                format!("unknown unit `{unit_name}`; units: {}", known.join(", ")),
+            )
         })?;
         exec_ns[unit.id.index()] = Some(positive(c, &path, *ms)? * 1e6);
     }
     if exec_ns.iter().all(Option::is_none) {
-        return Err(c.error(&p("exec_ms"), format!("app `{}` has no implementation for any unit", spec.name)));
+        return Err(c.error(
+            &p("exec_ms"),
+            format!("app `{}` has no implementation for any unit", spec.name),
+        ));
     }
     let class_name = spec.class.as_deref().unwrap_or("normal");
-    let mut settings = vec![ClientSettings { priority: spec.priority, ..Default::default() }; machine.units.len()];
+    let mut settings = vec![
+        ClientSettings {
+            priority: spec.priority,
+            ..Default::default()
+        };
+        machine.units.len()
+    ];
     for (unit_name, shares) in &spec.shares {
         let path = vec![key("apps"), Seg::Index(i), key("shares"), key(unit_name)];
         let unit = machine
@@ -600,14 +679,26 @@ fn build_app(c: &Checker, i: usize, spec: &AppSpec, machine: &Machine) -> Result
             "custom" => ShareClass::Custom { shares: *shares },
             "normal" => ShareClass::Normal { shares: *shares },
             "background" => return Err(c.error(&path, "BACKGROUND apps take no shares")),
-            other => return Err(c.error(&p("class"), format!("unknown class `{other}`; known: normal, custom, background"))),
+            other => {
+                return Err(c.error(
+                    &p("class"),
+                    format!("unknown class `{other}`; known: normal, custom, background"),
+                ));
+            }
         };
         settings[unit.id.index()].class = class;
     }
     match class_name {
-        "background" => settings.iter_mut().for_each(|s| s.class = ShareClass::Background),
+        "background" => settings
+            .iter_mut()
+            .for_each(|s| s.class = ShareClass::Background),
         "normal" | "custom" => {}
-        other => return Err(c.error(&p("class"), format!("unknown class `{other}`; known: normal, custom, background"))),
+        other => {
+            return Err(c.error(
+                &p("class"),
+                format!("unknown class `{other}`; known: normal, custom, background"),
+            ));
+        }
     }
     let goal = match spec.goal.as_deref().unwrap_or("latency") {
         "latency" => Goal::MinLatency,
@@ -617,14 +708,22 @@ fn build_app(c: &Checker, i: usize, spec: &AppSpec, machine: &Machine) -> Result
             deadline_ns: positive(
                 c,
                 &p("deadline_ms"),
-                spec.deadline_ms.ok_or_else(|| c.error(&p("goal"), "goal `deadline` needs `deadline_ms`"))?,
+                spec.deadline_ms
+                    .ok_or_else(|| c.error(&p("goal"), "goal `deadline` needs `deadline_ms`"))?,
             )? * 1e6,
         },
-        other => return Err(c.error(&p("goal"), format!("unknown goal `{other}`; known: latency, throughput, energy, deadline"))),
+        other => {
+            return Err(c.error(
+                &p("goal"),
+                format!("unknown goal `{other}`; known: latency, throughput, energy, deadline"),
+            ));
+        }
     };
     let start_ns = ms_to_ns(non_negative(c, &p("start_s"), spec.start_s)? * 1e3);
     let stop_ns = match spec.stop_s {
-        Some(s) if s * 1e9 <= start_ns as f64 => return Err(c.error(&p("stop_s"), "must be after start_s")),
+        Some(s) if s * 1e9 <= start_ns as f64 => {
+            return Err(c.error(&p("stop_s"), "must be after start_s"));
+        }
         Some(s) => Some(ms_to_ns(positive(c, &p("stop_s"), s)? * 1e3)),
         None => None,
     };
@@ -659,18 +758,26 @@ fn build_app(c: &Checker, i: usize, spec: &AppSpec, machine: &Machine) -> Result
         start_ns,
         stop_ns,
         short_lived,
+        pretrained: spec.pretrained,
     })
 }
 
 /// Registers every app with each unit's real policy, so impossible share
 /// settings fail here with the policy's own message.
-fn check_shares(c: &Checker, machine: &Machine, apps: &[App], policies: &[PolicyKind]) -> Result<(), ScenarioError> {
+fn check_shares(
+    c: &Checker,
+    machine: &Machine,
+    apps: &[App],
+    policies: &[PolicyKind],
+) -> Result<(), ScenarioError> {
     for (unit, kind) in machine.units.iter().zip(policies) {
         let mut policy = kind.build(unit.slots);
         let mut client = 0u32;
         for (i, app) in apps.iter().enumerate() {
             for _ in 0..app.copies {
-                if let Err(e) = policy.set_client(ClientId(client), app.settings[unit.id.index()], 0) {
+                if let Err(e) =
+                    policy.set_client(ClientId(client), app.settings[unit.id.index()], 0)
+                {
                     let path = vec![key("apps"), Seg::Index(i), key("shares"), key(&unit.name)];
                     return Err(c.error(&path, format!("on unit `{}`: {e}", unit.name)));
                 }

@@ -36,7 +36,10 @@ fn err(text: &str) -> ScenarioError {
 }
 
 fn line_of(text: &str, needle: &str) -> usize {
-    text.lines().position(|l| l.contains(needle)).expect("needle in text") + 1
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in text")
+        + 1
 }
 
 #[test]
@@ -44,7 +47,10 @@ fn the_reference_scenario_is_valid() {
     let sc = parse("good.toml", GOOD).unwrap();
     assert_eq!(sc.machine.units.len(), 2);
     assert_eq!(sc.apps.len(), 2);
-    assert!(sc.apps[1].exec_ns[0].is_none(), "b has no CPU implementation");
+    assert!(
+        sc.apps[1].exec_ns[0].is_none(),
+        "b has no CPU implementation"
+    );
 }
 
 #[test]
@@ -98,7 +104,10 @@ fn an_app_without_any_implementation() {
 
 #[test]
 fn an_implementation_for_an_unknown_unit() {
-    let text = GOOD.replace("exec_ms = { gpu = 1.0 }", "exec_ms = { gpu = 1.0, tpu = 1.0 }");
+    let text = GOOD.replace(
+        "exec_ms = { gpu = 1.0 }",
+        "exec_ms = { gpu = 1.0, tpu = 1.0 }",
+    );
     let e = err(&text);
     assert_eq!(e.field, "apps[1].exec_ms.tpu");
     assert!(e.message.contains("unknown unit `tpu`"), "{e}");
@@ -114,7 +123,10 @@ fn unknown_policy_lists_the_known_ones() {
 
 #[test]
 fn non_coherent_unit_without_copy_cost() {
-    let text = GOOD.replace("copy = { latency_us = 10, in_gb_s = 6, out_gb_s = 6 }\n", "");
+    let text = GOOD.replace(
+        "copy = { latency_us = 10, in_gb_s = 6, out_gb_s = 6 }\n",
+        "",
+    );
     let e = err(&text);
     assert_eq!(e.field, "units[1].copy");
 }

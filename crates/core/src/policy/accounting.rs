@@ -527,6 +527,31 @@ impl<Q> ClientLedger<Q> {
         work / f64::from(self.slots)
     }
 
+    /// Work queued or still running on the unit from other clients that
+    /// `counts` accepts, right now, per slot: what a task arriving now
+    /// would wait for under FIFO. Running tasks count only their expected
+    /// remainder (average task minus time already run), which is what makes
+    /// this sharper than a count of outstanding tasks.
+    pub fn backlog_ahead_ns(
+        &self,
+        me: ClientId,
+        now: Ns,
+        counts: impl Fn(&ClientRecord<Q>) -> bool,
+    ) -> f64 {
+        let work: f64 = self
+            .clients
+            .iter()
+            .filter(|c| c.id != me && (c.queued > 0 || c.running > 0) && counts(c))
+            .map(|c| {
+                let avg = self.avg_task_ns(c);
+                let elapsed = (u128::from(c.running) * u128::from(now))
+                    .saturating_sub(c.dispatch_instants) as f64;
+                f64::from(c.queued) * avg + (f64::from(c.running) * avg - elapsed).max(0.0)
+            })
+            .sum();
+        work / f64::from(self.slots)
+    }
+
     /// The global page.
     pub fn unit_view(&self, now: Ns) -> UnitView {
         UnitView {

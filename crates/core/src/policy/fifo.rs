@@ -92,9 +92,13 @@ impl UnitPolicy for FifoPolicy {
             .map_or(0.0, |c| self.ledger.utilisation(c, now));
         ClientUnitView {
             guaranteed: 0.0,
-            wait_ns: self.ledger.fifo_work_ahead_ns(client, now, |_| true),
+            // The backlog right now, not a count of active clients: a task
+            // arriving mid-way through another's long task waits only for its
+            // remainder (this closed most of the gap to c-sched's exact queues).
+            wait_ns: self.ledger.backlog_ahead_ns(client, now, |_| true),
             current_utilisation,
             throttled: false,
+            max_utilisation: 1.0,
         }
     }
 
@@ -158,16 +162,21 @@ mod tests {
     }
 
     #[test]
-    fn wait_uses_measured_duration_and_slots() {
+    fn wait_counts_the_expected_remainder_of_running_work() {
         let mut p = FifoPolicy::new(2);
         p.submit(req(2, 0, 0), 0);
         p.pick_next(0);
         p.complete(ClientId(2), 8 * MS, 8 * MS);
-        // Client 2 is idle but finished recently: it still counts one task of
-        // its measured size (8 ms, not the claimed 2 ms), over two slots.
-        assert_eq!(p.client_view(ClientId(1), 9 * MS).wait_ns, 4e6);
-        // After the activity window it no longer counts.
-        assert_eq!(p.client_view(ClientId(1), 200 * MS).wait_ns, 0.0);
+        // Client 2 is idle: nothing of it is ahead of a new task.
+        assert_eq!(p.client_view(ClientId(1), 9 * MS).wait_ns, 0.0);
+        // Its next task runs from 10 ms; its measured size (8 ms, not the
+        // claimed 2 ms) minus the 2 ms already run is left, over two slots.
+        p.submit(req(2, 1, 10 * MS), 10 * MS);
+        p.pick_next(10 * MS);
+        assert_eq!(p.client_view(ClientId(1), 12 * MS).wait_ns, 3e6);
+        // A queued task counts whole.
+        p.submit(req(2, 2, 12 * MS), 12 * MS);
+        assert_eq!(p.client_view(ClientId(1), 12 * MS).wait_ns, 7e6);
     }
 
     #[test]

@@ -117,8 +117,13 @@ pub enum PolicyError {
     #[error(
         "CUSTOM shares on this unit would total {requested_total} (limit {MAX_CUSTOM_SHARES}): {available} shares are still free"
     )]
-    CustomSharesExceeded { requested_total: u32, available: u32 },
-    #[error("shares must be at least 1 (got 0); use the BACKGROUND class to run only on an idle unit")]
+    CustomSharesExceeded {
+        requested_total: u32,
+        available: u32,
+    },
+    #[error(
+        "shares must be at least 1 (got 0); use the BACKGROUND class to run only on an idle unit"
+    )]
     ZeroShares,
     #[error("unknown client {0:?}: it never registered with this unit")]
     UnknownClient(ClientId),

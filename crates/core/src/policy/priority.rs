@@ -135,6 +135,7 @@ impl UnitPolicy for PriorityPolicy {
             wait_ns: (ahead_ns + residual_ns) / slots,
             current_utilisation: me.map_or(0.0, |c| self.ledger.utilisation(c, now)),
             throttled: false,
+            max_utilisation: 1.0,
         }
     }
 

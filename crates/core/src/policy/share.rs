@@ -452,6 +452,7 @@ impl UnitPolicy for SharePolicy {
                 wait_ns,
                 current_utilisation,
                 throttled: held_now,
+                max_utilisation: 1.0,
             };
         }
 
@@ -484,6 +485,7 @@ impl UnitPolicy for SharePolicy {
             wait_ns,
             current_utilisation,
             throttled: usage > entitlement + self.window.slack(),
+            max_utilisation: 1.0,
         }
     }
 

@@ -108,6 +108,7 @@ impl UnitPolicy for TimeSharePolicy {
             wait_ns: f64::INFINITY,
             current_utilisation,
             throttled: false,
+            max_utilisation: 1.0,
         }
     }
 
