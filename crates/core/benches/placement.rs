@@ -21,14 +21,8 @@ fn machine(n: usize) -> Vec<Unit> {
                 caps: Capabilities::empty(),
                 relative_speed: 1.0 + i as f64,
                 coherent: !gpu,
-                copy_in: LinkCost {
-                    latency_ns: 10_000,
-                    bytes_per_s: 6e9,
-                },
-                copy_out: LinkCost {
-                    latency_ns: 10_000,
-                    bytes_per_s: 6e9,
-                },
+                copy_in: LinkCost::new(10_000, 6e9),
+                copy_out: LinkCost::new(10_000, 6e9),
                 dispatch_ns: 20_000,
                 slots: 1,
                 busy_watts: 100.0,

@@ -148,9 +148,17 @@ pub struct Prediction {
     pub exec_ns: f64,
     pub copy_ns: f64,
     pub dispatch_ns: f64,
-    pub utilisation: f64,
+    /// Wall time on the unit: `exec / utilisation`.
+    pub stretched_ns: f64,
     /// `dispatch + copy + exec / utilisation`.
     pub turnaround_ns: f64,
+}
+
+impl Prediction {
+    /// Expected utilisation of the unit for this task.
+    pub fn utilisation(&self) -> f64 {
+        self.exec_ns / self.stretched_ns.max(f64::MIN_POSITIVE)
+    }
 }
 
 /// Why a unit was chosen.
@@ -208,7 +216,7 @@ pub fn holds_data(unit: &Unit, data_at: DataLocation) -> bool {
 
 /// Predicts one task on one unit from the model and the unit's view.
 /// `None` when the model knows nothing yet about the unit's kind.
-#[inline]
+#[inline(always)]
 pub fn predict<M: PerformanceModel + ?Sized>(
     units: &[Unit],
     unit: &Unit,
@@ -220,14 +228,14 @@ pub fn predict<M: PerformanceModel + ?Sized>(
     let copy_ns =
         copy_to_unit_ns(units, unit, task.bytes, task.data_at) + unit.copy_out_ns(task.out_bytes);
     let dispatch_ns = unit.dispatch_ns as f64;
-    let utilisation = view.expected_utilisation(exec_ns);
+    let stretched = view.stretched_ns(exec_ns);
     Some(Prediction {
         unit: unit.id,
         exec_ns,
         copy_ns,
         dispatch_ns,
-        utilisation,
-        turnaround_ns: dispatch_ns + copy_ns + exec_ns / utilisation,
+        stretched_ns: stretched,
+        turnaround_ns: dispatch_ns + copy_ns + stretched,
     })
 }
 
@@ -242,7 +250,11 @@ struct Score {
 impl Score {
     #[inline]
     fn better_than(self, other: Score) -> bool {
-        (self.missed, self.value) < (other.missed, other.value)
+        if self.missed == other.missed {
+            self.value < other.value
+        } else {
+            other.missed
+        }
     }
 }
 
@@ -253,7 +265,7 @@ fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> Score {
         Goal::MaxThroughput => {
             // Pipelined tasks hide latencies; what limits throughput is the
             // unit time a task costs and the link bandwidth it uses.
-            p.exec_ns / p.utilisation + (p.copy_ns - unit.copy_in.latency_ns as f64).max(0.0)
+            p.stretched_ns + (p.copy_ns - unit.copy_in.latency_ns as f64).max(0.0)
         }
         Goal::Deadline { deadline_ns } if turnaround_ns > deadline_ns => {
             // Nobody may meet it: then the least late wins.
@@ -276,7 +288,8 @@ fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> Score {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Damping {
     actual_ns: f64,
-    decisions_left: u32,
+    /// Damping applies while the placer's decision count is below this.
+    until_decision: u64,
     /// Moving average of |ln(actual / predicted)| on this unit.
     usual_miss: f64,
 }
@@ -296,6 +309,8 @@ pub struct Placer {
     damping: Vec<Damping>,
     current: Option<UnitId>,
     group_left: u32,
+    /// Decisions taken on predictions so far (the clock of damping).
+    decisions: u64,
     /// Mean |predicted − actual| / actual over observed turnarounds.
     error_sum: f64,
     error_count: u64,
@@ -308,6 +323,7 @@ impl Placer {
             damping: vec![Damping::default(); units],
             current: None,
             group_left: 0,
+            decisions: 0,
             error_sum: 0.0,
             error_count: 0,
         }
@@ -363,7 +379,8 @@ impl Placer {
                 continue;
             }
             let Some(p) = predict(units, unit, view, model, task) else {
-                continue;
+                // Learn every implemented kind before trusting predictions.
+                return Ok(self.commit(unit.id, Reason::Profiling, f64::NAN, 1));
             };
             let turnaround = self.damped_turnaround(unit.id, p.turnaround_ns);
             let s = score(&p, unit, task.goal, turnaround);
@@ -377,13 +394,10 @@ impl Placer {
                 resident = Some((s, p));
             }
         }
-        for d in &mut self.damping {
-            d.decisions_left = d.decisions_left.saturating_sub(1);
-        }
+        self.decisions += 1;
         let Some((_, best_p)) = best else {
             return Err(PlacementError::NoImplementation { units: units.len() });
         };
-
         let (chosen, reason) = match (resident, self.config.speedup_threshold) {
             (Some(stay), Some(threshold)) => {
                 self.apply_threshold(units, views, model, task, stay, threshold)
@@ -474,7 +488,7 @@ impl Placer {
             d.usual_miss += USUAL_MISS_WEIGHT * (miss - d.usual_miss);
             if miss > tolerance.ln_1p().max(SURPRISE_OVER_USUAL * usual) {
                 d.actual_ns = actual_ns;
-                d.decisions_left = self.config.damping_decisions;
+                d.until_decision = self.decisions + u64::from(self.config.damping_decisions);
             }
         }
     }
@@ -483,7 +497,7 @@ impl Placer {
     /// time while damping is on for it.
     fn damped_turnaround(&self, unit: UnitId, predicted_ns: f64) -> f64 {
         match self.damping.get(unit.index()) {
-            Some(d) if d.decisions_left > 0 => predicted_ns.max(d.actual_ns),
+            Some(d) if self.decisions < d.until_decision => predicted_ns.max(d.actual_ns),
             _ => predicted_ns,
         }
     }

@@ -87,18 +87,32 @@ impl Capabilities {
 }
 
 /// Cost of moving data over one direction of a link: `latency + bytes / bandwidth`.
+/// Kept as nanoseconds per byte so the placement hot path multiplies
+/// instead of dividing.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkCost {
     pub latency_ns: Ns,
-    pub bytes_per_s: f64,
+    pub ns_per_byte: f64,
 }
 
 impl LinkCost {
     /// A link that costs nothing (coherent memory).
     pub const FREE: LinkCost = LinkCost {
         latency_ns: 0,
-        bytes_per_s: f64::INFINITY,
+        ns_per_byte: 0.0,
     };
+
+    /// A link with the given latency and bandwidth (bytes per second).
+    pub fn new(latency_ns: Ns, bytes_per_s: f64) -> Self {
+        LinkCost {
+            latency_ns,
+            ns_per_byte: 1e9 / bytes_per_s,
+        }
+    }
+
+    pub fn bytes_per_s(&self) -> f64 {
+        1e9 / self.ns_per_byte
+    }
 
     /// Time to move `bytes` over this link, in nanoseconds (fractional).
     #[inline]
@@ -106,7 +120,7 @@ impl LinkCost {
         if bytes == 0 {
             return 0.0;
         }
-        self.latency_ns as f64 + bytes as f64 * 1e9 / self.bytes_per_s
+        self.latency_ns as f64 + bytes as f64 * self.ns_per_byte
     }
 }
 

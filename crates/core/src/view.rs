@@ -80,9 +80,80 @@ impl ClientUnitView {
     }
 }
 
+impl ClientUnitView {
+    /// `exec / expected_utilisation(exec)` (with `exec` at least 1 ns): the wall time a task of
+    /// `exec_ns` takes on the unit. Same value, computed without dividing
+    /// on the common paths (an uncapped queue, a share), because it runs
+    /// for every unit of every placement decision.
+    #[inline]
+    pub fn stretched_ns(&self, exec_ns: f64) -> f64 {
+        let exec = exec_ns.max(1.0);
+        let queued = if self.wait_ns.is_finite() {
+            exec + self.wait_ns.max(0.0)
+        } else {
+            f64::INFINITY
+        };
+        // min(queued, exec / guaranteed), dividing only when the share is
+        // what bounds the wait.
+        let bounded = if self.guaranteed > 0.0 && queued * self.guaranteed > exec {
+            exec / self.guaranteed
+        } else {
+            queued
+        };
+        let capped = if self.max_utilisation < 1.0 {
+            exec / self.max_utilisation.max(MIN_UTILISATION)
+        } else {
+            exec
+        };
+        bounded
+            .max(capped)
+            .clamp(exec, exec * (1.0 / MIN_UTILISATION))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stretched_time_matches_exec_over_utilisation() {
+        let views = [
+            ClientUnitView::default(),
+            ClientUnitView {
+                wait_ns: 3e6,
+                ..Default::default()
+            },
+            ClientUnitView {
+                guaranteed: 0.25,
+                wait_ns: 9e6,
+                ..Default::default()
+            },
+            ClientUnitView {
+                guaranteed: 0.5,
+                wait_ns: f64::INFINITY,
+                ..Default::default()
+            },
+            ClientUnitView {
+                wait_ns: 1e5,
+                max_utilisation: 0.7,
+                ..Default::default()
+            },
+            ClientUnitView {
+                wait_ns: f64::INFINITY,
+                ..Default::default()
+            },
+        ];
+        for v in views {
+            for exec in [1e3, 1e6, 5e7] {
+                let want = exec / v.expected_utilisation(exec);
+                let got = v.stretched_ns(exec);
+                assert!(
+                    (got - want).abs() <= 1e-9 * want,
+                    "{v:?} {exec}: {got} vs {want}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn idle_unit_gives_full_utilisation() {

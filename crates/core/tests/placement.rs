@@ -23,14 +23,8 @@ fn unit(i: u16, coherent: bool, watts: f64) -> Unit {
         caps: Capabilities::empty(),
         relative_speed: 1.0,
         coherent,
-        copy_in: LinkCost {
-            latency_ns: 1_000,
-            bytes_per_s: 1e9,
-        },
-        copy_out: LinkCost {
-            latency_ns: 1_000,
-            bytes_per_s: 1e9,
-        },
+        copy_in: LinkCost::new(1_000, 1e9),
+        copy_out: LinkCost::new(1_000, 1e9),
         dispatch_ns: 0,
         slots: 1,
         busy_watts: watts,

@@ -569,14 +569,8 @@ fn build_machine(
                 let cp = |k: &str| vec![key("units"), Seg::Index(i), key("copy"), key(k)];
                 let lat = ms_to_ns(non_negative(c, &cp("latency_us"), cs.latency_us)? / 1e3);
                 (
-                    LinkCost {
-                        latency_ns: lat,
-                        bytes_per_s: positive(c, &cp("in_gb_s"), cs.in_gb_s)? * 1e9,
-                    },
-                    LinkCost {
-                        latency_ns: lat,
-                        bytes_per_s: positive(c, &cp("out_gb_s"), cs.out_gb_s)? * 1e9,
-                    },
+                    LinkCost::new(lat, positive(c, &cp("in_gb_s"), cs.in_gb_s)? * 1e9),
+                    LinkCost::new(lat, positive(c, &cp("out_gb_s"), cs.out_gb_s)? * 1e9),
                 )
             }
         };
