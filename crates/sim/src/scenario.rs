@@ -267,8 +267,11 @@ fn walk_value(value: &toml_edit::Value, path: &[Seg]) -> Option<Range<usize>> {
     deeper.or(here)
 }
 
+/// 1-based line of a byte offset. Counts bytes, so an offset inside a
+/// multi-byte character cannot panic.
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+    let end = offset.min(text.len());
+    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// Collects semantic errors with their path; turned into lines at the end.
