@@ -271,7 +271,11 @@ fn walk_value(value: &toml_edit::Value, path: &[Seg]) -> Option<Range<usize>> {
 /// multi-byte character cannot panic.
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Collects semantic errors with their path; turned into lines at the end.
