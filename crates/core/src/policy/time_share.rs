@@ -3,16 +3,16 @@
 //! wait in; what a client can expect is its fair slice of the cores.
 
 use super::accounting::{ClientLedger, LedgerConfig};
-use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
+use super::{ClientSettings, FifoPolicy, PolicyError, PolicyKind, Request, UnitPolicy};
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
-use std::collections::VecDeque;
 
+/// Admission and accounting are FIFO's (arrival order, nothing held back:
+/// the caller runs every admitted task at once, sharing the cores); only
+/// what a client is told differs.
 #[derive(Debug)]
 pub struct TimeSharePolicy {
-    ledger: ClientLedger,
-    /// Submitted but not yet collected by `pick_next` (normally drained at once).
-    admitted: VecDeque<Request>,
+    admission: FifoPolicy,
 }
 
 impl TimeSharePolicy {
@@ -22,13 +22,12 @@ impl TimeSharePolicy {
 
     pub fn with_config(slots: u32, config: LedgerConfig) -> Self {
         TimeSharePolicy {
-            ledger: ClientLedger::new(slots, config),
-            admitted: VecDeque::new(),
+            admission: FifoPolicy::with_config(slots, config),
         }
     }
 
     pub fn ledger(&self) -> &ClientLedger {
-        &self.ledger
+        self.admission.ledger()
     }
 }
 
@@ -44,64 +43,48 @@ impl UnitPolicy for TimeSharePolicy {
         settings: ClientSettings,
         now: Ns,
     ) -> Result<(), PolicyError> {
-        self.ledger.set_settings(client, settings, now);
-        Ok(())
+        self.admission.set_client(client, settings, now)
     }
 
     fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
-        let mut dropped = Vec::new();
-        self.admitted.retain(|r| {
-            let keep = r.client != client;
-            if !keep {
-                dropped.push(*r);
-            }
-            keep
-        });
-        self.ledger.remove(client, now);
-        dropped
+        self.admission.remove_client(client, now)
     }
 
     fn submit(&mut self, request: Request, now: Ns) {
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_submit(idx, request.expected_ns, now);
-        self.admitted.push_back(request);
+        self.admission.submit(request, now);
     }
 
     /// Every request is admitted, whatever the number of running tasks.
     fn pick_next(&mut self, now: Ns) -> Option<Request> {
-        let request = self.admitted.pop_front()?;
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_dispatch(idx, now);
-        Some(request)
+        self.admission.pick_next(now)
     }
 
     fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
-        self.ledger.record_complete(client, ran_ns, now);
+        self.admission.complete(client, ran_ns, now);
     }
 
     /// The ledger counts `min(running, slots)` busy slots, which is the
     /// busy fraction of a time-shared CPU.
     fn tick(&mut self, now: Ns) {
-        self.ledger.tick(now);
+        self.admission.tick(now);
     }
 
-    fn retry_at(&self, _now: Ns) -> Option<Ns> {
-        None
+    fn retry_at(&self, now: Ns) -> Option<Ns> {
+        self.admission.retry_at(now)
     }
 
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        let tasks_of_others: u64 = self
-            .ledger
+        let ledger = self.ledger();
+        let tasks_of_others: u64 = ledger
             .clients()
             .iter()
             .filter(|c| c.id() != client)
             .map(|c| u64::from(c.outstanding()))
             .sum();
-        let slots = f64::from(self.ledger.slots());
-        let current_utilisation = self
-            .ledger
+        let slots = f64::from(ledger.slots());
+        let current_utilisation = ledger
             .get(client)
-            .map_or(0.0, |c| self.ledger.utilisation(c, now));
+            .map_or(0.0, |c| ledger.utilisation(c, now));
         ClientUnitView {
             guaranteed: (slots / (tasks_of_others as f64 + 1.0)).min(1.0),
             // No queue, only sharing: the fair slice is the utilisation.
@@ -113,11 +96,11 @@ impl UnitPolicy for TimeSharePolicy {
     }
 
     fn unit_view(&self, now: Ns) -> UnitView {
-        self.ledger.unit_view(now)
+        self.admission.unit_view(now)
     }
 
     fn queued(&self) -> usize {
-        self.admitted.len()
+        self.admission.queued()
     }
 }
 
