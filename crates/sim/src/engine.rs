@@ -13,6 +13,7 @@ use hetsched_core::task_model::{PerformanceModel, TaskModel};
 use hetsched_core::view::ClientUnitView;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -474,13 +475,14 @@ impl<'s> Engine<'s> {
                 (idle.unwrap_or(fallback), f64::NAN)
             }
             StrategyKind::Hetsched(_) | StrategyKind::CSched | StrategyKind::StarpuDmda => {
-                let views = match self.strategy {
+                // Published views are borrowed; the others are built per decision.
+                let views: Cow<[ClientUnitView]> = match self.strategy {
                     StrategyKind::Hetsched(_) => {
                         let n = units.len();
-                        self.views[client * n..(client + 1) * n].to_vec()
+                        Cow::Borrowed(&self.views[client * n..(client + 1) * n])
                     }
-                    StrategyKind::CSched => self.exact_views(client),
-                    _ => self.own_queue_views(client),
+                    StrategyKind::CSched => Cow::Owned(self.exact_views(client)),
+                    _ => Cow::Owned(self.own_queue_views(client)),
                 };
                 let c = &mut self.clients[client];
                 let placer = c.placer.as_mut().expect("placer strategies carry a placer");

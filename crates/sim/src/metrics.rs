@@ -12,27 +12,22 @@ use std::collections::BTreeMap;
 pub struct ReportApp {
     pub name: String,
     pub app: usize,
-    /// First report index of the app's instances.
-    pub base: usize,
 }
 
 impl ReportApp {
     pub fn for_scenario(sc: &Scenario) -> Vec<ReportApp> {
         let mut out = Vec::new();
         for (i, app) in sc.apps.iter().enumerate() {
-            let base = out.len();
             if app.short_lived.is_some() || app.copies == 1 {
                 out.push(ReportApp {
                     name: app.name.clone(),
                     app: i,
-                    base,
                 });
             } else {
                 for k in 1..=app.copies {
                     out.push(ReportApp {
                         name: format!("{}#{k}", app.name),
                         app: i,
-                        base,
                     });
                 }
             }
