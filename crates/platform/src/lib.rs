@@ -1,0 +1,1 @@
+//! Discovery and calibration of processing units.
