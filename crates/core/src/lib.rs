@@ -7,6 +7,7 @@
 
 pub mod fairness;
 pub mod ids;
+pub mod min_funding;
 pub mod placement;
 pub mod policy;
 pub mod task_model;

@@ -1,1 +1,26 @@
-//! Client protocol.
+//! The hetsched client protocol.
+//!
+//! Clients talk to the daemon over a Unix stream socket in *frames*: a
+//! five-byte header (payload length, little-endian `u32`, then the protocol
+//! version byte) followed by a [postcard] payload holding one
+//! [`ClientMsg`] or [`DaemonMsg`]. `docs/protocol.md` describes every
+//! message; this crate is the only implementation of the encoding, shared
+//! by the daemon, the client library ([`Client`]) and the fuzz target.
+
+mod client;
+mod frame;
+mod message;
+mod paths;
+mod socket;
+
+pub use client::{Client, ClientError, ClientOptions, DeviceDone, Grant};
+pub use frame::{
+    FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    decode_client, decode_daemon, encode_frame,
+};
+pub use message::{
+    ClientMsg, ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role,
+    SettingsRequest, StatusReport, UnitInfo, UnitStatus, WireClass, WireSettings,
+};
+pub use paths::{default_socket_path, parse_class, requested_settings_from_env};
+pub use socket::{recv_with_fds, send_with_fds};

@@ -1,0 +1,352 @@
+//! One agent per unit: it owns the unit's policy, its slots (streams of a
+//! device, cores of a time-shared CPU kind), the requests waiting for a
+//! slot and the work holding one. Agents never talk to sockets; they
+//! return what must be told to whom through an [`Outbox`].
+
+use crate::outbox::Outbox;
+use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
+use hetsched_core::policy::{PolicyKind, Request, ShareClass, UnitPolicy};
+use hetsched_core::unit::Unit;
+use hetsched_protocol::{DaemonMsg, UnitInfo};
+use std::collections::HashMap;
+
+/// How a unit is set up when the daemon starts.
+#[derive(Clone, Debug)]
+pub struct UnitSetup {
+    pub unit: Unit,
+    pub kind_name: String,
+    pub policy: PolicyKind,
+    /// The daemon executes work for it (an emulated device).
+    pub emulated: bool,
+}
+
+impl UnitSetup {
+    pub fn info(&self) -> UnitInfo {
+        let u = &self.unit;
+        UnitInfo {
+            id: u.id,
+            name: u.name.clone(),
+            kind: self.kind_name.clone(),
+            class: u.class,
+            policy: self.policy,
+            slots: u.slots,
+            relative_speed: u.relative_speed,
+            caps: u.caps,
+            coherent: u.coherent,
+            copy_in: u.copy_in,
+            copy_out: u.copy_out,
+            dispatch_ns: u.dispatch_ns,
+            emulated: self.emulated,
+        }
+    }
+}
+
+/// What a request will do with its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// The client runs the task itself once granted (dispatch gate).
+    Gate,
+    /// The daemon holds a stream for this long (copy-in + exec + copy-out
+    /// + dispatch), then reports completion.
+    Device { hold_ns: Ns },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    work: Work,
+    submitted_at: Ns,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Holding {
+    work: Work,
+    submitted_at: Ns,
+    started_at: Ns,
+    /// The client left; the slot frees when the work ends, and nobody is told.
+    orphaned: bool,
+}
+
+impl Holding {
+    fn finish_at(&self) -> Option<Ns> {
+        match self.work {
+            Work::Device { hold_ns } => Some(self.started_at + hold_ns),
+            Work::Gate => None,
+        }
+    }
+}
+
+/// Per-client counters on one unit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientUse {
+    /// Requests waiting or holding a slot.
+    pub outstanding: u32,
+    /// Slot time charged, ns.
+    pub busy_ns: u64,
+}
+
+#[derive(Debug)]
+pub struct Agent {
+    pub setup: UnitSetup,
+    policy: Box<dyn UnitPolicy>,
+    free_slots: u32,
+    waiting: HashMap<(ClientId, TaskId), Waiting>,
+    holding: HashMap<(ClientId, TaskId), Holding>,
+    uses: HashMap<ClientId, ClientUse>,
+    busy_ns_total: u64,
+}
+
+/// Why an agent refused a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentRefusal {
+    Duplicate,
+    UnknownTask,
+}
+
+impl Agent {
+    pub fn new(setup: UnitSetup) -> Agent {
+        let slots = setup.unit.slots.max(1);
+        Agent {
+            policy: setup.policy.build(slots),
+            free_slots: slots,
+            setup,
+            waiting: HashMap::new(),
+            holding: HashMap::new(),
+            uses: HashMap::new(),
+            busy_ns_total: 0,
+        }
+    }
+
+    pub fn id(&self) -> UnitId {
+        self.setup.unit.id
+    }
+
+    pub fn policy(&self) -> &dyn UnitPolicy {
+        self.policy.as_ref()
+    }
+
+    pub fn policy_mut(&mut self) -> &mut dyn UnitPolicy {
+        self.policy.as_mut()
+    }
+
+    /// A time-shared unit admits everything; the kernel interleaves it.
+    fn time_shared(&self) -> bool {
+        self.setup.policy == PolicyKind::TimeShare
+    }
+
+    pub fn use_of(&self, client: ClientId) -> ClientUse {
+        self.uses.get(&client).copied().unwrap_or_default()
+    }
+
+    pub fn busy_ns_total(&self) -> u64 {
+        self.busy_ns_total
+    }
+
+    /// Waiting requests by class (CUSTOM, NORMAL, BACKGROUND), given each
+    /// client's class on this unit.
+    pub fn queued_by_class(&self, class_of: impl Fn(ClientId) -> ShareClass) -> [u32; 3] {
+        let mut out = [0u32; 3];
+        for (client, _) in self.waiting.keys() {
+            let i = match class_of(*client) {
+                ShareClass::Custom { .. } => 0,
+                ShareClass::Normal { .. } => 1,
+                ShareClass::Background => 2,
+            };
+            out[i] += 1;
+        }
+        out
+    }
+
+    /// Queues a request, then dispatches whatever the policy lets run.
+    pub fn submit(
+        &mut self,
+        client: ClientId,
+        task: TaskId,
+        expected_ns: f64,
+        work: Work,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), AgentRefusal> {
+        let key = (client, task);
+        if self.waiting.contains_key(&key) || self.holding.contains_key(&key) {
+            return Err(AgentRefusal::Duplicate);
+        }
+        self.waiting.insert(
+            key,
+            Waiting {
+                work,
+                submitted_at: now,
+            },
+        );
+        self.uses.entry(client).or_default().outstanding += 1;
+        self.policy.submit(
+            Request {
+                client,
+                task,
+                expected_ns,
+                submitted_at: now,
+            },
+            now,
+        );
+        self.dispatch(now, out);
+        if self.waiting.contains_key(&key) {
+            // Still waiting: say so, with how much is ahead of it.
+            let ahead = self.waiting.len().saturating_sub(1) as u32;
+            out.push(
+                client,
+                DaemonMsg::Delayed {
+                    unit: self.id(),
+                    task,
+                    queued_ahead: ahead,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Hands free slots to whatever the policy picks.
+    pub fn dispatch(&mut self, now: Ns, out: &mut Outbox) {
+        while self.time_shared() || self.free_slots > 0 {
+            let Some(req) = self.policy.pick_next(now) else {
+                break;
+            };
+            let key = (req.client, req.task);
+            let Some(w) = self.waiting.remove(&key) else {
+                // The policy and the agent disagree; the request is gone
+                // (its client left). Nothing to run.
+                continue;
+            };
+            if !self.time_shared() {
+                self.free_slots -= 1;
+            }
+            self.holding.insert(
+                key,
+                Holding {
+                    work: w.work,
+                    submitted_at: w.submitted_at,
+                    started_at: now,
+                    orphaned: false,
+                },
+            );
+            if w.work == Work::Gate {
+                out.push(
+                    req.client,
+                    DaemonMsg::Granted {
+                        unit: self.id(),
+                        task: req.task,
+                        waited_ns: now - w.submitted_at,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A gate task finished. The client is charged the wall time it held
+    /// the slot, whatever it claims to have run (a lying client gains
+    /// nothing by under-reporting).
+    pub fn complete_gate(
+        &mut self,
+        client: ClientId,
+        task: TaskId,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<Ns, AgentRefusal> {
+        let key = (client, task);
+        match self.holding.get(&key) {
+            Some(h) if h.work == Work::Gate => {}
+            _ => return Err(AgentRefusal::UnknownTask),
+        }
+        let h = self.holding.remove(&key).expect("checked above");
+        let held = now - h.started_at;
+        self.release(client, held, h.orphaned, now);
+        self.dispatch(now, out);
+        Ok(held)
+    }
+
+    fn release(&mut self, client: ClientId, held: Ns, orphaned: bool, now: Ns) {
+        self.policy.complete(client, held, now);
+        if !self.time_shared() {
+            self.free_slots += 1;
+        }
+        self.busy_ns_total += held;
+        if !orphaned {
+            let u = self.uses.entry(client).or_default();
+            u.outstanding = u.outstanding.saturating_sub(1);
+            u.busy_ns += held;
+        }
+    }
+
+    /// Ends device work whose time is up, reporting to its clients.
+    pub fn finish_due(&mut self, now: Ns, out: &mut Outbox) {
+        let due: Vec<((ClientId, TaskId), Holding)> = self
+            .holding
+            .iter()
+            .filter(|(_, h)| h.finish_at().is_some_and(|f| f <= now))
+            .map(|(k, h)| (*k, *h))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        for ((client, task), h) in due {
+            self.holding.remove(&(client, task));
+            let hold = h.finish_at().expect("device work") - h.started_at;
+            self.release(client, hold, h.orphaned, now);
+            if !h.orphaned {
+                out.push(
+                    client,
+                    DaemonMsg::DeviceDone {
+                        unit: self.id(),
+                        task,
+                        waited_ns: h.started_at - h.submitted_at,
+                        ran_ns: hold,
+                    },
+                );
+            }
+        }
+        self.dispatch(now, out);
+    }
+
+    /// Earliest instant something needs the agent: device work ending, or
+    /// held-back requests becoming eligible.
+    pub fn next_deadline(&self, now: Ns) -> Option<Ns> {
+        let finish = self.holding.values().filter_map(Holding::finish_at).min();
+        let retry = if self.waiting.is_empty() {
+            None
+        } else {
+            self.policy.retry_at(now)
+        };
+        match (finish, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Forgets a client: its waiting requests go, its gate grants are
+    /// released now, its device work runs out (devices cannot be
+    /// preempted) with nobody told.
+    pub fn remove_client(&mut self, client: ClientId, now: Ns, out: &mut Outbox) {
+        self.policy.remove_client(client, now);
+        self.waiting.retain(|(c, _), _| *c != client);
+        let gates: Vec<(ClientId, TaskId)> = self
+            .holding
+            .iter()
+            .filter(|((c, _), h)| *c == client && h.work == Work::Gate)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in gates {
+            let h = self.holding.remove(&key).expect("listed above");
+            self.release(client, now - h.started_at, true, now);
+        }
+        for ((c, _), h) in self.holding.iter_mut() {
+            if *c == client {
+                h.orphaned = true;
+            }
+        }
+        self.uses.remove(&client);
+        self.dispatch(now, out);
+    }
+
+    pub fn tick(&mut self, now: Ns, out: &mut Outbox) {
+        self.policy.tick(now);
+        self.dispatch(now, out);
+    }
+}

@@ -1,0 +1,214 @@
+//! The daemon's configuration file (`/etc/hetsched/hetsched.toml` or
+//! `--config`). Every key is optional; unknown keys are errors that name
+//! the line, so a typo never silently falls back to a default.
+
+use hetsched_core::policy::PolicyKind;
+use hetsched_platform::EmulatedUnitConfig;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where the daemon looks when no `--config` is given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/hetsched/hetsched.toml";
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Socket path; else `$HETSCHED_SOCKET` or the per-user default.
+    pub socket: Option<PathBuf>,
+    /// Where shares survive restarts; else `/var/lib/hetsched/state.json`
+    /// for root, `$XDG_STATE_HOME/hetsched/state.json` otherwise.
+    pub state_file: Option<PathBuf>,
+    /// Members of this group may set CUSTOM shares and change others' settings.
+    pub admin_group: Option<String>,
+    /// Requests one client may have waiting or running at once.
+    pub max_outstanding: u32,
+    /// Largest frame accepted from a client, bytes.
+    pub max_frame_bytes: usize,
+    /// Longest device work one request may hold an emulated stream, s.
+    pub max_device_seconds: f64,
+    /// Agents' accounting and view publication period, ms.
+    pub tick_ms: u64,
+    /// How often the CPU agent counts runnable threads in /proc, ms.
+    pub cpu_scan_ms: u64,
+    /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
+    pub default_policy: PolicyKind,
+    /// Policy per unit name (`gpu0 = "fifo"`).
+    pub policies: BTreeMap<String, PolicyKind>,
+    /// Discover the CPUs as units (off: emulated units only).
+    pub include_cpus: bool,
+    /// Cache of the CPU calibration.
+    pub calibration_cache: Option<PathBuf>,
+    /// Emulated devices (`[[emulated]]` tables).
+    pub emulated: Vec<EmulatedUnitConfig>,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: None,
+            state_file: None,
+            admin_group: None,
+            max_outstanding: 64,
+            max_frame_bytes: hetsched_protocol::MAX_FRAME_BYTES,
+            max_device_seconds: 10.0,
+            tick_ms: 10,
+            cpu_scan_ms: 500,
+            default_policy: PolicyKind::Share,
+            policies: BTreeMap::new(),
+            include_cpus: true,
+            calibration_cache: None,
+            emulated: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl DaemonConfig {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// The file at `--config`, else the default path if it exists, else defaults.
+    pub fn load_or_default(path: Option<&Path>) -> Result<DaemonConfig, ConfigError> {
+        match path {
+            Some(p) => Self::load(p),
+            None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
+                Self::load(Path::new(DEFAULT_CONFIG_PATH))
+            }
+            None => Ok(DaemonConfig::default()),
+        }
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<DaemonConfig, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.into(),
+            message,
+        };
+        let cfg: DaemonConfig =
+            toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
+        for e in &cfg.emulated {
+            e.validate().map_err(|err| invalid(err.to_string()))?;
+        }
+        if cfg.max_outstanding == 0 {
+            return Err(invalid("max_outstanding must be at least 1".into()));
+        }
+        if cfg.tick_ms == 0 || cfg.tick_ms > 1000 {
+            return Err(invalid(format!(
+                "tick_ms = {} is outside 1..=1000",
+                cfg.tick_ms
+            )));
+        }
+        if !(cfg.max_device_seconds > 0.0 && cfg.max_device_seconds.is_finite()) {
+            return Err(invalid(format!(
+                "max_device_seconds = {} must be a positive number",
+                cfg.max_device_seconds
+            )));
+        }
+        if cfg.max_frame_bytes < 1024 {
+            return Err(invalid(format!(
+                "max_frame_bytes = {} is too small (at least 1024)",
+                cfg.max_frame_bytes
+            )));
+        }
+        Ok(cfg)
+    }
+
+    /// Unit names in `policies` that no unit has, for an error message.
+    pub fn unknown_policy_units<'a>(&'a self, units: &[&str]) -> Vec<&'a str> {
+        self.policies
+            .keys()
+            .filter(|k| !units.contains(&k.as_str()))
+            .map(String::as_str)
+            .collect()
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        if let Some(p) = &self.state_file {
+            return p.clone();
+        }
+        if rustix::process::getuid().is_root() {
+            return PathBuf::from("/var/lib/hetsched/state.json");
+        }
+        let base = std::env::var_os("XDG_STATE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("hetsched/state.json")
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(hetsched_protocol::default_socket_path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<DaemonConfig, String> {
+        DaemonConfig::parse(Path::new("test.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(parse("").unwrap(), DaemonConfig::default());
+    }
+
+    #[test]
+    fn full_example_parses() {
+        let cfg = parse(
+            r#"
+            admin_group = "hetsched"
+            max_outstanding = 16
+            default_policy = "share"
+            [policies]
+            gpu1 = "fifo"
+            [[emulated]]
+            name = "gpu0"
+            speed = 8.0
+            copy_gbps = 12.0
+            [[emulated]]
+            name = "gpu1"
+            speed = 4.0
+            copy_gbps = 6.0
+            streams = 2
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.emulated.len(), 2);
+        assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
+        assert_eq!(cfg.unknown_policy_units(&["gpu0", "gpu1"]), Vec::<&str>::new());
+        assert_eq!(cfg.unknown_policy_units(&["gpu0"]), vec!["gpu1"]);
+    }
+
+    #[test]
+    fn typos_name_the_key_and_line() {
+        let err = parse("max_outstandng = 3\n").unwrap_err();
+        assert!(err.contains("max_outstandng") && err.contains("line 1"), "{err}");
+        let err = parse("default_policy = \"fair\"\n").unwrap_err();
+        assert!(err.contains("fair"), "{err}");
+        let err = parse("[[emulated]]\nname = \"g\"\nspeed = -1.0\ncopy_gbps = 1.0\n").unwrap_err();
+        assert!(err.contains("speed"), "{err}");
+        let err = parse("tick_ms = 0\n").unwrap_err();
+        assert!(err.contains("tick_ms"), "{err}");
+    }
+}

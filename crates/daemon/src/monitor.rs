@@ -1,0 +1,659 @@
+//! The monitor: every agent and every connected client, and the rules
+//! that tie them (privileges, limits, persistence). It is a state machine
+//! driven by the server: each call takes `now` and returns messages in an
+//! [`Outbox`], so it can be tested without sockets, threads or clocks.
+
+use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
+use crate::outbox::Outbox;
+use crate::privilege::{Peer, may_change};
+use crate::store::{ProcessKey, SettingsStore};
+use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
+use hetsched_core::min_funding::{CoreClaim, min_funding};
+use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass};
+use hetsched_core::unit::UnitClass;
+use hetsched_core::view::{ClientUnitView, UnitView};
+use hetsched_protocol::{
+    ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role, SettingsRequest,
+    StatusReport, UnitStatus, WireSettings,
+};
+use std::collections::BTreeMap;
+
+/// Limits and policy knobs of the monitor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MonitorConfig {
+    /// Requests one client may have waiting or running, over all units.
+    pub max_outstanding: u32,
+    /// Longest device work one request may hold a stream for, ns.
+    pub max_device_ns: Ns,
+    /// Group whose members administer shares (besides root).
+    pub admin_gid: Option<u32>,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            max_outstanding: 64,
+            max_device_ns: 10_000_000_000,
+            admin_gid: None,
+        }
+    }
+}
+
+/// What the monitor needs to know about processes it does not talk to.
+pub trait ProcessTable {
+    /// Key and owner of a live process, `None` if there is none.
+    fn lookup(&self, pid: u32) -> Option<(ProcessKey, u32)>;
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientEntry {
+    pub id: ClientId,
+    pub peer: Peer,
+    pub name: String,
+    pub role: Role,
+    /// Per unit, in unit order (empty for observers).
+    pub settings: Vec<ClientSettings>,
+    pub connected_at: Ns,
+}
+
+impl ClientEntry {
+    fn key(&self) -> ProcessKey {
+        ProcessKey {
+            pid: self.peer.pid,
+            start_time: self.peer.start_time,
+        }
+    }
+}
+
+/// A refusal to send back: code and words.
+pub type Refusal = (ErrorCode, String);
+
+/// Per unit, what the global page shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UnitPublication {
+    pub view: UnitView,
+    pub queued_by_class: [u32; 3],
+    pub busy_ns_total: u64,
+}
+
+#[derive(Debug)]
+pub struct Monitor {
+    cfg: MonitorConfig,
+    agents: Vec<Agent>,
+    clients: BTreeMap<ClientId, ClientEntry>,
+    next_client: u32,
+    store: SettingsStore,
+    store_dirty: bool,
+}
+
+impl Monitor {
+    pub fn new(units: Vec<UnitSetup>, cfg: MonitorConfig, store: SettingsStore) -> Monitor {
+        Monitor {
+            cfg,
+            agents: units.into_iter().map(Agent::new).collect(),
+            clients: BTreeMap::new(),
+            next_client: 1,
+            store,
+            store_dirty: false,
+        }
+    }
+
+    pub fn agents(&self) -> &[Agent] {
+        &self.agents
+    }
+
+    pub fn client(&self, id: ClientId) -> Option<&ClientEntry> {
+        self.clients.get(&id)
+    }
+
+    pub fn clients(&self) -> impl Iterator<Item = &ClientEntry> {
+        self.clients.values()
+    }
+
+    /// The store, if it changed since the last call (for the server to save).
+    pub fn take_dirty_store(&mut self) -> Option<&SettingsStore> {
+        if std::mem::take(&mut self.store_dirty) {
+            Some(&self.store)
+        } else {
+            None
+        }
+    }
+
+    /// Forgets stored settings of processes that are gone.
+    pub fn forget_dead(&mut self, alive: impl Fn(ProcessKey) -> bool) {
+        if self.store.retain_alive(alive) {
+            self.store_dirty = true;
+        }
+    }
+
+    fn unit_index(&self, unit: UnitId) -> Result<usize, Refusal> {
+        let i = unit.index();
+        if i < self.agents.len() {
+            Ok(i)
+        } else {
+            Err((
+                ErrorCode::UnknownUnit,
+                format!(
+                    "unit {} does not exist (this daemon has {} units, ids 0..{})",
+                    unit.0,
+                    self.agents.len(),
+                    self.agents.len()
+                ),
+            ))
+        }
+    }
+
+    /// Registers a new connection and builds its `Welcome`.
+    pub fn hello(
+        &mut self,
+        peer: Peer,
+        name: String,
+        role: Role,
+        requested: SettingsRequest,
+        now: Ns,
+    ) -> (ClientId, DaemonMsg) {
+        let id = ClientId(self.next_client);
+        self.next_client += 1;
+        let mut notes = Vec::new();
+        let mut settings = Vec::new();
+        if role == Role::Application {
+            let key = ProcessKey {
+                pid: peer.pid,
+                start_time: peer.start_time,
+            };
+            let stored = self.store.settings_of(key).cloned().unwrap_or_default();
+            for agent in &mut self.agents {
+                let want = stored
+                    .get(&agent.setup.unit.name)
+                    .copied()
+                    .unwrap_or_default();
+                let got = match agent.policy_mut().set_client(id, want, now) {
+                    Ok(()) => want,
+                    Err(e) => {
+                        notes.push(format!(
+                            "stored settings for unit {} no longer fit ({e}); using defaults",
+                            agent.setup.unit.name
+                        ));
+                        agent
+                            .policy_mut()
+                            .set_client(id, ClientSettings::default(), now)
+                            .expect("default settings always fit");
+                        ClientSettings::default()
+                    }
+                };
+                settings.push(got);
+            }
+        }
+        self.clients.insert(
+            id,
+            ClientEntry {
+                id,
+                peer: peer.clone(),
+                name,
+                role,
+                settings,
+                connected_at: now,
+            },
+        );
+        if role == Role::Application && !requested.is_empty() {
+            if let Err((_, why)) = self.apply(&peer, &[id], None, requested, now) {
+                notes.push(format!("requested settings not applied: {why}"));
+            }
+        }
+        let entry = &self.clients[&id];
+        let welcome = DaemonMsg::Welcome {
+            client: id,
+            pid: peer.pid,
+            daemon_pid: std::process::id(),
+            units: self.agents.iter().map(|a| a.setup.info()).collect(),
+            settings: entry.settings.iter().map(|s| (*s).into()).collect(),
+            views_attached: role == Role::Application,
+            notice: if notes.is_empty() {
+                None
+            } else {
+                Some(notes.join("; "))
+            },
+        };
+        (id, welcome)
+    }
+
+    /// Changes settings; see [`hetsched_protocol::ClientMsg::SetSettings`].
+    pub fn set_settings(
+        &mut self,
+        actor: ClientId,
+        target_pid: Option<u32>,
+        unit: Option<UnitId>,
+        req: SettingsRequest,
+        procs: &dyn ProcessTable,
+        now: Ns,
+    ) -> Result<DaemonMsg, Refusal> {
+        if req.is_empty() {
+            return Err((
+                ErrorCode::InvalidSettings,
+                "nothing to change: give a class, shares or a priority".into(),
+            ));
+        }
+        let units: Vec<usize> = match unit {
+            Some(u) => vec![self.unit_index(u)?],
+            None => (0..self.agents.len()).collect(),
+        };
+        let actor_entry = self.clients.get(&actor).ok_or((
+            ErrorCode::BadSequence,
+            "say Hello before anything else".to_string(),
+        ))?;
+        let actor_peer = actor_entry.peer.clone();
+        let (pid, targets): (u32, Vec<ClientId>) = match target_pid {
+            None => {
+                if actor_entry.role != Role::Application {
+                    return Err((
+                        ErrorCode::NotAnApplication,
+                        "an observer has no settings of its own; name a --pid".into(),
+                    ));
+                }
+                (actor_peer.pid, vec![actor])
+            }
+            Some(pid) => (
+                pid,
+                self.clients
+                    .values()
+                    .filter(|c| c.role == Role::Application && c.peer.pid == pid)
+                    .map(|c| c.id)
+                    .collect(),
+            ),
+        };
+        if targets.is_empty() {
+            return self.store_pending(&actor_peer, pid, &units, req, procs);
+        }
+        let changed = self.apply(&actor_peer, &targets, unit, req, now)?;
+        let settings = changed.iter().map(|s| (*s).into()).collect();
+        Ok(DaemonMsg::SettingsApplied {
+            pid,
+            units: units.iter().map(|&u| self.agents[u].id()).collect(),
+            settings,
+        })
+    }
+
+    /// Applies `req` to `targets` on `unit` (or all units), all or nothing.
+    /// Returns the new settings per unit of the last target.
+    fn apply(
+        &mut self,
+        actor: &Peer,
+        targets: &[ClientId],
+        unit: Option<UnitId>,
+        req: SettingsRequest,
+        now: Ns,
+    ) -> Result<Vec<ClientSettings>, Refusal> {
+        let units: Vec<usize> = match unit {
+            Some(u) => vec![self.unit_index(u)?],
+            None => (0..self.agents.len()).collect(),
+        };
+        // Check every change before making any.
+        let mut plan: Vec<(ClientId, usize, ClientSettings, ClientSettings)> = Vec::new();
+        for &t in targets {
+            let entry = &self.clients[&t];
+            for &u in &units {
+                let old = entry.settings[u];
+                let new = req.apply_to(old);
+                may_change(actor, self.cfg.admin_gid, entry.peer.uid, old, new)
+                    .map_err(|why| (ErrorCode::NotPermitted, why))?;
+                plan.push((t, u, old, new));
+            }
+        }
+        for (done, &(t, u, _, new)) in plan.iter().enumerate() {
+            if let Err(e) = self.agents[u].policy_mut().set_client(t, new, now) {
+                for &(t, u, old, _) in plan[..done].iter().rev() {
+                    self.agents[u]
+                        .policy_mut()
+                        .set_client(t, old, now)
+                        .expect("restoring settings that were accepted before");
+                }
+                return Err((
+                    ErrorCode::InvalidSettings,
+                    format!("unit {}: {e}", self.agents[u].setup.unit.name),
+                ));
+            }
+        }
+        let mut last = Vec::new();
+        for &(t, u, _, new) in &plan {
+            let entry = self.clients.get_mut(&t).expect("target exists");
+            entry.settings[u] = new;
+            let key = entry.key();
+            let name = entry.name.clone();
+            self.store
+                .set(key, &name, &self.agents[u].setup.unit.name, new);
+            self.store_dirty = true;
+            if Some(&t) == targets.last() {
+                last.push(new);
+            }
+        }
+        Ok(last)
+    }
+
+    /// Settings for a process that has not connected yet: checked for
+    /// privilege and sanity now, applied (and checked against the unit's
+    /// CUSTOM total) when it says hello.
+    fn store_pending(
+        &mut self,
+        actor: &Peer,
+        pid: u32,
+        units: &[usize],
+        req: SettingsRequest,
+        procs: &dyn ProcessTable,
+    ) -> Result<DaemonMsg, Refusal> {
+        let (key, uid) = procs.lookup(pid).ok_or((
+            ErrorCode::UnknownClient,
+            format!("no process with pid {pid} exists"),
+        ))?;
+        let stored = self.store.settings_of(key).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for &u in units {
+            let name = &self.agents[u].setup.unit.name;
+            let old = stored.get(name).copied().unwrap_or_default();
+            let new = req.apply_to(old);
+            may_change(actor, self.cfg.admin_gid, uid, old, new)
+                .map_err(|why| (ErrorCode::NotPermitted, why))?;
+            check_sane(new.class)?;
+            out.push((u, new));
+        }
+        for &(u, new) in &out {
+            let name = self.agents[u].setup.unit.name.clone();
+            self.store.set(key, "", &name, new);
+        }
+        self.store_dirty = true;
+        Ok(DaemonMsg::SettingsApplied {
+            pid,
+            units: out.iter().map(|&(u, _)| self.agents[u].id()).collect(),
+            settings: out.iter().map(|&(_, s)| WireSettings::from(s)).collect(),
+        })
+    }
+
+    fn application(&self, client: ClientId) -> Result<&ClientEntry, Refusal> {
+        match self.clients.get(&client) {
+            Some(c) if c.role == Role::Application => Ok(c),
+            Some(_) => Err((
+                ErrorCode::NotAnApplication,
+                "this connection said it is an observer; observers cannot run work".into(),
+            )),
+            None => Err((ErrorCode::BadSequence, "say Hello first".into())),
+        }
+    }
+
+    fn outstanding(&self, client: ClientId) -> u32 {
+        self.agents.iter().map(|a| a.use_of(client).outstanding).sum()
+    }
+
+    fn admit(&self, client: ClientId, unit: UnitId) -> Result<usize, Refusal> {
+        self.application(client)?;
+        let u = self.unit_index(unit)?;
+        if self.outstanding(client) >= self.cfg.max_outstanding {
+            return Err((
+                ErrorCode::TooManyOutstanding,
+                format!(
+                    "already {} requests outstanding (the limit); wait for some to finish",
+                    self.cfg.max_outstanding
+                ),
+            ));
+        }
+        Ok(u)
+    }
+
+    /// `RequestDispatch`: the dispatch gate.
+    pub fn request_dispatch(
+        &mut self,
+        client: ClientId,
+        unit: UnitId,
+        task: TaskId,
+        expected_ns: u64,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), Refusal> {
+        let u = self.admit(client, unit)?;
+        self.agents[u]
+            .submit(client, task, expected_ns as f64, Work::Gate, now, out)
+            .map_err(|r| refusal(r, task))
+    }
+
+    /// `TaskCompleted` for a granted task.
+    pub fn task_completed(
+        &mut self,
+        client: ClientId,
+        unit: UnitId,
+        task: TaskId,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), Refusal> {
+        self.application(client)?;
+        let u = self.unit_index(unit)?;
+        self.agents[u]
+            .complete_gate(client, task, now, out)
+            .map(|_| ())
+            .map_err(|r| refusal(r, task))
+    }
+
+    /// `SubmitDevice`: modelled work on an emulated device.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_device(
+        &mut self,
+        client: ClientId,
+        unit: UnitId,
+        task: TaskId,
+        exec_ns: u64,
+        bytes_in: u64,
+        bytes_out: u64,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), Refusal> {
+        let u = self.admit(client, unit)?;
+        let setup = &self.agents[u].setup;
+        if !setup.emulated {
+            return Err((
+                ErrorCode::NotEmulated,
+                format!(
+                    "unit {} is not emulated by the daemon; use the dispatch gate",
+                    setup.unit.name
+                ),
+            ));
+        }
+        let hold = setup.unit.dispatch_ns as f64
+            + setup.unit.copy_in_ns(bytes_in)
+            + exec_ns as f64
+            + setup.unit.copy_out_ns(bytes_out);
+        if !(hold <= self.cfg.max_device_ns as f64) {
+            return Err((
+                ErrorCode::InvalidSettings,
+                format!(
+                    "device work of {:.3} s exceeds the {:.3} s limit per request",
+                    hold / 1e9,
+                    self.cfg.max_device_ns as f64 / 1e9
+                ),
+            ));
+        }
+        let hold_ns = hold.round() as Ns;
+        self.agents[u]
+            .submit(client, task, hold, Work::Device { hold_ns }, now, out)
+            .map_err(|r| refusal(r, task))
+    }
+
+    /// A connection ended. `process_gone`: the process exited, so its
+    /// stored settings go too (a live process may reconnect).
+    pub fn disconnect(&mut self, client: ClientId, process_gone: bool, now: Ns, out: &mut Outbox) {
+        let Some(entry) = self.clients.remove(&client) else {
+            return;
+        };
+        if entry.role == Role::Application {
+            for agent in &mut self.agents {
+                agent.remove_client(client, now, out);
+            }
+            let still_connected = self
+                .clients
+                .values()
+                .any(|c| c.peer.pid == entry.peer.pid && c.role == Role::Application);
+            if process_gone && !still_connected && self.store.remove(entry.key()) {
+                self.store_dirty = true;
+            }
+        }
+    }
+
+    /// Finishes device work that is due and dispatches what can run.
+    pub fn advance(&mut self, now: Ns, out: &mut Outbox) {
+        for agent in &mut self.agents {
+            agent.finish_due(now, out);
+        }
+    }
+
+    /// Periodic accounting (every 10 ms).
+    pub fn tick(&mut self, now: Ns, out: &mut Outbox) {
+        for agent in &mut self.agents {
+            agent.finish_due(now, out);
+            agent.tick(now, out);
+        }
+    }
+
+    /// When the server must call `advance` next, if anything is pending.
+    pub fn next_deadline(&self, now: Ns) -> Option<Ns> {
+        self.agents.iter().filter_map(|a| a.next_deadline(now)).min()
+    }
+
+    /// The global page, per unit.
+    pub fn unit_publications(&self, now: Ns) -> Vec<UnitPublication> {
+        self.agents
+            .iter()
+            .map(|a| UnitPublication {
+                view: a.policy().unit_view(now),
+                queued_by_class: a.queued_by_class(|c| self.class_of(c, a.id())),
+                busy_ns_total: a.busy_ns_total(),
+            })
+            .collect()
+    }
+
+    fn class_of(&self, client: ClientId, unit: UnitId) -> ShareClass {
+        self.clients
+            .get(&client)
+            .and_then(|c| c.settings.get(unit.index()))
+            .map(|s| s.class)
+            .unwrap_or_default()
+    }
+
+    /// The private page of one client, per unit.
+    pub fn client_views(&self, client: ClientId, now: Ns) -> Vec<ClientUnitView> {
+        self.agents
+            .iter()
+            .map(|a| a.policy().client_view(client, now))
+            .collect()
+    }
+
+    /// Cores of each CPU unit that each application may use exclusively
+    /// (min-funding by shares, capped at its runnable threads).
+    pub fn exclusive_cores(&self, threads_of: impl Fn(u32) -> u32) -> BTreeMap<ClientId, Vec<u32>> {
+        let apps: Vec<&ClientEntry> = self
+            .clients
+            .values()
+            .filter(|c| c.role == Role::Application)
+            .collect();
+        let demands: Vec<u32> = apps.iter().map(|c| threads_of(c.peer.pid)).collect();
+        let mut out: BTreeMap<ClientId, Vec<u32>> =
+            apps.iter().map(|c| (c.id, Vec::new())).collect();
+        for (u, agent) in self.agents.iter().enumerate() {
+            if agent.setup.unit.class != UnitClass::Cpu {
+                continue;
+            }
+            let claims: Vec<CoreClaim> = apps
+                .iter()
+                .zip(&demands)
+                .map(|(c, &demand)| CoreClaim {
+                    weight: class_weight(c.settings[u].class),
+                    demand,
+                })
+                .collect();
+            let given = min_funding(agent.setup.unit.slots, &claims);
+            for (c, g) in apps.iter().zip(given) {
+                out.get_mut(&c.id).expect("listed").push(g);
+            }
+        }
+        out
+    }
+
+    pub fn status(&self, daemon: DaemonStatus, now: Ns) -> StatusReport {
+        let pubs = self.unit_publications(now);
+        StatusReport {
+            daemon,
+            units: self
+                .agents
+                .iter()
+                .zip(pubs)
+                .map(|(a, p)| UnitStatus {
+                    info: a.setup.info(),
+                    view: p.view,
+                    queued_by_class: p.queued_by_class,
+                    busy_ns_total: p.busy_ns_total,
+                })
+                .collect(),
+            clients: self
+                .clients
+                .values()
+                .filter(|c| c.role == Role::Application)
+                .map(|c| ClientStatus {
+                    id: c.id,
+                    pid: c.peer.pid,
+                    uid: c.peer.uid,
+                    name: c.name.clone(),
+                    connected_ns: now.saturating_sub(c.connected_at),
+                    units: self
+                        .agents
+                        .iter()
+                        .enumerate()
+                        .map(|(u, a)| {
+                            let use_ = a.use_of(c.id);
+                            ClientUnitStatus {
+                                unit: a.id(),
+                                settings: c.settings[u].into(),
+                                view: a.policy().client_view(c.id, now),
+                                busy_ns_total: use_.busy_ns,
+                                outstanding: use_.outstanding,
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Weight of a class in min-funding: CUSTOM and NORMAL by shares
+/// (CUSTOM shares are percent, NORMAL relative: both count as given),
+/// BACKGROUND only gets leftovers.
+fn class_weight(class: ShareClass) -> f64 {
+    match class {
+        ShareClass::Custom { shares } | ShareClass::Normal { shares } => f64::from(shares),
+        ShareClass::Background => 0.0,
+    }
+}
+
+/// Settings no unit could ever accept.
+fn check_sane(class: ShareClass) -> Result<(), Refusal> {
+    match class {
+        ShareClass::Custom { shares: 0 } | ShareClass::Normal { shares: 0 } => Err((
+            ErrorCode::InvalidSettings,
+            "shares must be at least 1; use the background class to run only on an idle unit"
+                .into(),
+        )),
+        ShareClass::Custom { shares } if shares > MAX_CUSTOM_SHARES => Err((
+            ErrorCode::InvalidSettings,
+            format!("CUSTOM shares are percent of a unit: {shares} is over {MAX_CUSTOM_SHARES}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn refusal(r: AgentRefusal, task: TaskId) -> Refusal {
+    match r {
+        AgentRefusal::Duplicate => (
+            ErrorCode::DuplicateTask,
+            format!("task {} is already outstanding on this unit", task.0),
+        ),
+        AgentRefusal::UnknownTask => (
+            ErrorCode::UnknownTask,
+            format!("task {} holds no grant on this unit", task.0),
+        ),
+    }
+}

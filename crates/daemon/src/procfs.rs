@@ -1,0 +1,197 @@
+//! What the daemon reads about other processes from `/proc`: start time
+//! (to tell a process from a later one with the same pid), owner and
+//! groups (privileges), thread counts (min-funding demand) and the nice
+//! level and last CPU of every runnable thread (the CPU agent's figures).
+
+use crate::monitor::ProcessTable;
+use crate::store::ProcessKey;
+use std::path::Path;
+
+/// Nice levels -20..=19.
+pub const NICE_LEVELS: usize = 40;
+
+/// Fields of `/proc/PID/stat` after the command name (which may contain
+/// spaces and parentheses, so we split after the last `)`). Index 0 is
+/// field 3 (state) of proc(5).
+fn stat_fields(text: &str) -> Option<Vec<&str>> {
+    let close = text.rfind(')')?;
+    Some(text[close + 1..].split_whitespace().collect())
+}
+
+const STATE: usize = 0; // field 3
+const NICE: usize = 16; // field 19
+const START_TIME: usize = 19; // field 22
+const PROCESSOR: usize = 36; // field 39
+
+pub fn start_time(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_fields(&text)?.get(START_TIME)?.parse().ok()
+}
+
+fn status_field(pid: u32, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+}
+
+/// Supplementary groups of a process.
+pub fn groups(pid: u32) -> Vec<u32> {
+    status_field(pid, "Groups:")
+        .map(|v| v.split_whitespace().filter_map(|g| g.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Real uid of a process.
+pub fn uid(pid: u32) -> Option<u32> {
+    status_field(pid, "Uid:")?.split_whitespace().next()?.parse().ok()
+}
+
+/// Threads of a process (0 if it is gone).
+pub fn threads(pid: u32) -> u32 {
+    status_field(pid, "Threads:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether the process `key` names is still the one running.
+pub fn alive(key: ProcessKey) -> bool {
+    start_time(key.pid) == Some(key.start_time)
+}
+
+/// Gid of a group named in `/etc/group`.
+pub fn group_gid(name: &str) -> Option<u32> {
+    let text = std::fs::read_to_string("/etc/group").ok()?;
+    text.lines().find_map(|l| {
+        let mut parts = l.split(':');
+        (parts.next()? == name)
+            .then(|| parts.nth(1)?.parse().ok())
+            .flatten()
+    })
+}
+
+/// [`ProcessTable`] over the real `/proc`.
+pub struct LiveProcesses;
+
+impl ProcessTable for LiveProcesses {
+    fn lookup(&self, pid: u32) -> Option<(ProcessKey, u32)> {
+        let start_time = start_time(pid)?;
+        Some((ProcessKey { pid, start_time }, uid(pid)?))
+    }
+}
+
+/// Runnable threads per nice level, per CPU kind (`kind_of_cpu[cpu]`
+/// gives the kind index of an OS CPU number; CPUs not in it are skipped).
+pub fn runnable_by_nice(kind_of_cpu: &[Option<usize>], kinds: usize) -> Vec<[u32; NICE_LEVELS]> {
+    let mut out = vec![[0u32; NICE_LEVELS]; kinds];
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let name = p.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            count_thread(&t.path(), kind_of_cpu, &mut out);
+        }
+    }
+    out
+}
+
+fn count_thread(dir: &Path, kind_of_cpu: &[Option<usize>], out: &mut [[u32; NICE_LEVELS]]) {
+    let Ok(text) = std::fs::read_to_string(dir.join("stat")) else {
+        return;
+    };
+    let Some(f) = stat_fields(&text) else { return };
+    if f.get(STATE) != Some(&"R") {
+        return;
+    }
+    let nice: Option<i32> = f.get(NICE).and_then(|v| v.parse().ok());
+    let cpu: Option<usize> = f.get(PROCESSOR).and_then(|v| v.parse().ok());
+    if let (Some(nice), Some(cpu)) = (nice, cpu) {
+        let level = (nice.clamp(-20, 19) + 20) as usize;
+        if let Some(Some(kind)) = kind_of_cpu.get(cpu) {
+            if let Some(row) = out.get_mut(*kind) {
+                row[level] += 1;
+            }
+        }
+    }
+}
+
+/// CFS load weight of a nice level: each level is about 1.25× the next
+/// (the kernel's table is this curve, rounded), nice 0 = 1024.
+pub fn cfs_weight(nice: i32) -> f64 {
+    1024.0 / 1.25f64.powi(nice)
+}
+
+/// Fraction of CPU time each nice level gets when all its runnable
+/// threads compete on the same cores.
+pub fn time_ratios(threads_by_nice: &[u32; NICE_LEVELS]) -> [f64; NICE_LEVELS] {
+    let mut out = [0.0; NICE_LEVELS];
+    let total: f64 = threads_by_nice
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| f64::from(n) * cfs_weight(i as i32 - 20))
+        .sum();
+    if total > 0.0 {
+        for (i, &n) in threads_by_nice.iter().enumerate() {
+            out[i] = f64::from(n) * cfs_weight(i as i32 - 20) / total;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let me = std::process::id();
+        let key = ProcessKey {
+            pid: me,
+            start_time: start_time(me).expect("own stat"),
+        };
+        assert!(alive(key));
+        assert!(!alive(ProcessKey {
+            start_time: key.start_time + 1,
+            ..key
+        }));
+        assert_eq!(uid(me), Some(rustix::process::getuid().as_raw()));
+        assert!(threads(me) >= 1);
+        assert_eq!(LiveProcesses.lookup(me).map(|(k, _)| k), Some(key));
+    }
+
+    #[test]
+    fn command_names_with_parentheses_do_not_shift_fields() {
+        let line = "12 (a) b) c) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 5 1 0 999 0 0";
+        let f = stat_fields(line).unwrap();
+        assert_eq!(f[STATE], "R");
+        assert_eq!(f[NICE], "5");
+        assert_eq!(f[START_TIME], "999");
+    }
+
+    #[test]
+    fn nice_ratios_follow_cfs_weights() {
+        let mut t = [0u32; NICE_LEVELS];
+        t[20] = 1; // nice 0
+        t[25] = 1; // nice 5
+        let r = time_ratios(&t);
+        let sum: f64 = r.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-12);
+        // 1.25^5 ≈ 3.05: nice 0 gets about three times nice 5.
+        assert!((r[20] / r[25] - 1.25f64.powi(5)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn this_thread_counts_as_runnable_somewhere() {
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        let map: Vec<Option<usize>> = (0..cpus).map(|_| Some(0)).collect();
+        let got = runnable_by_nice(&map, 1);
+        // The test thread itself is running while it reads /proc.
+        assert!(got[0].iter().sum::<u32>() >= 1);
+    }
+}

@@ -1,0 +1,507 @@
+//! The client library: one connection to the daemon, with blocking calls
+//! for each request and automatic reconnection when the daemon restarts.
+//!
+//! A `Client` is used from one thread at a time (`&mut self`); a runtime
+//! with many threads wraps it in its own synchronisation.
+
+use crate::frame::{FrameError, FrameReader, decode_daemon, encode_frame};
+use crate::message::{
+    ClientMsg, DaemonMsg, ErrorCode, Role, SettingsRequest, StatusReport, UnitInfo, WireSettings,
+};
+use crate::paths::{default_socket_path, requested_settings_from_env};
+use crate::socket::recv_with_fds;
+use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How to connect.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub socket: PathBuf,
+    pub name: String,
+    pub role: Role,
+    /// Settings to ask for on every unit at `Hello` (again after a reconnect).
+    pub requested: SettingsRequest,
+    /// How long to keep retrying when the daemon goes away (a restart);
+    /// zero fails at once.
+    pub reconnect_for: Duration,
+}
+
+impl ClientOptions {
+    /// An application at the default socket, with the settings the
+    /// environment asks for (`HETSCHED_CLASS` …, see
+    /// [`requested_settings_from_env`]).
+    pub fn application(name: impl Into<String>) -> Result<Self, ClientError> {
+        Ok(ClientOptions {
+            socket: default_socket_path(),
+            name: name.into(),
+            role: Role::Application,
+            requested: requested_settings_from_env().map_err(ClientError::Environment)?,
+            reconnect_for: Duration::from_secs(5),
+        })
+    }
+
+    /// A tool that only queries and administers (never runs work).
+    pub fn observer(name: impl Into<String>) -> Self {
+        ClientOptions {
+            socket: default_socket_path(),
+            name: name.into(),
+            role: Role::Observer,
+            requested: SettingsRequest::default(),
+            reconnect_for: Duration::ZERO,
+        }
+    }
+
+    pub fn socket(mut self, path: impl Into<PathBuf>) -> Self {
+        self.socket = path.into();
+        self
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the hetsched daemon at {path}: {source} (is `hetsched daemon` running?)")]
+    Connect { path: PathBuf, source: io::Error },
+    #[error("connection to the daemon failed: {0}")]
+    Io(#[from] io::Error),
+    #[error("the daemon sent a bad frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("the daemon refused ({code:?}): {message}")]
+    Refused { code: ErrorCode, message: String },
+    #[error("unexpected reply from the daemon: {0}")]
+    Unexpected(String),
+    #[error("bad hetsched environment: {0}")]
+    Environment(String),
+}
+
+impl ClientError {
+    /// The connection is gone (daemon stopped or restarting).
+    fn is_disconnect(&self) -> bool {
+        match self {
+            ClientError::Io(e) => matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::NotConnected
+            ),
+            _ => false,
+        }
+    }
+
+    /// The daemon's refusal code, if this is a refusal.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Refused { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// A dispatch the daemon allowed: run the task now, then call
+/// [`Client::task_completed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub unit: UnitId,
+    pub task: TaskId,
+    pub waited_ns: u64,
+}
+
+/// Work on an emulated device finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceDone {
+    pub unit: UnitId,
+    pub task: TaskId,
+    pub waited_ns: u64,
+    pub ran_ns: u64,
+}
+
+/// What the daemon said when this connection was made.
+#[derive(Debug)]
+struct Session {
+    client: ClientId,
+    pid: u32,
+    daemon_pid: u32,
+    units: Vec<UnitInfo>,
+    settings: Vec<WireSettings>,
+    notice: Option<String>,
+    /// Global then private view page, for applications.
+    view_fds: Vec<OwnedFd>,
+}
+
+/// A connection to the daemon.
+#[derive(Debug)]
+pub struct Client {
+    opts: ClientOptions,
+    stream: UnixStream,
+    reader: FrameReader,
+    session: Session,
+    /// Messages that arrived while waiting for something else.
+    inbox: VecDeque<DaemonMsg>,
+    next_task: u64,
+    reconnects: u32,
+}
+
+impl Client {
+    /// Connects and says hello. Fails at once if no daemon listens.
+    pub fn connect(opts: ClientOptions) -> Result<Client, ClientError> {
+        let (stream, reader, session) = Self::handshake(&opts)?;
+        Ok(Client {
+            opts,
+            stream,
+            reader,
+            session,
+            inbox: VecDeque::new(),
+            next_task: 1,
+            reconnects: 0,
+        })
+    }
+
+    fn handshake(opts: &ClientOptions) -> Result<(UnixStream, FrameReader, Session), ClientError> {
+        let mut stream =
+            UnixStream::connect(&opts.socket).map_err(|source| ClientError::Connect {
+                path: opts.socket.clone(),
+                source,
+            })?;
+        stream.write_all(&encode_frame(&ClientMsg::Hello {
+            name: opts.name.clone(),
+            role: opts.role,
+            requested: opts.requested,
+        }))?;
+        let mut reader = FrameReader::default();
+        let mut fds = Vec::new();
+        let msg = loop {
+            if let Some(payload) = reader.next_payload()? {
+                break decode_daemon(&payload)?;
+            }
+            let mut buf = [0u8; 16 * 1024];
+            let (n, got) = recv_with_fds(&stream, &mut buf)?;
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+            fds.extend(got);
+            reader.push(&buf[..n]);
+        };
+        match msg {
+            DaemonMsg::Welcome {
+                client,
+                pid,
+                daemon_pid,
+                units,
+                settings,
+                notice,
+                ..
+            } => Ok((
+                stream,
+                reader,
+                Session {
+                    client,
+                    pid,
+                    daemon_pid,
+                    units,
+                    settings,
+                    notice,
+                    view_fds: fds,
+                },
+            )),
+            DaemonMsg::Error { code, message, .. } => Err(ClientError::Refused { code, message }),
+            other => Err(ClientError::Unexpected(format!("{other:?} instead of Welcome"))),
+        }
+    }
+
+    /// Reconnects after the daemon went away, retrying for
+    /// `reconnect_for`. Outstanding requests are lost with the old daemon.
+    fn reconnect(&mut self) -> Result<(), ClientError> {
+        let deadline = Instant::now() + self.opts.reconnect_for;
+        loop {
+            match Self::handshake(&self.opts) {
+                Ok((stream, reader, session)) => {
+                    self.stream = stream;
+                    self.reader = reader;
+                    self.session = session;
+                    self.inbox.clear();
+                    self.reconnects += 1;
+                    return Ok(());
+                }
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Runs `op`; if the connection dropped, reconnects and runs it again.
+    fn retrying<T>(
+        &mut self,
+        mut op: impl FnMut(&mut Self) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        match op(self) {
+            Err(e) if e.is_disconnect() && !self.opts.reconnect_for.is_zero() => {
+                self.reconnect()?;
+                op(self)
+            }
+            other => other,
+        }
+    }
+
+    pub fn client_id(&self) -> ClientId {
+        self.session.client
+    }
+
+    /// This process's pid as the daemon saw it (SO_PEERCRED).
+    pub fn pid(&self) -> u32 {
+        self.session.pid
+    }
+
+    pub fn daemon_pid(&self) -> u32 {
+        self.session.daemon_pid
+    }
+
+    pub fn units(&self) -> &[UnitInfo] {
+        &self.session.units
+    }
+
+    pub fn unit_by_name(&self, name: &str) -> Option<&UnitInfo> {
+        self.session.units.iter().find(|u| u.name == name)
+    }
+
+    /// Effective settings per unit at connect time.
+    pub fn settings(&self) -> &[WireSettings] {
+        &self.session.settings
+    }
+
+    /// Why the daemon did not grant all of `requested`, if it did not.
+    pub fn notice(&self) -> Option<&str> {
+        self.session.notice.as_deref()
+    }
+
+    /// The view pages' descriptors (global, private) for applications.
+    pub fn view_fds(&self) -> &[OwnedFd] {
+        &self.session.view_fds
+    }
+
+    /// Times this client reconnected after losing the daemon.
+    pub fn reconnects(&self) -> u32 {
+        self.reconnects
+    }
+
+    fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientError> {
+        self.stream.write_all(&encode_frame(msg))?;
+        Ok(())
+    }
+
+    /// The next message from the daemon, blocking.
+    fn read_msg(&mut self) -> Result<DaemonMsg, ClientError> {
+        loop {
+            if let Some(payload) = self.reader.next_payload()? {
+                return Ok(decode_daemon(&payload)?);
+            }
+            let mut buf = [0u8; 16 * 1024];
+            let n = io::Read::read(&mut self.stream, &mut buf)?;
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+            self.reader.push(&buf[..n]);
+        }
+    }
+
+    /// Waits for the message `pick` accepts, keeping others for later.
+    fn wait_for<T>(
+        &mut self,
+        mut pick: impl FnMut(&DaemonMsg) -> Option<Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        if let Some(i) = self.inbox.iter().position(|m| pick(m).is_some()) {
+            let msg = self.inbox.remove(i).expect("index from position");
+            return pick(&msg).expect("matched above");
+        }
+        loop {
+            let msg = self.read_msg()?;
+            if let Some(result) = pick(&msg) {
+                return result;
+            }
+            match msg {
+                // Progress notes and errors about requests nobody waits
+                // for carry nothing a later call needs.
+                DaemonMsg::Delayed { .. } | DaemonMsg::Error { .. } => {}
+                other => self.inbox.push_back(other),
+            }
+        }
+    }
+
+    fn fresh_task(&mut self) -> TaskId {
+        let t = TaskId(self.next_task);
+        self.next_task += 1;
+        t
+    }
+
+    /// Asks to run a task on `unit` and blocks until the daemon allows it.
+    /// Call [`Client::task_completed`] when the task is done.
+    pub fn request_dispatch(&mut self, unit: UnitId, expected_ns: u64) -> Result<Grant, ClientError> {
+        self.retrying(|c| {
+            let task = c.fresh_task();
+            c.send(&ClientMsg::RequestDispatch {
+                unit,
+                task,
+                expected_ns,
+            })?;
+            c.wait_for(|m| match *m {
+                DaemonMsg::Granted {
+                    unit: u,
+                    task: t,
+                    waited_ns,
+                } if u == unit && t == task => Some(Ok(Grant {
+                    unit,
+                    task,
+                    waited_ns,
+                })),
+                DaemonMsg::Error {
+                    code,
+                    ref message,
+                    task: Some(t),
+                } if t == task => Some(Err(ClientError::Refused {
+                    code,
+                    message: message.clone(),
+                })),
+                _ => None,
+            })
+        })
+    }
+
+    /// Tells the daemon a granted task finished after `ran_ns`. After a
+    /// daemon restart the grant no longer exists and nothing is sent.
+    pub fn task_completed(&mut self, grant: Grant, ran_ns: u64) -> Result<(), ClientError> {
+        let msg = ClientMsg::TaskCompleted {
+            unit: grant.unit,
+            task: grant.task,
+            ran_ns,
+        };
+        match self.send(&msg) {
+            Err(e) if e.is_disconnect() && !self.opts.reconnect_for.is_zero() => self.reconnect(),
+            other => other,
+        }
+    }
+
+    /// Queues modelled work on an emulated device; see [`Client::wait_device`].
+    pub fn submit_device(
+        &mut self,
+        unit: UnitId,
+        exec_ns: u64,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) -> Result<TaskId, ClientError> {
+        let task = self.fresh_task();
+        self.send(&ClientMsg::SubmitDevice {
+            unit,
+            task,
+            exec_ns,
+            bytes_in,
+            bytes_out,
+        })?;
+        Ok(task)
+    }
+
+    /// Blocks until device work `task` finishes.
+    pub fn wait_device(&mut self, task: TaskId) -> Result<DeviceDone, ClientError> {
+        self.wait_for(|m| match *m {
+            DaemonMsg::DeviceDone {
+                unit,
+                task: t,
+                waited_ns,
+                ran_ns,
+            } if t == task => Some(Ok(DeviceDone {
+                unit,
+                task,
+                waited_ns,
+                ran_ns,
+            })),
+            DaemonMsg::Error {
+                code,
+                ref message,
+                task: Some(t),
+            } if t == task => Some(Err(ClientError::Refused {
+                code,
+                message: message.clone(),
+            })),
+            _ => None,
+        })
+    }
+
+    /// Submits device work and waits for it (resubmitting after a daemon restart).
+    pub fn run_device(
+        &mut self,
+        unit: UnitId,
+        exec_ns: u64,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) -> Result<DeviceDone, ClientError> {
+        self.retrying(|c| {
+            let task = c.submit_device(unit, exec_ns, bytes_in, bytes_out)?;
+            c.wait_device(task)
+        })
+    }
+
+    /// Changes settings of this client (`target_pid: None`) or another.
+    /// Returns the pid changed and the new settings per unit changed.
+    pub fn set_settings(
+        &mut self,
+        target_pid: Option<u32>,
+        unit: Option<UnitId>,
+        settings: SettingsRequest,
+    ) -> Result<(u32, Vec<(UnitId, WireSettings)>), ClientError> {
+        self.retrying(|c| {
+            c.send(&ClientMsg::SetSettings {
+                target_pid,
+                unit,
+                settings,
+            })?;
+            c.wait_for(|m| match m {
+                DaemonMsg::SettingsApplied {
+                    pid,
+                    units,
+                    settings,
+                } => Some(Ok((
+                    *pid,
+                    units.iter().copied().zip(settings.iter().copied()).collect(),
+                ))),
+                DaemonMsg::Error {
+                    code,
+                    message,
+                    task: None,
+                } => Some(Err(ClientError::Refused {
+                    code: *code,
+                    message: message.clone(),
+                })),
+                _ => None,
+            })
+        })
+    }
+
+    /// What the daemon is doing: units, clients, utilisation, queues.
+    pub fn status(&mut self) -> Result<StatusReport, ClientError> {
+        self.retrying(|c| {
+            c.send(&ClientMsg::Status)?;
+            c.wait_for(|m| match m {
+                DaemonMsg::Status(report) => Some(Ok(report.clone())),
+                DaemonMsg::Error {
+                    code,
+                    message,
+                    task: None,
+                } => Some(Err(ClientError::Refused {
+                    code: *code,
+                    message: message.clone(),
+                })),
+                _ => None,
+            })
+        })
+    }
+
+    /// Says goodbye; the daemon releases everything this client held.
+    pub fn goodbye(mut self) -> Result<(), ClientError> {
+        self.send(&ClientMsg::Goodbye)
+    }
+}

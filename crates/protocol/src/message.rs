@@ -1,0 +1,331 @@
+//! The messages. Every type here is encoded with postcard, which has no
+//! self-description: only plain structs and externally tagged enums (no
+//! `#[serde(tag)]`, `flatten` or `untagged`). New fields mean a new
+//! [`crate::PROTOCOL_VERSION`].
+
+use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_core::policy::{ClientSettings, PolicyKind, ShareClass};
+use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_core::view::{ClientUnitView, UnitView};
+use serde::{Deserialize, Serialize};
+
+/// A share class as it travels (core's [`ShareClass`] is internally tagged
+/// for TOML and JSON, which postcard cannot carry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireClass {
+    Custom(u32),
+    Normal(u32),
+    Background,
+}
+
+impl From<ShareClass> for WireClass {
+    fn from(c: ShareClass) -> Self {
+        match c {
+            ShareClass::Custom { shares } => WireClass::Custom(shares),
+            ShareClass::Normal { shares } => WireClass::Normal(shares),
+            ShareClass::Background => WireClass::Background,
+        }
+    }
+}
+
+impl From<WireClass> for ShareClass {
+    fn from(c: WireClass) -> Self {
+        match c {
+            WireClass::Custom(shares) => ShareClass::Custom { shares },
+            WireClass::Normal(shares) => ShareClass::Normal { shares },
+            WireClass::Background => ShareClass::Background,
+        }
+    }
+}
+
+impl std::fmt::Display for WireClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireClass::Custom(s) => write!(f, "custom:{s}"),
+            WireClass::Normal(s) => write!(f, "normal:{s}"),
+            WireClass::Background => f.write_str("background"),
+        }
+    }
+}
+
+/// A client's standing on one unit, as it travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireSettings {
+    pub class: WireClass,
+    pub priority: i32,
+}
+
+impl From<ClientSettings> for WireSettings {
+    fn from(s: ClientSettings) -> Self {
+        WireSettings {
+            class: s.class.into(),
+            priority: s.priority,
+        }
+    }
+}
+
+impl From<WireSettings> for ClientSettings {
+    fn from(s: WireSettings) -> Self {
+        ClientSettings {
+            class: s.class.into(),
+            priority: s.priority,
+        }
+    }
+}
+
+/// A change of settings; `None` leaves that part as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingsRequest {
+    pub class: Option<WireClass>,
+    pub priority: Option<i32>,
+}
+
+impl SettingsRequest {
+    pub fn is_empty(&self) -> bool {
+        self.class.is_none() && self.priority.is_none()
+    }
+
+    /// `base` with this request's changes applied.
+    pub fn apply_to(&self, base: ClientSettings) -> ClientSettings {
+        ClientSettings {
+            class: self.class.map(Into::into).unwrap_or(base.class),
+            priority: self.priority.unwrap_or(base.priority),
+        }
+    }
+}
+
+/// What a connection is for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// An application that runs work on units: it is registered with every
+    /// unit's policy and gets views.
+    #[default]
+    Application,
+    /// A tool (status, shares): it never runs work and is not listed as a
+    /// client of any unit.
+    Observer,
+}
+
+/// Client → daemon.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientMsg {
+    /// First message on a connection. `requested` is what the client asks
+    /// for on every unit (e.g. from `hetsched run --class`); the daemon
+    /// grants it only as far as the client's privileges allow.
+    Hello {
+        name: String,
+        role: Role,
+        requested: SettingsRequest,
+    },
+    /// Ask to run `task` on `unit` (a device the client drives itself).
+    /// Answered with `Granted`, or `Delayed` and later `Granted`.
+    RequestDispatch {
+        unit: UnitId,
+        task: TaskId,
+        expected_ns: u64,
+    },
+    /// A granted task finished; its slot is free. `ran_ns` is the client's
+    /// measurement (the daemon charges the wall time it held the slot).
+    TaskCompleted {
+        unit: UnitId,
+        task: TaskId,
+        ran_ns: u64,
+    },
+    /// Run modelled work on an emulated device: the daemon queues it under
+    /// the unit's policy and holds a stream for copy-in + exec + copy-out.
+    /// Answered with `DeviceDone`.
+    SubmitDevice {
+        unit: UnitId,
+        task: TaskId,
+        exec_ns: u64,
+        bytes_in: u64,
+        bytes_out: u64,
+    },
+    /// Change settings of this client (`target_pid: None`) or of the client
+    /// with that pid; on one unit or, with `unit: None`, on every unit.
+    SetSettings {
+        target_pid: Option<u32>,
+        unit: Option<UnitId>,
+        settings: SettingsRequest,
+    },
+    /// Ask for a [`StatusReport`].
+    Status,
+    /// Leaving; everything held is released.
+    Goodbye,
+}
+
+/// What one unit is, as told to clients in `Welcome` and `Status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitInfo {
+    pub id: UnitId,
+    pub name: String,
+    pub kind: String,
+    pub class: UnitClass,
+    pub policy: PolicyKind,
+    /// Tasks that may run at once (streams of a device, cores of a CPU kind).
+    pub slots: u32,
+    /// Speed relative to one CPU core of the reference kind.
+    pub relative_speed: f64,
+    pub caps: Capabilities,
+    pub coherent: bool,
+    pub copy_in: LinkCost,
+    pub copy_out: LinkCost,
+    pub dispatch_ns: u64,
+    /// The daemon executes work for this unit itself (`SubmitDevice`).
+    pub emulated: bool,
+}
+
+/// Per-unit part of a status report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitStatus {
+    pub info: UnitInfo,
+    pub view: UnitView,
+    /// Requests waiting, by class: CUSTOM, NORMAL, BACKGROUND.
+    pub queued_by_class: [u32; 3],
+    /// Time the unit's slots were held since the daemon started, ns.
+    pub busy_ns_total: u64,
+}
+
+/// One client's standing on one unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientUnitStatus {
+    pub unit: UnitId,
+    pub settings: WireSettings,
+    pub view: ClientUnitView,
+    /// Slot time charged to the client since it connected, ns.
+    pub busy_ns_total: u64,
+    /// Requests queued or running now.
+    pub outstanding: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientStatus {
+    pub id: ClientId,
+    pub pid: u32,
+    pub uid: u32,
+    pub name: String,
+    pub connected_ns: u64,
+    pub units: Vec<ClientUnitStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub version: String,
+    pub pid: u32,
+    pub uptime_ns: u64,
+    pub socket: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub daemon: DaemonStatus,
+    pub units: Vec<UnitStatus>,
+    pub clients: Vec<ClientStatus>,
+}
+
+/// Why the daemon refused something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The bytes were not a valid frame; the connection is closed.
+    BadFrame,
+    /// The first message was not `Hello`, or `Hello` came twice.
+    BadSequence,
+    UnknownUnit,
+    /// `TaskCompleted` for a task that was never granted.
+    UnknownTask,
+    /// The same task id is already outstanding on that unit.
+    DuplicateTask,
+    /// The client has as many requests outstanding as the daemon allows.
+    TooManyOutstanding,
+    /// The caller lacks the privilege for this change.
+    NotPermitted,
+    /// The settings are impossible (CUSTOM over 100, zero shares …).
+    InvalidSettings,
+    /// No client with that pid is connected.
+    UnknownClient,
+    /// `SubmitDevice` on a unit the daemon does not emulate.
+    NotEmulated,
+    /// Observers cannot run work.
+    NotAnApplication,
+}
+
+/// Daemon → client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DaemonMsg {
+    /// Answer to `Hello`. For applications the frame carries two file
+    /// descriptors (SCM_RIGHTS): the global view, then the private view.
+    Welcome {
+        client: ClientId,
+        pid: u32,
+        daemon_pid: u32,
+        units: Vec<UnitInfo>,
+        /// Effective settings per unit, in unit order.
+        settings: Vec<WireSettings>,
+        /// Whether view descriptors are attached.
+        views_attached: bool,
+        /// Why part of `requested` was not granted, if it was not.
+        notice: Option<String>,
+    },
+    Granted {
+        unit: UnitId,
+        task: TaskId,
+        waited_ns: u64,
+    },
+    /// The request is queued behind others or held back by the policy; a
+    /// `Granted` follows when it may run.
+    Delayed {
+        unit: UnitId,
+        task: TaskId,
+        queued_ahead: u32,
+    },
+    DeviceDone {
+        unit: UnitId,
+        task: TaskId,
+        waited_ns: u64,
+        ran_ns: u64,
+    },
+    SettingsApplied {
+        pid: u32,
+        units: Vec<UnitId>,
+        settings: Vec<WireSettings>,
+    },
+    Status(StatusReport),
+    Error {
+        code: ErrorCode,
+        message: String,
+        /// For errors about one request, which one.
+        task: Option<TaskId>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_class_round_trips_core_class() {
+        for c in [
+            ShareClass::Custom { shares: 50 },
+            ShareClass::Normal { shares: 7 },
+            ShareClass::Background,
+        ] {
+            assert_eq!(ShareClass::from(WireClass::from(c)), c);
+        }
+    }
+
+    #[test]
+    fn request_only_changes_what_it_names() {
+        let base = ClientSettings {
+            class: ShareClass::Normal { shares: 10 },
+            priority: 3,
+        };
+        let req = SettingsRequest {
+            class: None,
+            priority: Some(-1),
+        };
+        let got = req.apply_to(base);
+        assert_eq!(got.class, base.class);
+        assert_eq!(got.priority, -1);
+        assert!(SettingsRequest::default().is_empty());
+    }
+}
