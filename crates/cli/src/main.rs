@@ -1,14 +1,14 @@
-//! `hetsched`: the one binary. Today it runs the simulator; the daemon,
-//! `status`, `run` and `balance` subcommands arrive with their issues.
+//! `hetsched`: the one binary — the daemon, its administration commands,
+//! a load generator for emulated devices, benchmarks and the simulator.
 
-use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
-use hetsched_sim::report::ScenarioReport;
-use hetsched_sim::{catalog, output, run};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::path::PathBuf;
+mod admin;
+mod bench;
+mod daemon_cmd;
+mod load;
+mod sim_cmd;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -23,128 +23,39 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the system-wide monitor: one agent per unit, shared-memory views,
+    /// emulated devices.
+    Daemon(daemon_cmd::DaemonArgs),
+    /// Show units, clients, shares, utilisation and queues.
+    Status(admin::StatusArgs),
+    /// Change a client's class, shares or priority.
+    #[command(subcommand)]
+    Shares(admin::SharesCommand),
+    /// Start a program under a class (it asks the daemon when it connects).
+    Run(admin::RunArgs),
+    /// Keep a unit busy with tasks, as an application would, and report
+    /// what it got (for trying shares and policies).
+    Load(load::LoadArgs),
+    /// The project's own benchmarks (results for docs/PERFORMANCE.md).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// List the machine's units as the daemon would discover them.
+    Units(daemon_cmd::UnitsArgs),
     /// Simulate placement policies on paper-scale machines.
     #[command(subcommand)]
-    Sim(SimCommand),
-}
-
-#[derive(Subcommand)]
-enum SimCommand {
-    /// List the built-in scenarios.
-    List,
-    /// Run one scenario (a built-in name or a TOML file) and print its table.
-    Run(RunArgs),
-    /// Run every built-in scenario.
-    All(AllArgs),
-}
-
-#[derive(Args)]
-struct RunArgs {
-    /// Built-in scenario name (see `hetsched sim list`) or path to a scenario file.
-    scenario: String,
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Print one JSON object to stdout instead of the table.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args)]
-struct AllArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Print one JSON array of reports to stdout instead of tables.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args)]
-struct CommonArgs {
-    /// Random seed: the same seed gives bit-for-bit the same results.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Write CSV, JSON and SVG plots into this directory (one sub-directory
-    /// per scenario for `sim all`).
-    #[arg(long)]
-    out: Option<PathBuf>,
+    Sim(sim_cmd::SimCommand),
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Sim(SimCommand::List) => list(),
-        Command::Sim(SimCommand::Run(args)) => {
-            let report = simulate(&args.scenario, &args.common)?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", output::render_table(&report));
-            }
-            Ok(())
-        }
-        Command::Sim(SimCommand::All(args)) => {
-            let mut reports = Vec::new();
-            for (name, _) in catalog::BUILTIN {
-                let common = CommonArgs {
-                    seed: args.common.seed,
-                    out: args.common.out.as_ref().map(|d| d.join(name)),
-                };
-                let report = simulate(name, &common)?;
-                if !args.json {
-                    println!("{}", output::render_table(&report));
-                }
-                reports.push(report);
-            }
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
-            }
-            Ok(())
-        }
+        Command::Daemon(args) => daemon_cmd::run(args),
+        Command::Status(args) => admin::status(args),
+        Command::Shares(cmd) => admin::shares(cmd),
+        Command::Run(args) => admin::run(args),
+        Command::Load(args) => load::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
+        Command::Units(args) => daemon_cmd::units(args),
+        Command::Sim(cmd) => sim_cmd::run_command(cmd),
     }
-}
-
-fn list() -> Result<()> {
-    for (name, text) in catalog::BUILTIN {
-        let sc = hetsched_sim::scenario::parse(name, text)?;
-        println!("{name:<24} {}", sc.description);
-    }
-    Ok(())
-}
-
-/// Loads and runs a scenario, with a progress bar per policy on a terminal.
-fn simulate(name: &str, common: &CommonArgs) -> Result<ScenarioReport> {
-    let sc = match catalog::load(name) {
-        Ok(sc) => sc,
-        Err(e) => bail!("{e}"),
-    };
-    let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    });
-    let style = ProgressStyle::with_template("{prefix:>24} [{bar:40}] {percent:>3}%")
-        .expect("static template")
-        .progress_chars("=> ");
-    let mut open: BTreeMap<String, ProgressBar> = BTreeMap::new();
-    let report = run::run_scenario(&sc, common.seed, &mut |policy, fraction| {
-        let bar = open.entry(policy.to_string()).or_insert_with(|| {
-            let b = bars.add(ProgressBar::new(1000));
-            b.set_style(style.clone());
-            b.set_prefix(format!("{} {policy}", sc.name));
-            b
-        });
-        bar.set_position((fraction * 1000.0) as u64);
-        if fraction >= 1.0 {
-            bar.finish();
-        }
-    });
-    bars.clear().ok();
-    if let Some(dir) = &common.out {
-        let written = output::write_outputs(&report, dir)
-            .with_context(|| format!("writing results to {}", dir.display()))?;
-        for path in written {
-            eprintln!("wrote {}", path.display());
-        }
-    }
-    Ok(report)
 }

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod launch;
 pub mod monitor;
 pub mod outbox;
 pub mod privilege;

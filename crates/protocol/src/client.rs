@@ -81,7 +81,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// The connection is gone (daemon stopped or restarting).
-    fn is_disconnect(&self) -> bool {
+    pub fn is_disconnect(&self) -> bool {
         match self {
             ClientError::Io(e) => matches!(
                 e.kind(),
@@ -217,7 +217,7 @@ impl Client {
 
     /// Reconnects after the daemon went away, retrying for
     /// `reconnect_for`. Outstanding requests are lost with the old daemon.
-    fn reconnect(&mut self) -> Result<(), ClientError> {
+    pub fn reconnect(&mut self) -> Result<(), ClientError> {
         let deadline = Instant::now() + self.opts.reconnect_for;
         loop {
             match Self::handshake(&self.opts) {

@@ -1,0 +1,256 @@
+//! `hetsched status`, `hetsched shares set` and `hetsched run`.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use hetsched_protocol::{Client, ClientOptions, SettingsRequest, StatusReport, parse_class};
+use std::fmt::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct SocketArg {
+    /// Daemon socket (default: $HETSCHED_SOCKET, else the per-user default).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+impl SocketArg {
+    fn observer(&self, name: &str) -> Result<Client> {
+        let mut opts = ClientOptions::observer(name);
+        if let Some(s) = &self.socket {
+            opts = opts.socket(s);
+        }
+        Ok(Client::connect(opts)?)
+    }
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    socket: SocketArg,
+    /// Print the full report as JSON.
+    #[arg(long, conflicts_with = "prometheus")]
+    json: bool,
+    /// Print Prometheus text exposition format.
+    #[arg(long)]
+    prometheus: bool,
+}
+
+#[derive(Subcommand)]
+pub enum SharesCommand {
+    /// Set the class, shares or priority of a running client (or of a
+    /// process that will connect).
+    Set(SharesSetArgs),
+}
+
+#[derive(Args)]
+pub struct SharesSetArgs {
+    #[command(flatten)]
+    socket: SocketArg,
+    /// The process to change.
+    #[arg(long)]
+    pid: u32,
+    /// Unit name (default: every unit).
+    #[arg(long)]
+    unit: Option<String>,
+    /// custom, normal or background.
+    #[arg(long)]
+    class: Option<String>,
+    /// Shares: percent of the unit for custom, relative weight for normal.
+    #[arg(long)]
+    shares: Option<u32>,
+    /// Priority under the priority policy (larger runs first).
+    #[arg(long, allow_hyphen_values = true)]
+    priority: Option<i32>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// custom, normal or background.
+    #[arg(long)]
+    class: String,
+    #[arg(long)]
+    shares: Option<u32>,
+    #[arg(long, allow_hyphen_values = true)]
+    priority: Option<i32>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+pub fn status(args: StatusArgs) -> Result<()> {
+    let mut client = args.socket.observer("hetsched-status")?;
+    let report = client.status()?;
+    let _ = client.goodbye();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if args.prometheus {
+        print!("{}", prometheus(&report));
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}", x * 100.0)
+}
+
+fn table(r: &StatusReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "hetsched daemon {} (pid {}), up {:.1} s, socket {}",
+        r.daemon.version,
+        r.daemon.pid,
+        r.daemon.uptime_ns as f64 / 1e9,
+        r.daemon.socket
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<12} {:<10} {:<10} {:<10} {:>5} {:>6} {:>10} {:>6} {:>12} {:>7}",
+        "UNIT", "KIND", "CLASS", "POLICY", "SLOTS", "BUSY%", "AVG-TASK", "ACTIVE", "QUEUED C/N/B", "RUNNING"
+    );
+    for u in &r.units {
+        let q = u.queued_by_class;
+        let _ = writeln!(
+            s,
+            "{:<12} {:<10} {:<10} {:<10} {:>5} {:>6} {:>8.2}ms {:>6} {:>12} {:>7}",
+            u.info.name,
+            u.info.kind,
+            u.info.class.name(),
+            u.info.policy.name(),
+            u.info.slots,
+            pct(u.view.busy_fraction),
+            u.view.avg_task_ns / 1e6,
+            u.view.active_clients,
+            format!("{}/{}/{}", q[0], q[1], q[2]),
+            u.view.running
+        );
+    }
+    if r.clients.is_empty() {
+        let _ = writeln!(s, "\nno clients");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<6} {:>8} {:>6} {:<16} {:<12} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9}",
+        "CLIENT", "PID", "UID", "NAME", "UNIT", "CLASS", "PRIO", "USED%", "GUAR%", "OUTST", "BUSY-S"
+    );
+    for c in &r.clients {
+        for cu in &c.units {
+            let unit = r
+                .units
+                .get(cu.unit.index())
+                .map_or("?", |u| u.info.name.as_str());
+            let _ = writeln!(
+                s,
+                "{:<6} {:>8} {:>6} {:<16} {:<12} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9.3}",
+                c.id.0,
+                c.pid,
+                c.uid,
+                c.name,
+                unit,
+                cu.settings.class.to_string(),
+                cu.settings.priority,
+                pct(cu.view.current_utilisation),
+                pct(cu.view.guaranteed),
+                cu.outstanding,
+                cu.busy_ns_total as f64 / 1e9
+            );
+        }
+    }
+    s
+}
+
+fn prometheus(r: &StatusReport) -> String {
+    let mut s = String::new();
+    let metric = |s: &mut String, name: &str, help: &str, kind: &str| {
+        let _ = writeln!(s, "# HELP hetsched_{name} {help}\n# TYPE hetsched_{name} {kind}");
+    };
+    metric(&mut s, "unit_busy_fraction", "Moving average of unit utilisation.", "gauge");
+    for u in &r.units {
+        let _ = writeln!(s, "hetsched_unit_busy_fraction{{unit=\"{}\"}} {}", u.info.name, u.view.busy_fraction);
+    }
+    metric(&mut s, "unit_queued", "Requests waiting for the unit, by class.", "gauge");
+    for u in &r.units {
+        for (class, n) in ["custom", "normal", "background"].iter().zip(u.queued_by_class) {
+            let _ = writeln!(s, "hetsched_unit_queued{{unit=\"{}\",class=\"{class}\"}} {n}", u.info.name);
+        }
+    }
+    metric(&mut s, "unit_busy_seconds_total", "Slot time handed out since the daemon started.", "counter");
+    for u in &r.units {
+        let _ = writeln!(s, "hetsched_unit_busy_seconds_total{{unit=\"{}\"}} {}", u.info.name, u.busy_ns_total as f64 / 1e9);
+    }
+    metric(&mut s, "client_busy_seconds_total", "Slot time charged to a client.", "counter");
+    for c in &r.clients {
+        for cu in &c.units {
+            let unit = r.units.get(cu.unit.index()).map_or("?", |u| u.info.name.as_str());
+            let _ = writeln!(
+                s,
+                "hetsched_client_busy_seconds_total{{pid=\"{}\",name=\"{}\",unit=\"{unit}\"}} {}",
+                c.pid,
+                c.name.replace('"', "'"),
+                cu.busy_ns_total as f64 / 1e9
+            );
+        }
+    }
+    s
+}
+
+fn request(class: Option<&str>, shares: Option<u32>, priority: Option<i32>) -> Result<SettingsRequest> {
+    let class = match (class, shares) {
+        (Some(c), s) => Some(parse_class(c, s).map_err(anyhow::Error::msg)?),
+        (None, Some(_)) => bail!("--shares needs --class (custom or normal)"),
+        (None, None) => None,
+    };
+    if class.is_none() && priority.is_none() {
+        bail!("nothing to change: give --class (with --shares) or --priority");
+    }
+    Ok(SettingsRequest { class, priority })
+}
+
+pub fn shares(cmd: SharesCommand) -> Result<()> {
+    let SharesCommand::Set(args) = cmd;
+    let req = request(args.class.as_deref(), args.shares, args.priority)?;
+    let mut client = args.socket.observer("hetsched-shares")?;
+    let unit = match &args.unit {
+        Some(name) => Some(
+            client
+                .unit_by_name(name)
+                .map(|u| u.id)
+                .with_context(|| {
+                    let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
+                    format!("unknown unit {name:?}; units are: {}", names.join(", "))
+                })?,
+        ),
+        None => None,
+    };
+    let (pid, changed) = client.set_settings(Some(args.pid), unit, req)?;
+    for (u, s) in changed {
+        let name = client
+            .units()
+            .get(u.index())
+            .map_or("?".to_string(), |i| i.name.clone());
+        println!("pid {pid}: {name} -> {} (priority {})", s.class, s.priority);
+    }
+    let _ = client.goodbye();
+    Ok(())
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    // Validate here so a typo fails before the program starts.
+    request(Some(&args.class), args.shares, args.priority)?;
+    let mut cmd = std::process::Command::new(&args.command[0]);
+    cmd.args(&args.command[1..])
+        .env("HETSCHED_CLASS", &args.class);
+    match args.shares {
+        Some(s) => cmd.env("HETSCHED_SHARES", s.to_string()),
+        None => cmd.env_remove("HETSCHED_SHARES"),
+    };
+    if let Some(p) = args.priority {
+        cmd.env("HETSCHED_PRIORITY", p.to_string());
+    }
+    let err = cmd.exec();
+    bail!("cannot run {}: {err}", args.command[0])
+}

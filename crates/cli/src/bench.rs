@@ -1,0 +1,183 @@
+//! `hetsched bench`: benchmarks that need real processes.
+//!
+//! `gate` starts a real daemon (this binary, as a child process) with one
+//! emulated unit that has a stream per client, then runs N clients — each
+//! its own connection, on its own thread — that request a dispatch and
+//! complete it at once, as fast as they can. The round trip measured is
+//! client → daemon → grant: what an application pays per task for a
+//! system-wide scheduler.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use hetsched_protocol::{Client, ClientOptions};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Dispatch-gate round trip with many concurrent clients.
+    Gate(GateArgs),
+}
+
+#[derive(Args)]
+pub struct GateArgs {
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 64)]
+    clients: u32,
+    /// Measurement time, s (after one second of warm-up).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Policy of the unit (share, fifo, priority).
+    #[arg(long, default_value = "share")]
+    policy: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct GateReport {
+    clients: u32,
+    policy: String,
+    round_trips: usize,
+    per_second: f64,
+    p50_us: f64,
+    p90_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+pub fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Gate(args) => gate(args),
+    }
+}
+
+/// A daemon child that is killed when dropped.
+struct DaemonChild {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for DaemonChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_daemon(streams: u32, policy: &str) -> Result<(DaemonChild, PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("hetsched-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let socket = dir.join("hetsched.sock");
+    let config = dir.join("hetsched.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "include_cpus = false\nmax_outstanding = 4\nstate_file = \"{}\"\n\
+             [policies]\ngate = \"{policy}\"\n\
+             [[emulated]]\nname = \"gate\"\nspeed = 1.0\ncopy_gbps = 10.0\nstreams = {streams}\n",
+            dir.join("state.json").display()
+        ),
+    )?;
+    let child = Command::new(std::env::current_exe()?)
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the daemon")?;
+    let daemon = DaemonChild { child, dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Client::connect(ClientOptions::observer("bench").socket(&socket)).is_err() {
+        if Instant::now() > deadline {
+            bail!("the daemon did not come up on {}", socket.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((daemon, socket))
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i] as f64 / 1e3
+}
+
+fn gate(args: GateArgs) -> Result<()> {
+    if args.clients == 0 {
+        bail!("--clients must be at least 1");
+    }
+    let (_daemon, socket) = start_daemon(args.clients, &args.policy)?;
+    let barrier = Arc::new(Barrier::new(args.clients as usize));
+    let warmup = Duration::from_secs(1);
+    let measure = Duration::from_secs_f64(args.seconds);
+    let mut handles = Vec::new();
+    for i in 0..args.clients {
+        let socket = socket.clone();
+        let barrier = Arc::clone(&barrier);
+        handles.push(std::thread::spawn(move || -> Result<Vec<u64>> {
+            let mut opts = ClientOptions::application(format!("bench-{i}"))?.socket(&socket);
+            opts.requested = Default::default();
+            let mut client = Client::connect(opts)?;
+            let unit = client.unit_by_name("gate").context("no gate unit")?.id;
+            barrier.wait();
+            let start = Instant::now();
+            let mut samples = Vec::with_capacity(100_000);
+            loop {
+                let t0 = Instant::now();
+                let grant = client.request_dispatch(unit, 1_000)?;
+                let rt = t0.elapsed();
+                client.task_completed(grant, 0)?;
+                let since = start.elapsed();
+                if since > warmup {
+                    samples.push(rt.as_nanos() as u64);
+                }
+                if since > warmup + measure {
+                    break;
+                }
+            }
+            let _ = client.goodbye();
+            Ok(samples)
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
+    }
+    all.sort_unstable();
+    let report = GateReport {
+        clients: args.clients,
+        policy: args.policy.clone(),
+        round_trips: all.len(),
+        per_second: all.len() as f64 / args.seconds,
+        p50_us: percentile(&all, 0.50),
+        p90_us: percentile(&all, 0.90),
+        p99_us: percentile(&all, 0.99),
+        max_us: all.last().map_or(f64::NAN, |&m| m as f64 / 1e3),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "gate round trip, {} clients, {} policy: {} round trips ({:.0}/s); p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            report.clients,
+            report.policy,
+            report.round_trips,
+            report.per_second,
+            report.p50_us,
+            report.p90_us,
+            report.p99_us,
+            report.max_us
+        );
+    }
+    Ok(())
+}

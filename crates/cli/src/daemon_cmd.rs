@@ -1,0 +1,89 @@
+//! `hetsched daemon` and `hetsched units`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use hetsched_daemon::config::DaemonConfig;
+use hetsched_daemon::launch;
+use hetsched_daemon::server::Server;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct DaemonArgs {
+    /// Config file (default: /etc/hetsched/hetsched.toml when it exists).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Socket path (overrides the config and $HETSCHED_SOCKET).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// State file where shares survive restarts (overrides the config).
+    #[arg(long)]
+    state: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct UnitsArgs {
+    /// Config file whose [[emulated]] units to include.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: DaemonArgs) -> Result<()> {
+    let mut cfg = DaemonConfig::load_or_default(args.config.as_deref())?;
+    if let Some(s) = args.socket {
+        cfg.socket = Some(s);
+    }
+    if let Some(s) = args.state {
+        cfg.state_file = Some(s);
+    }
+    let (setup, platform) = launch::prepare(&cfg)?;
+    for note in &platform.notes {
+        eprintln!("hetsched daemon: note: {note}");
+    }
+    let server = Server::bind(setup)?;
+    let socket = server.socket().to_path_buf();
+    remove_socket_on_signal(socket.clone())?;
+    eprint!("{}", platform.summary_table());
+    eprintln!(
+        "hetsched daemon {} (pid {}) listening on {}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        socket.display()
+    );
+    server.run().context("serving")?;
+    Ok(())
+}
+
+/// SIGTERM / SIGINT / SIGHUP: remove the socket file and exit. State is
+/// saved on every change, so there is nothing else to flush.
+fn remove_socket_on_signal(socket: PathBuf) -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .context("installing signal handlers")?;
+    std::thread::Builder::new()
+        .name("hetsched-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let _ = std::fs::remove_file(&socket);
+                eprintln!("hetsched daemon: signal {sig}, exiting");
+                std::process::exit(0);
+            }
+        })?;
+    Ok(())
+}
+
+pub fn units(args: UnitsArgs) -> Result<()> {
+    let cfg = DaemonConfig::load_or_default(args.config.as_deref())?;
+    let (_, platform) = launch::prepare(&cfg)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&platform)?);
+    } else {
+        print!("{}", platform.summary_table());
+        for note in &platform.notes {
+            println!("note: {note}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! `hetsched load`: an application that keeps one unit busy. On an
+//! emulated device it keeps `--depth` tasks queued at the daemon; on any
+//! other unit it goes through the dispatch gate and spins for the task's
+//! duration itself. It reports what it got, so contention between several
+//! of them (under different classes) can be seen and measured.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use hetsched_protocol::{Client, ClientError, ClientOptions};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct LoadArgs {
+    /// Unit name.
+    #[arg(long)]
+    unit: String,
+    /// Modelled execution time of one task on the unit, ms.
+    #[arg(long, default_value_t = 5.0)]
+    exec_ms: f64,
+    /// How long to keep the unit busy, s.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Tasks kept outstanding (emulated devices).
+    #[arg(long, default_value_t = 2)]
+    depth: u32,
+    /// Bytes copied to the device per task.
+    #[arg(long, default_value_t = 0)]
+    bytes_in: u64,
+    /// Bytes copied back per task.
+    #[arg(long, default_value_t = 0)]
+    bytes_out: u64,
+    /// Name shown in `hetsched status`.
+    #[arg(long, default_value = "hetsched-load")]
+    name: String,
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct LoadReport {
+    pid: u32,
+    unit: String,
+    class: String,
+    tasks: u64,
+    /// Unit time the daemon charged for this client's tasks, ns.
+    unit_ns: u64,
+    wall_ns: u64,
+    mean_wait_ns: f64,
+    reconnects: u32,
+    notice: Option<String>,
+}
+
+pub fn run(args: LoadArgs) -> Result<()> {
+    if !(args.exec_ms > 0.0 && args.exec_ms.is_finite()) {
+        bail!("--exec-ms must be a positive number");
+    }
+    let mut opts = ClientOptions::application(&args.name)?;
+    if let Some(s) = &args.socket {
+        opts = opts.socket(s);
+    }
+    let mut client = Client::connect(opts)?;
+    let info = client
+        .unit_by_name(&args.unit)
+        .cloned()
+        .with_context(|| {
+            let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
+            format!("unknown unit {:?}; units are: {}", args.unit, names.join(", "))
+        })?;
+    let exec_ns = (args.exec_ms * 1e6) as u64;
+    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let start = Instant::now();
+    let (mut tasks, mut unit_ns, mut wait_ns) = (0u64, 0u64, 0u64);
+    if info.emulated {
+        let mut inflight = VecDeque::new();
+        while Instant::now() < until {
+            while inflight.len() < args.depth.max(1) as usize {
+                inflight.push_back(client.submit_device(
+                    info.id,
+                    exec_ns,
+                    args.bytes_in,
+                    args.bytes_out,
+                )?);
+            }
+            let task = inflight.pop_front().expect("filled above");
+            match client.wait_device(task) {
+                Ok(done) => {
+                    tasks += 1;
+                    unit_ns += done.ran_ns;
+                    wait_ns += done.waited_ns;
+                }
+                Err(e) if e.is_disconnect() => {
+                    // The daemon went away with everything queued; carry on
+                    // with the next one (restarted) daemon.
+                    client.reconnect()?;
+                    inflight.clear();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    } else {
+        while Instant::now() < until {
+            let grant = match client.request_dispatch(info.id, exec_ns) {
+                Ok(g) => g,
+                Err(ClientError::Refused { message, .. }) => bail!("refused: {message}"),
+                Err(e) => return Err(e.into()),
+            };
+            let t0 = Instant::now();
+            while t0.elapsed().as_nanos() < u128::from(exec_ns) {
+                std::hint::spin_loop();
+            }
+            let ran = t0.elapsed().as_nanos() as u64;
+            client.task_completed(grant, ran)?;
+            tasks += 1;
+            unit_ns += ran;
+            wait_ns += grant.waited_ns;
+        }
+    }
+    let class = client
+        .status()
+        .ok()
+        .and_then(|r| {
+            r.clients
+                .iter()
+                .find(|c| c.id == client.client_id())
+                .and_then(|c| c.units.get(info.id.index()))
+                .map(|u| u.settings.class.to_string())
+        })
+        .unwrap_or_else(|| "?".into());
+    let report = LoadReport {
+        pid: client.pid(),
+        unit: info.name.clone(),
+        class,
+        tasks,
+        unit_ns,
+        wall_ns: start.elapsed().as_nanos() as u64,
+        mean_wait_ns: if tasks > 0 { wait_ns as f64 / tasks as f64 } else { 0.0 },
+        reconnects: client.reconnects(),
+        notice: client.notice().map(str::to_string),
+    };
+    let _ = client.goodbye();
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} on {} ({}): {} tasks, {:.3} s of unit time in {:.3} s ({:.1} %), mean wait {:.2} ms",
+            report.pid,
+            report.unit,
+            report.class,
+            report.tasks,
+            report.unit_ns as f64 / 1e9,
+            report.wall_ns as f64 / 1e9,
+            100.0 * report.unit_ns as f64 / report.wall_ns.max(1) as f64,
+            report.mean_wait_ns / 1e6
+        );
+        if let Some(n) = &report.notice {
+            println!("notice: {n}");
+        }
+    }
+    Ok(())
+}
