@@ -26,8 +26,8 @@ pub struct CacheSizes {
 pub struct CpuInfo {
     /// The OS number (`cpuN`, the index `sched_setaffinity` takes).
     pub os_index: usize,
-    /// Index into [`CpuTopology::kinds`] (and `Platform::cpu_kinds`).
-    pub kind: usize,
+    /// The PU's CPU kind; also its index in [`CpuTopology::kinds`].
+    pub kind: KindId,
     /// Machine-wide core number (hwloc logical index, or sysfs `core_id`).
     pub core: Option<usize>,
     /// Package (socket) number.
@@ -49,6 +49,17 @@ pub enum SpeedBasis {
     Frequency,
     /// Nothing usable: every kind is assumed as fast as the others.
     Unknown,
+}
+
+impl SpeedBasis {
+    /// Lowercase name, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Capacity => "capacity",
+            Self::Frequency => "frequency",
+            Self::Unknown => "unknown",
+        }
+    }
 }
 
 /// One CPU kind: PUs that are interchangeable for scheduling.
@@ -102,9 +113,16 @@ pub(crate) struct RawKind {
 pub fn discover_cpus() -> CpuTopology {
     let root = Path::new(sysfs::SYSFS_CPU_ROOT);
     match crate::hwloc_probe::probe() {
-        Ok(p) if !p.pus.is_empty() => build(p.pus, p.kinds, root, Vec::new()),
-        Ok(_) => sysfs_fallback(root, "hwloc found no PUs".to_string()),
+        Ok(p) => from_probe(p, root),
         Err(e) => sysfs_fallback(root, e),
+    }
+}
+
+fn from_probe(p: crate::hwloc_probe::HwlocProbe, root: &Path) -> CpuTopology {
+    if p.pus.is_empty() {
+        sysfs_fallback(root, "hwloc found no PUs".to_string())
+    } else {
+        build(p.pus, p.kinds, root, Vec::new())
     }
 }
 
@@ -136,7 +154,7 @@ fn build(
         .iter()
         .map(|p| CpuInfo {
             os_index: p.os_index,
-            kind: 0,
+            kind: KindId(0),
             core: p.core,
             package: p.package,
             capacity: sysfs::capacity(root, p.os_index),
@@ -160,7 +178,7 @@ fn build(
             }
         }
         for (cpu, pu) in cpus.iter_mut().zip(&pus) {
-            cpu.kind = pu.hw_kind.and_then(|k| remap[k]).unwrap_or(0);
+            cpu.kind = kind_id(pu.hw_kind.and_then(|k| remap[k]).unwrap_or(0));
         }
         kept
     } else {
@@ -183,13 +201,13 @@ fn build(
         .enumerate()
         .map(|(i, ((k, relative_speed), name))| CpuKind {
             name,
-            unit: UnitId(i as u16),
-            kind: KindId(i as u16),
+            unit: UnitId(kind_id(i).0),
+            kind: kind_id(i),
             efficiency: k.efficiency,
             infos: k.infos,
             os_indices: cpus
                 .iter()
-                .filter(|c| c.kind == i)
+                .filter(|c| c.kind.index() == i)
                 .map(|c| c.os_index)
                 .collect(),
             relative_speed,
@@ -204,6 +222,13 @@ fn build(
     }
 }
 
+/// CPU kind `i` as an id. Kinds are distinct core types or distinct
+/// (capacity, frequency) pairs, a handful on any real machine, so the
+/// saturation never happens; it only keeps a corrupt sysfs from wrapping.
+fn kind_id(i: usize) -> KindId {
+    KindId(u16::try_from(i).unwrap_or(u16::MAX))
+}
+
 /// Without hwloc kinds, PUs with equal (capacity, max frequency) form a kind;
 /// kinds are ordered slowest first, like hwloc's efficiency ranking.
 fn group_by_sysfs(cpus: &mut [CpuInfo]) -> Vec<RawKind> {
@@ -212,10 +237,11 @@ fn group_by_sysfs(cpus: &mut [CpuInfo]) -> Vec<RawKind> {
     keys.sort_unstable();
     keys.dedup();
     for c in cpus.iter_mut() {
-        c.kind = keys
+        let i = keys
             .iter()
             .position(|k| *k == (c.capacity, c.max_freq_khz))
             .unwrap_or(0);
+        c.kind = kind_id(i);
     }
     keys.iter()
         .map(|_| RawKind {
@@ -242,7 +268,7 @@ fn info_f64(k: &RawKind, key: &str) -> Option<f64> {
 /// Per-kind speed relative to the slowest kind: from capacity when every
 /// kind has one, else from maximum frequency, else 1.0 for all.
 fn kind_speeds(kinds: &[RawKind], cpus: &[CpuInfo]) -> (Vec<f64>, SpeedBasis) {
-    let of_kind = |i: usize| cpus.iter().filter(move |c| c.kind == i);
+    let of_kind = |i: usize| cpus.iter().filter(move |c| c.kind.index() == i);
     let capacity: Option<Vec<f64>> = (0..kinds.len())
         .map(|i| {
             info_f64(&kinds[i], "LinuxCapacity")
@@ -308,16 +334,56 @@ mod tests {
         }
     }
 
-    fn cpu(os_index: usize, kind: usize) -> CpuInfo {
+    fn cpu(os_index: usize, kind: u16) -> CpuInfo {
         CpuInfo {
             os_index,
-            kind,
+            kind: KindId(kind),
             core: None,
             package: None,
             capacity: None,
             max_freq_khz: None,
             caches: CacheSizes::default(),
         }
+    }
+
+    /// A synthetic hybrid machine: 2 efficient cores (PUs 0-3) and 2
+    /// performance cores (PUs 4-7), registered as hwloc CPU kinds.
+    #[test]
+    fn hwloc_kinds_become_cpu_kinds() {
+        use hwlocality::Topology;
+        use hwlocality::cpu::cpuset::CpuSet;
+        let mut topo = Topology::builder()
+            .from_synthetic("pack:1 l3:1 core:4 l2:1 l1d:1 pu:2")
+            .unwrap()
+            .build()
+            .unwrap();
+        topo.edit(|ed| {
+            let kinds = [
+                (0..=3, 0, "IntelAtom", "2000"),
+                (4..=7, 1, "IntelCore", "4000"),
+            ];
+            for (range, eff, core_type, mhz) in kinds {
+                ed.register_cpu_kind(
+                    &CpuSet::from_range(range),
+                    Some(eff),
+                    [("CoreType", core_type), ("FrequencyMaxMHz", mhz)],
+                )
+                .unwrap();
+            }
+        });
+        let empty_sysfs = std::env::temp_dir().join("hetsched-no-such-sysfs");
+        let t = from_probe(crate::hwloc_probe::probe_topology(&topo), &empty_sysfs);
+        let names: Vec<_> = t.kinds.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["cpu-intelatom", "cpu-intelcore"]);
+        assert_eq!(t.kinds[0].os_indices, [0, 1, 2, 3]);
+        assert_eq!(t.kinds[1].os_indices, [4, 5, 6, 7]);
+        assert_eq!(t.speed_basis, SpeedBasis::Frequency);
+        assert_eq!(t.kinds[1].relative_speed, 2.0);
+        assert_eq!(t.kinds[1].efficiency, Some(1));
+        assert_eq!(t.cpus[5].kind, KindId(1));
+        assert_eq!(t.cpus[5].core, Some(2));
+        assert!(t.cpus[0].caches.l1d.is_some() && t.cpus[0].caches.l3.is_some());
+        assert!(t.notes.is_empty(), "{:?}", t.notes);
     }
 
     #[test]

@@ -25,9 +25,16 @@ fn cache_size(pu: &TopologyObject, ty: ObjectType) -> Option<u64> {
     }
 }
 
-/// Loads the topology; `Err` carries hwloc's message for the platform notes.
+/// Loads this machine's topology; `Err` carries hwloc's message for the
+/// platform notes.
 pub(crate) fn probe() -> Result<HwlocProbe, String> {
     let topology = Topology::new().map_err(|e| format!("hwloc topology load failed: {e}"))?;
+    Ok(probe_topology(&topology))
+}
+
+/// Reads PUs and CPU kinds from a loaded topology (this machine's, or a
+/// synthetic one in tests).
+pub(crate) fn probe_topology(topology: &Topology) -> HwlocProbe {
     let kinds: Vec<(RawKind, Vec<usize>)> = match topology.cpu_kinds() {
         Ok(kinds) => kinds
             .map(|k| {
@@ -74,8 +81,8 @@ pub(crate) fn probe() -> Result<HwlocProbe, String> {
             })
         })
         .collect();
-    Ok(HwlocProbe {
+    HwlocProbe {
         pus,
         kinds: kinds.into_iter().map(|(k, _)| k).collect(),
-    })
+    }
 }

@@ -153,6 +153,14 @@ impl Platform {
             .map(|k| k.os_indices.as_slice())
     }
 
+    /// Each CPU kind with the OS indices of its PUs, for pinning worker
+    /// pools and balancer threads per kind.
+    pub fn cpu_kind_units(&self) -> impl Iterator<Item = (KindId, &[usize])> {
+        self.cpu_kinds
+            .iter()
+            .map(|k| (k.kind, k.os_indices.as_slice()))
+    }
+
     /// The fingerprint a calibration of this platform's CPUs must carry.
     pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint::of(&self.cpu_kinds)
@@ -189,6 +197,14 @@ pub fn discover(config: &PlatformConfig) -> Result<Platform, PlatformError> {
         }
     };
     let mut platform = Platform::assemble(cpus, &config.emulated)?;
+    if let Ok(n) = std::thread::available_parallelism() {
+        if config.include_cpus && n.get() < platform.cpus.len() {
+            platform.notes.push(format!(
+                "this process may run on {n} of {} PUs (affinity mask or cgroup limit)",
+                platform.cpus.len()
+            ));
+        }
+    }
     platform.calibration_cache = config.calibration_cache.clone();
     if platform.cpu_kinds.is_empty() {
         return Ok(platform);

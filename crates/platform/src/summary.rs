@@ -124,14 +124,14 @@ impl Display for Platform {
         }
 
         if !self.cpu_kinds.is_empty() {
-            writeln!(f, "\nCPU kinds (speed from {:?}):", self.speed_basis)?;
+            writeln!(f, "\nCPU kinds (speed from {}):", self.speed_basis.name())?;
         }
         for k in &self.cpu_kinds {
             write!(f, "  {}: PUs {}", k.name, fmt_cpu_list(&k.os_indices))?;
             if let Some(e) = k.efficiency {
                 write!(f, ", efficiency rank {e}")?;
             }
-            if let Some(c) = self.cpus.iter().find(|c| c.kind == k.kind.index()) {
+            if let Some(c) = self.cpus.iter().find(|c| c.kind == k.kind) {
                 for (name, size) in [
                     ("L1d", c.caches.l1d),
                     ("L2", c.caches.l2),

@@ -28,12 +28,16 @@ fn cpu_slots_cover_available_parallelism() {
     assert_eq!(p.cpus.len(), n);
     // Every PU belongs to exactly the kind that lists it.
     for c in &p.cpus {
-        assert!(p.cpu_kinds[c.kind].os_indices.contains(&c.os_index));
+        assert!(p.cpu_kinds[c.kind.index()].os_indices.contains(&c.os_index));
     }
     for (i, k) in p.cpu_kinds.iter().enumerate() {
         assert_eq!(k.unit, UnitId(i as u16));
         assert_eq!(k.kind, KindId(i as u16));
         assert_eq!(p.cpus_of_kind(k.kind), Some(k.os_indices.as_slice()));
+        assert!(
+            p.cpu_kind_units()
+                .any(|(kind, pus)| kind == k.kind && pus == k.os_indices)
+        );
         let u = p.machine.unit(k.unit);
         assert!(u.coherent && u.relative_speed >= 1.0);
         assert!(u.dispatch_ns > 0, "calibration sets dispatch: {p}");
