@@ -6,6 +6,9 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# hetsched-platform links hwloc (CPU kinds, caches); its static link flags pull in libudev.
+pkg-config --exists hwloc 2>/dev/null || need_apt+=(libhwloc-dev)
+pkg-config --exists libudev 2>/dev/null || need_apt+=(libudev-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: missing ${need_apt[*]}; run as root or install them" >&2

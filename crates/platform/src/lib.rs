@@ -1,1 +1,26 @@
 //! Discovery and calibration of processing units.
+//!
+//! `hetsched-core` is pure; this crate does the Linux I/O that feeds it:
+//! CPU kinds from hwloc (completed from sysfs, or from sysfs alone when hwloc
+//! fails), ISA capability bits from cpuid, emulated units from configuration,
+//! and per-kind dispatch overhead and copy bandwidth from a short calibration
+//! cached on disk. The result is a [`Platform`] holding the core
+//! [`Machine`](hetsched_core::unit::Machine) plus the PU lists executors pin to.
+
+pub mod calibrate;
+pub mod cpu;
+pub mod emulated;
+pub mod error;
+mod hwloc_probe;
+pub mod isa;
+pub mod platform;
+mod summary;
+pub mod sysfs;
+
+pub use calibrate::{Calibration, CalibrationOptions, Fingerprint, KindCalibration};
+pub use cpu::{CacheSizes, CpuInfo, CpuKind, CpuTopology, SpeedBasis};
+pub use emulated::EmulatedUnitConfig;
+pub use error::{ConfigError, PlatformError};
+pub use platform::{
+    CalibrationOrigin, Platform, PlatformConfig, calibrate, calibrate_with, discover,
+};
