@@ -74,7 +74,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         .unwrap_or(0);
     let mut kind_of_cpu = vec![None; n_os_cpus];
     for c in &platform.cpus {
-        kind_of_cpu[c.os_index] = Some(c.kind);
+        kind_of_cpu[c.os_index] = Some(c.kind.index());
     }
     let setup = DaemonSetup {
         socket: cfg.socket_path(),
