@@ -1,15 +1,18 @@
 //! Prints what discovery finds on this machine.
 //!
-//! `cargo run -p hetsched-platform --example discover [--json] [CACHE.json]`
+//! `cargo run -p hetsched-platform --example discover [--json] [CONFIG.toml]`
+//!
+//! CONFIG.toml is a `PlatformConfig`: `include_cpus`, `calibration_cache`
+//! and `[[emulated]]` units.
 
 use hetsched_platform::{PlatformConfig, discover};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let json = args.iter().any(|a| a == "--json");
-    let config = PlatformConfig {
-        calibration_cache: args.iter().find(|a| !a.starts_with("--")).map(Into::into),
-        ..PlatformConfig::default()
+    let config: PlatformConfig = match args.iter().find(|a| !a.starts_with("--")) {
+        Some(path) => toml::from_str(&std::fs::read_to_string(path)?)?,
+        None => PlatformConfig::default(),
     };
     let start = std::time::Instant::now();
     let platform = discover(&config)?;

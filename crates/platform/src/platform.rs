@@ -65,7 +65,7 @@ pub struct Platform {
     pub calibration_origin: CalibrationOrigin,
     /// Warnings worth showing an operator (hwloc unavailable, cache unusable …).
     pub notes: Vec<String>,
-    /// Where [`calibrate`] writes its results.
+    /// Where [`calibrate()`] writes its results.
     #[serde(skip)]
     pub calibration_cache: Option<PathBuf>,
 }
@@ -233,7 +233,7 @@ pub fn calibrate(platform: &mut Platform) -> Result<(), PlatformError> {
     calibrate_with(platform, &CalibrationOptions::default())
 }
 
-/// [`calibrate`] with explicit measuring options. A cache that cannot be
+/// [`calibrate()`] with explicit measuring options. A cache that cannot be
 /// written is a note, not an error: the measured figures are still good.
 pub fn calibrate_with(
     platform: &mut Platform,
