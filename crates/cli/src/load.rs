@@ -1,11 +1,12 @@
 //! `hetsched load`: an application that keeps one unit busy. On an
 //! emulated device it keeps `--depth` tasks queued at the daemon; on any
-//! other unit it goes through the dispatch gate and spins for the task's
-//! duration itself. It reports what it got, so contention between several
+//! other unit (or with `--gate`) it goes through the dispatch gate and runs
+//! for the task's duration itself. It reports what it got, so contention between several
 //! of them (under different classes) can be seen and measured.
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{Client, ClientError, ClientOptions};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -32,6 +33,11 @@ pub struct LoadArgs {
     /// Bytes copied back per task.
     #[arg(long, default_value_t = 0)]
     bytes_out: u64,
+    /// Use the dispatch gate even on an emulated device: ask for a grant,
+    /// run the task here (sleeping, as while a device works; spinning on a
+    /// CPU unit), report completion.
+    #[arg(long)]
+    gate: bool,
     /// Name shown in `hetsched status`.
     #[arg(long, default_value = "hetsched-load")]
     name: String,
@@ -76,7 +82,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let start = Instant::now();
     let (mut tasks, mut unit_ns, mut wait_ns) = (0u64, 0u64, 0u64);
-    if info.emulated {
+    if info.emulated && !args.gate {
         let mut inflight = VecDeque::new();
         while Instant::now() < until {
             while inflight.len() < args.depth.max(1) as usize {
@@ -111,8 +117,12 @@ pub fn run(args: LoadArgs) -> Result<()> {
                 Err(e) => return Err(e.into()),
             };
             let t0 = Instant::now();
-            while t0.elapsed().as_nanos() < u128::from(exec_ns) {
-                std::hint::spin_loop();
+            if info.class == UnitClass::Cpu {
+                while t0.elapsed().as_nanos() < u128::from(exec_ns) {
+                    std::hint::spin_loop();
+                }
+            } else {
+                std::thread::sleep(Duration::from_nanos(exec_ns));
             }
             let ran = t0.elapsed().as_nanos() as u64;
             client.task_completed(grant, ran)?;

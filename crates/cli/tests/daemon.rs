@@ -1,0 +1,387 @@
+//! Integration tests: the real daemon and real client processes (the
+//! `hetsched` binary as daemon, `load`, `run`, `shares` and `status`).
+
+use hetsched_core::ids::UnitId;
+use hetsched_protocol::{Client, ClientOptions, ErrorCode, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hetsched");
+
+/// One emulated GPU with one stream; CPUs left out to start fast.
+const ONE_GPU: &str = r#"
+include_cpus = false
+[[emulated]]
+name = "gpu0"
+class = "gpu"
+speed = 8.0
+copy_gbps = 12.0
+"#;
+
+struct TestDaemon {
+    child: Option<Child>,
+    dir: PathBuf,
+    socket: PathBuf,
+    config: PathBuf,
+}
+
+impl TestDaemon {
+    fn start(name: &str, config: &str) -> TestDaemon {
+        let dir = std::env::temp_dir().join(format!("hetsched-it-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Unprivileged test clients must reach the socket.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = dir.join("hetsched.sock");
+        let config_path = dir.join("hetsched.toml");
+        std::fs::write(
+            &config_path,
+            format!("state_file = \"{}\"\n{config}", dir.join("state.json").display()),
+        )
+        .unwrap();
+        let mut d = TestDaemon {
+            child: None,
+            dir,
+            socket,
+            config: config_path,
+        };
+        d.spawn();
+        d
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(BIN)
+            .args(["daemon", "--config"])
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.observer().is_err() {
+            assert!(Instant::now() < deadline, "daemon did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    fn observer(&self) -> Result<Client, hetsched_protocol::ClientError> {
+        Client::connect(ClientOptions::observer("test").socket(&self.socket))
+    }
+
+    fn app(&self, name: &str) -> Client {
+        let mut opts = ClientOptions::application(name).unwrap().socket(&self.socket);
+        opts.requested = Default::default();
+        Client::connect(opts).unwrap()
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env("HETSCHED_SOCKET", &self.socket)
+            .env_remove("HETSCHED_CLASS")
+            .env_remove("HETSCHED_SHARES")
+            .env_remove("HETSCHED_PRIORITY");
+        c
+    }
+
+    /// `hetsched run --class ... -- hetsched load ...` in the background.
+    fn load(&self, class: &[&str], load: &[&str]) -> Child {
+        let mut c = self.cmd();
+        if !class.is_empty() {
+            c.arg("run").args(class).arg("--").arg(BIN);
+        }
+        c.args(["load", "--json"])
+            .args(load)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn report(child: Child) -> Value {
+    let out: Output = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "load failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn unit_s(v: &Value) -> f64 {
+    v["unit_ns"].as_f64().unwrap() / 1e9
+}
+
+#[test]
+fn custom_shares_50_30_20_split_the_device_within_3_points() {
+    let d = TestDaemon::start("custom", ONE_GPU);
+    let load = ["--unit", "gpu0", "--seconds", "3", "--exec-ms", "5"];
+    let children: Vec<(f64, Child)> = [50.0, 30.0, 20.0]
+        .into_iter()
+        .map(|s| {
+            let shares = format!("{s}");
+            let class = ["--class", "custom", "--shares", shares.as_str()];
+            (s, d.load(&class, &load))
+        })
+        .collect();
+    let got: Vec<(f64, Value)> = children.into_iter().map(|(s, c)| (s, report(c))).collect();
+    let total: f64 = got.iter().map(|(_, v)| unit_s(v)).sum();
+    assert!(total > 2.7, "device mostly idle: {total} s of 3");
+    for (share, v) in &got {
+        let pct = 100.0 * unit_s(v) / total;
+        assert!(
+            (pct - share).abs() <= 3.0,
+            "custom:{share} got {pct:.1} % of the device ({got:?})"
+        );
+        assert_eq!(v["class"], format!("custom:{share}"));
+    }
+}
+
+#[test]
+fn background_runs_only_on_an_idle_device_and_normal_splits_by_shares() {
+    let d = TestDaemon::start("background", ONE_GPU);
+    let bg = d.load(&["--class", "background"], &["--unit", "gpu0", "--seconds", "3"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let contended = ["--unit", "gpu0", "--seconds", "2"];
+    let n20 = d.load(&["--class", "normal", "--shares", "20"], &contended);
+    let n10 = d.load(&["--class", "normal", "--shares", "10"], &contended);
+    let (n20, n10, bg) = (report(n20), report(n10), report(bg));
+    let normal_total = unit_s(&n20) + unit_s(&n10);
+    let pct20 = 100.0 * unit_s(&n20) / normal_total;
+    assert!(
+        (pct20 - 66.7).abs() <= 3.0,
+        "normal 20 vs 10 got {pct20:.1} % / {:.1} %",
+        100.0 - pct20
+    );
+    // Background had the device for the first 0.1 s and the last ~1 s,
+    // when nobody else wanted it, and next to nothing in between.
+    let bg_s = unit_s(&bg);
+    assert!(
+        (0.6..=1.4).contains(&bg_s),
+        "background got {bg_s:.3} s of device time in 3 s"
+    );
+}
+
+#[test]
+fn a_killed_client_gives_its_grant_back_within_a_second() {
+    let d = TestDaemon::start("killed", ONE_GPU);
+    // The holder takes the only stream through the dispatch gate for a minute.
+    let mut holder = d
+        .cmd()
+        .args(["load", "--unit", "gpu0", "--gate", "--exec-ms", "60000", "--seconds", "1"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut observer = d.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while observer.status().unwrap().units[0].view.running == 0 {
+        assert!(Instant::now() < deadline, "holder never got the device");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let waiter = std::thread::spawn({
+        let socket = d.socket.clone();
+        move || {
+            let mut opts = ClientOptions::application("waiter").unwrap().socket(&socket);
+            opts.requested = Default::default();
+            let mut c = Client::connect(opts).unwrap();
+            let g = c.request_dispatch(UnitId(0), 1_000_000).unwrap();
+            (Instant::now(), g)
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let killed_at = Instant::now();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let (granted_at, grant) = waiter.join().unwrap();
+    let after = granted_at.duration_since(killed_at);
+    assert!(after < Duration::from_secs(1), "grant came {after:?} after the kill");
+    assert!(grant.waited_ns >= 250_000_000, "{grant:?}");
+}
+
+#[test]
+fn privileges_and_impossible_shares_are_refused_with_a_reason() {
+    let d = TestDaemon::start("privilege", ONE_GPU);
+    // An unprivileged process asking for CUSTOM keeps NORMAL and is told why.
+    let out = d
+        .cmd()
+        .args(["load", "--json", "--unit", "gpu0", "--seconds", "0.2"])
+        .env("HETSCHED_CLASS", "custom")
+        .env("HETSCHED_SHARES", "10")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["class"], "normal:10");
+    assert!(v["notice"].as_str().unwrap().contains("CUSTOM"), "{v}");
+
+    // Two running programs; CUSTOM 60 for one, then 60 more would total 120.
+    let long = ["--unit", "gpu0", "--seconds", "3"];
+    let mut first = d.load(&[], &long);
+    let mut second = d.load(&[], &long);
+    let pids = wait_for_clients(&d, 2);
+    let set = |pid: u32, shares: &str| {
+        d.cmd()
+            .args(["shares", "set", "--pid", &pid.to_string(), "--unit", "gpu0"])
+            .args(["--class", "custom", "--shares", shares])
+            .output()
+            .unwrap()
+    };
+    let ok = set(pids[0], "60");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let over = set(pids[1], "60");
+    assert!(!over.status.success());
+    let why = String::from_utf8_lossy(&over.stderr);
+    assert!(why.contains("would total 120") && why.contains("40 shares are still free"), "{why}");
+    let zero = set(pids[1], "0");
+    assert!(!zero.status.success());
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("at least 1"));
+    let unknown = d
+        .cmd()
+        .args(["shares", "set", "--pid", "1", "--unit", "tpu9", "--class", "normal"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown unit \"tpu9\""));
+
+    // Another user may not touch root's client.
+    let out = d
+        .cmd()
+        .args(["shares", "set", "--pid", &pids[0].to_string(), "--class", "background"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another user's"));
+    for c in [&mut first, &mut second] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+/// Pids of the first `n` application clients, once that many are connected.
+fn wait_for_clients(d: &TestDaemon, n: usize) -> Vec<u32> {
+    let mut obs = d.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = obs.status().unwrap();
+        if r.clients.len() >= n {
+            return r.clients.iter().map(|c| c.pid).collect();
+        }
+        assert!(Instant::now() < deadline, "only {} clients connected", r.clients.len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_malformed_frame_only_disconnects_its_sender() {
+    let d = TestDaemon::start("malformed", ONE_GPU);
+    let worker = d.load(&[], &["--unit", "gpu0", "--seconds", "1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    for garbage in [
+        // A length far over the cap.
+        {
+            let mut f = (u32::MAX).to_le_bytes().to_vec();
+            f.push(PROTOCOL_VERSION);
+            f
+        },
+        // A valid header around bytes that are no message.
+        {
+            let mut f = 3u32.to_le_bytes().to_vec();
+            f.push(PROTOCOL_VERSION);
+            f.extend([0xff, 0xff, 0xff]);
+            f
+        },
+        // Another protocol version.
+        vec![1, 0, 0, 0, 99, 0],
+    ] {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.write_all(&garbage).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).unwrap();
+        assert!(reply.len() > FRAME_HEADER_BYTES, "no error frame before close");
+        let msg = hetsched_protocol::decode_daemon(&reply[FRAME_HEADER_BYTES..]).unwrap();
+        assert!(
+            matches!(
+                msg,
+                hetsched_protocol::DaemonMsg::Error {
+                    code: ErrorCode::BadFrame,
+                    ..
+                }
+            ),
+            "{msg:?}"
+        );
+    }
+    let v = report(worker);
+    assert!(unit_s(&v) > 0.8, "the well-behaved client was disturbed: {v}");
+    assert!(d.observer().unwrap().status().is_ok());
+}
+
+#[test]
+fn shares_survive_a_daemon_restart_and_clients_reconnect() {
+    let mut d = TestDaemon::start("restart", ONE_GPU);
+    let worker = d.load(&[], &["--unit", "gpu0", "--seconds", "3", "--depth", "1"]);
+    let pid = wait_for_clients(&d, 1)[0];
+    let out = d
+        .cmd()
+        .args(["shares", "set", "--pid", &pid.to_string(), "--unit", "gpu0"])
+        .args(["--class", "custom", "--shares", "40"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::thread::sleep(Duration::from_millis(300));
+    d.kill();
+    d.spawn();
+    let mut obs = d.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let class = loop {
+        let r = obs.status().unwrap();
+        if let Some(c) = r.clients.iter().find(|c| c.pid == pid) {
+            break c.units[0].settings.class.to_string();
+        }
+        assert!(Instant::now() < deadline, "worker never reconnected");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(class, "custom:40");
+    let v = report(worker);
+    assert!(v["reconnects"].as_u64().unwrap() >= 1, "{v}");
+}
+
+#[test]
+fn status_json_and_prometheus_name_units_and_clients() {
+    let d = TestDaemon::start("status", ONE_GPU);
+    let _app = d.app("visible-app");
+    let out = d.cmd().args(["status", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["units"][0]["info"]["name"], "gpu0");
+    assert_eq!(v["clients"][0]["name"], "visible-app");
+    let text = String::from_utf8(d.cmd().args(["status", "--prometheus"]).output().unwrap().stdout).unwrap();
+    assert!(text.contains("hetsched_unit_busy_fraction{unit=\"gpu0\"}"), "{text}");
+    let plain = String::from_utf8(d.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(plain.contains("visible-app") && plain.contains("gpu0"), "{plain}");
+}
