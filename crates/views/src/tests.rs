@@ -674,3 +674,12 @@ proptest! {
         prop_assert_eq!(s.client_id, client_id);
     }
 }
+
+#[test]
+fn reader_refuses_to_map_a_file_larger_than_any_page() {
+    let fd = forged(&head(GLOBAL_MAGIC, LAYOUT_VERSION, 2, 1), 1 << 30, true);
+    assert!(matches!(
+        GlobalReader::from_fd(fd),
+        Err(ViewError::SizeMismatch { actual, .. }) if actual == 1 << 30
+    ));
+}
