@@ -77,6 +77,7 @@ pub struct GlobalSnapshot {
 }
 
 /// The daemon's side of the global page.
+#[derive(Debug)]
 pub struct GlobalWriter {
     page: PageWriter,
 }
@@ -142,6 +143,7 @@ impl GlobalWriter {
 }
 
 /// Sets values inside one [`GlobalWriter::publish_with`].
+#[derive(Debug)]
 pub struct GlobalPublish<'a> {
     layout: &'a Layout,
     slots: &'a [AtomicU64],
@@ -163,6 +165,7 @@ impl GlobalPublish<'_> {
 
 /// A client's read-only view of the global page. Lock-free; share it
 /// between threads freely.
+#[derive(Debug)]
 pub struct GlobalReader {
     page: PageReader,
 }

@@ -28,6 +28,15 @@ unsafe impl Send for Mapping {}
 // SAFETY: see `Send` above; all access through `&self` is atomic.
 unsafe impl Sync for Mapping {}
 
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 impl Mapping {
     /// Maps the first `len` bytes of `fd` shared, read-write when `writable`,
     /// read-only otherwise.

@@ -20,6 +20,7 @@ pub(crate) const PAGE_SEALS: SealFlags = SealFlags::SHRINK
     .union(SealFlags::SEAL);
 
 /// The writer's side: the memfd, its read-write mapping and the sequence.
+#[derive(Debug)]
 pub(crate) struct PageWriter {
     fd: OwnedFd,
     map: Mapping,
@@ -89,6 +90,7 @@ impl PageWriter {
 }
 
 /// A reader's side: a checked, read-only mapping.
+#[derive(Debug)]
 pub(crate) struct PageReader {
     map: Mapping,
     layout: Layout,
@@ -115,6 +117,17 @@ impl PageReader {
         if !seals.contains(SealFlags::SHRINK) {
             return Err(ViewError::NotSealed {
                 seals: seals.bits(),
+            });
+        }
+        // No valid page is larger than the largest layout: refuse to map more.
+        let max = Layout::new(kind, MAX_UNITS, MAX_CPU_KINDS)
+            .expect("the largest layout is a layout")
+            .bytes() as u64;
+        if size > max {
+            return Err(ViewError::SizeMismatch {
+                kind,
+                expected: max,
+                actual: size,
             });
         }
         // Map the whole file (rounded down to whole slots), then check that

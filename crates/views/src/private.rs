@@ -27,6 +27,7 @@ pub struct PrivateSnapshot {
 }
 
 /// The daemon's side of one client's private page.
+#[derive(Debug)]
 pub struct PrivateWriter {
     page: PageWriter,
 }
@@ -92,6 +93,7 @@ impl PrivateWriter {
 
 /// A client's read-only view of its private page. Lock-free; share it
 /// between threads freely.
+#[derive(Debug)]
 pub struct PrivateReader {
     page: PageReader,
 }
