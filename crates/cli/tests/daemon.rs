@@ -385,3 +385,30 @@ fn status_json_and_prometheus_name_units_and_clients() {
     let plain = String::from_utf8(d.cmd().arg("status").output().unwrap().stdout).unwrap();
     assert!(plain.contains("visible-app") && plain.contains("gpu0"), "{plain}");
 }
+
+#[test]
+fn applications_read_both_view_pages_from_shared_memory() {
+    let d = TestDaemon::start("views", ONE_GPU);
+    let worker = d.load(&[], &["--unit", "gpu0", "--seconds", "1.5"]);
+    let app = d.app("viewer");
+    let global = app.global_view().expect("applications get the global page");
+    let private = app.private_view().expect("and a private page");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let u = global.unit(0).expect("unit 0 on the page");
+        if u.view.busy_fraction > 0.5 && u.view.active_clients >= 1 {
+            assert!(u.busy_ns_total > 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "global page never showed the load: {u:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let snap = private.snapshot().unwrap();
+    assert_eq!(snap.client_id, app.client_id().0);
+    assert!(snap.seq > 0, "private page never published");
+    assert_eq!(snap.units.len(), 1);
+    assert_eq!(snap.units[0].max_utilisation, 1.0);
+    // Observers get no pages.
+    assert!(d.observer().unwrap().global_view().is_none());
+    report(worker);
+}

@@ -11,6 +11,7 @@ use crate::message::{
 use crate::paths::{default_socket_path, requested_settings_from_env};
 use crate::socket::recv_with_fds;
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_views::{GlobalReader, PrivateReader, ViewError};
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
@@ -77,6 +78,8 @@ pub enum ClientError {
     Unexpected(String),
     #[error("bad hetsched environment: {0}")]
     Environment(String),
+    #[error("cannot map the daemon's view pages: {0}")]
+    Views(#[from] ViewError),
 }
 
 impl ClientError {
@@ -131,8 +134,30 @@ struct Session {
     units: Vec<UnitInfo>,
     settings: Vec<WireSettings>,
     notice: Option<String>,
-    /// Global then private view page, for applications.
-    view_fds: Vec<OwnedFd>,
+    /// The mapped pages, for applications.
+    views: Option<Views>,
+}
+
+/// Rinnegan's two pages, mapped read-only.
+#[derive(Debug)]
+struct Views {
+    global: GlobalReader,
+    private: PrivateReader,
+}
+
+impl Views {
+    fn map(fds: Vec<OwnedFd>) -> Result<Views, ClientError> {
+        let mut fds = fds.into_iter();
+        match (fds.next(), fds.next()) {
+            (Some(g), Some(p)) => Ok(Views {
+                global: GlobalReader::from_fd(g)?,
+                private: PrivateReader::from_fd(p)?,
+            }),
+            _ => Err(ClientError::Unexpected(
+                "Welcome said views are attached but fewer than two descriptors came".into(),
+            )),
+        }
+    }
 }
 
 /// A connection to the daemon.
@@ -196,7 +221,7 @@ impl Client {
                 units,
                 settings,
                 notice,
-                ..
+                views_attached,
             } => Ok((
                 stream,
                 reader,
@@ -207,7 +232,11 @@ impl Client {
                     units,
                     settings,
                     notice,
-                    view_fds: fds,
+                    views: if views_attached {
+                        Some(Views::map(fds)?)
+                    } else {
+                        None
+                    },
                 },
             )),
             DaemonMsg::Error { code, message, .. } => Err(ClientError::Refused { code, message }),
@@ -280,9 +309,16 @@ impl Client {
         self.session.notice.as_deref()
     }
 
-    /// The view pages' descriptors (global, private) for applications.
-    pub fn view_fds(&self) -> &[OwnedFd] {
-        &self.session.view_fds
+    /// The global page (every unit's utilisation, queues, CPU kinds):
+    /// a lock-free read of shared memory, no message to the daemon.
+    /// `None` for observers.
+    pub fn global_view(&self) -> Option<&GlobalReader> {
+        self.session.views.as_ref().map(|v| &v.global)
+    }
+
+    /// This client's private page (what it can expect from each unit).
+    pub fn private_view(&self) -> Option<&PrivateReader> {
+        self.session.views.as_ref().map(|v| &v.private)
     }
 
     /// Times this client reconnected after losing the daemon.
