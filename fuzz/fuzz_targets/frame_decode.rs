@@ -56,7 +56,11 @@ fn check_payload(payload: &[u8]) {
         let frame = encode_frame(&msg);
         assert!(frame.len() >= FRAME_HEADER_BYTES);
         let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-        assert_eq!(len, frame.len() - FRAME_HEADER_BYTES, "header length is wrong");
+        assert_eq!(
+            len,
+            frame.len() - FRAME_HEADER_BYTES,
+            "header length is wrong"
+        );
         assert_eq!(frame[4], PROTOCOL_VERSION);
         let mut reader = FrameReader::default();
         reader.push(&frame);

@@ -109,7 +109,16 @@ fn table(r: &StatusReport) -> String {
     let _ = writeln!(
         s,
         "\n{:<12} {:<10} {:<10} {:<10} {:>5} {:>6} {:>10} {:>6} {:>12} {:>7}",
-        "UNIT", "KIND", "CLASS", "POLICY", "SLOTS", "BUSY%", "AVG-TASK", "ACTIVE", "QUEUED C/N/B", "RUNNING"
+        "UNIT",
+        "KIND",
+        "CLASS",
+        "POLICY",
+        "SLOTS",
+        "BUSY%",
+        "AVG-TASK",
+        "ACTIVE",
+        "QUEUED C/N/B",
+        "RUNNING"
     );
     for u in &r.units {
         let q = u.queued_by_class;
@@ -135,7 +144,17 @@ fn table(r: &StatusReport) -> String {
     let _ = writeln!(
         s,
         "\n{:<6} {:>8} {:>6} {:<16} {:<12} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9}",
-        "CLIENT", "PID", "UID", "NAME", "UNIT", "CLASS", "PRIO", "USED%", "GUAR%", "OUTST", "BUSY-S"
+        "CLIENT",
+        "PID",
+        "UID",
+        "NAME",
+        "UNIT",
+        "CLASS",
+        "PRIO",
+        "USED%",
+        "GUAR%",
+        "OUTST",
+        "BUSY-S"
     );
     for c in &r.clients {
         for cu in &c.units {
@@ -166,26 +185,68 @@ fn table(r: &StatusReport) -> String {
 fn prometheus(r: &StatusReport) -> String {
     let mut s = String::new();
     let metric = |s: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(s, "# HELP hetsched_{name} {help}\n# TYPE hetsched_{name} {kind}");
+        let _ = writeln!(
+            s,
+            "# HELP hetsched_{name} {help}\n# TYPE hetsched_{name} {kind}"
+        );
     };
-    metric(&mut s, "unit_busy_fraction", "Moving average of unit utilisation.", "gauge");
+    metric(
+        &mut s,
+        "unit_busy_fraction",
+        "Moving average of unit utilisation.",
+        "gauge",
+    );
     for u in &r.units {
-        let _ = writeln!(s, "hetsched_unit_busy_fraction{{unit=\"{}\"}} {}", u.info.name, u.view.busy_fraction);
+        let _ = writeln!(
+            s,
+            "hetsched_unit_busy_fraction{{unit=\"{}\"}} {}",
+            u.info.name, u.view.busy_fraction
+        );
     }
-    metric(&mut s, "unit_queued", "Requests waiting for the unit, by class.", "gauge");
+    metric(
+        &mut s,
+        "unit_queued",
+        "Requests waiting for the unit, by class.",
+        "gauge",
+    );
     for u in &r.units {
-        for (class, n) in ["custom", "normal", "background"].iter().zip(u.queued_by_class) {
-            let _ = writeln!(s, "hetsched_unit_queued{{unit=\"{}\",class=\"{class}\"}} {n}", u.info.name);
+        for (class, n) in ["custom", "normal", "background"]
+            .iter()
+            .zip(u.queued_by_class)
+        {
+            let _ = writeln!(
+                s,
+                "hetsched_unit_queued{{unit=\"{}\",class=\"{class}\"}} {n}",
+                u.info.name
+            );
         }
     }
-    metric(&mut s, "unit_busy_seconds_total", "Slot time handed out since the daemon started.", "counter");
+    metric(
+        &mut s,
+        "unit_busy_seconds_total",
+        "Slot time handed out since the daemon started.",
+        "counter",
+    );
     for u in &r.units {
-        let _ = writeln!(s, "hetsched_unit_busy_seconds_total{{unit=\"{}\"}} {}", u.info.name, u.busy_ns_total as f64 / 1e9);
+        let _ = writeln!(
+            s,
+            "hetsched_unit_busy_seconds_total{{unit=\"{}\"}} {}",
+            u.info.name,
+            u.busy_ns_total as f64 / 1e9
+        );
     }
-    metric(&mut s, "client_busy_seconds_total", "Slot time charged to a client.", "counter");
+    metric(
+        &mut s,
+        "client_busy_seconds_total",
+        "Slot time charged to a client.",
+        "counter",
+    );
     for c in &r.clients {
         for cu in &c.units {
-            let unit = r.units.get(cu.unit.index()).map_or("?", |u| u.info.name.as_str());
+            let unit = r
+                .units
+                .get(cu.unit.index())
+                .map_or("?", |u| u.info.name.as_str());
             let _ = writeln!(
                 s,
                 "hetsched_client_busy_seconds_total{{pid=\"{}\",name=\"{}\",unit=\"{unit}\"}} {}",
@@ -198,7 +259,11 @@ fn prometheus(r: &StatusReport) -> String {
     s
 }
 
-fn request(class: Option<&str>, shares: Option<u32>, priority: Option<i32>) -> Result<SettingsRequest> {
+fn request(
+    class: Option<&str>,
+    shares: Option<u32>,
+    priority: Option<i32>,
+) -> Result<SettingsRequest> {
     let class = match (class, shares) {
         (Some(c), s) => Some(parse_class(c, s).map_err(anyhow::Error::msg)?),
         (None, Some(_)) => bail!("--shares needs --class (custom or normal)"),
@@ -215,15 +280,10 @@ pub fn shares(cmd: SharesCommand) -> Result<()> {
     let req = request(args.class.as_deref(), args.shares, args.priority)?;
     let mut client = args.socket.observer("hetsched-shares")?;
     let unit = match &args.unit {
-        Some(name) => Some(
-            client
-                .unit_by_name(name)
-                .map(|u| u.id)
-                .with_context(|| {
-                    let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
-                    format!("unknown unit {name:?}; units are: {}", names.join(", "))
-                })?,
-        ),
+        Some(name) => Some(client.unit_by_name(name).map(|u| u.id).with_context(|| {
+            let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
+            format!("unknown unit {name:?}; units are: {}", names.join(", "))
+        })?),
         None => None,
     };
     let (pid, changed) = client.set_settings(Some(args.pid), unit, req)?;

@@ -30,6 +30,12 @@ pub struct GateArgs {
     /// Measurement time, s (after one second of warm-up).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
+    /// Time each client holds a grant (its task) before completing it and
+    /// asking again, µs. 0: back-to-back requests, which measures
+    /// throughput more than latency (with N clients, Little's law makes the
+    /// round trip N / throughput).
+    #[arg(long, default_value_t = 5000)]
+    task_us: u64,
     /// Policy of the unit (share, fifo, priority).
     #[arg(long, default_value = "share")]
     policy: String,
@@ -41,6 +47,7 @@ pub struct GateArgs {
 #[derive(Serialize)]
 struct GateReport {
     clients: u32,
+    task_us: u64,
     policy: String,
     round_trips: usize,
     per_second: f64,
@@ -124,6 +131,7 @@ fn gate(args: GateArgs) -> Result<()> {
     for i in 0..args.clients {
         let socket = socket.clone();
         let barrier = Arc::clone(&barrier);
+        let task = Duration::from_micros(args.task_us);
         handles.push(std::thread::spawn(move || -> Result<Vec<u64>> {
             let mut opts = ClientOptions::application(format!("bench-{i}"))?.socket(&socket);
             opts.requested = Default::default();
@@ -136,7 +144,10 @@ fn gate(args: GateArgs) -> Result<()> {
                 let t0 = Instant::now();
                 let grant = client.request_dispatch(unit, 1_000)?;
                 let rt = t0.elapsed();
-                client.task_completed(grant, 0)?;
+                if !task.is_zero() {
+                    std::thread::sleep(task);
+                }
+                client.task_completed(grant, task.as_nanos() as u64)?;
                 let since = start.elapsed();
                 if since > warmup {
                     samples.push(rt.as_nanos() as u64);
@@ -151,11 +162,15 @@ fn gate(args: GateArgs) -> Result<()> {
     }
     let mut all = Vec::new();
     for h in handles {
-        all.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??);
+        all.extend(
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a client thread panicked"))??,
+        );
     }
     all.sort_unstable();
     let report = GateReport {
         clients: args.clients,
+        task_us: args.task_us,
         policy: args.policy.clone(),
         round_trips: all.len(),
         per_second: all.len() as f64 / args.seconds,
@@ -168,8 +183,9 @@ fn gate(args: GateArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "gate round trip, {} clients, {} policy: {} round trips ({:.0}/s); p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            "gate round trip, {} clients, {} µs tasks, {} policy: {} round trips ({:.0}/s); p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
             report.clients,
+            report.task_us,
             report.policy,
             report.round_trips,
             report.per_second,

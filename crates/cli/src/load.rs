@@ -71,13 +71,14 @@ pub fn run(args: LoadArgs) -> Result<()> {
         opts = opts.socket(s);
     }
     let mut client = Client::connect(opts)?;
-    let info = client
-        .unit_by_name(&args.unit)
-        .cloned()
-        .with_context(|| {
-            let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
-            format!("unknown unit {:?}; units are: {}", args.unit, names.join(", "))
-        })?;
+    let info = client.unit_by_name(&args.unit).cloned().with_context(|| {
+        let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
+        format!(
+            "unknown unit {:?}; units are: {}",
+            args.unit,
+            names.join(", ")
+        )
+    })?;
     let exec_ns = (args.exec_ms * 1e6) as u64;
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let start = Instant::now();
@@ -149,7 +150,11 @@ pub fn run(args: LoadArgs) -> Result<()> {
         tasks,
         unit_ns,
         wall_ns: start.elapsed().as_nanos() as u64,
-        mean_wait_ns: if tasks > 0 { wait_ns as f64 / tasks as f64 } else { 0.0 },
+        mean_wait_ns: if tasks > 0 {
+            wait_ns as f64 / tasks as f64
+        } else {
+            0.0
+        },
         reconnects: client.reconnects(),
         notice: client.notice().map(str::to_string),
     };

@@ -50,7 +50,6 @@ pub struct CommonArgs {
     out: Option<PathBuf>,
 }
 
-
 pub fn run_command(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::List => list(),

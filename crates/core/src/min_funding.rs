@@ -62,9 +62,9 @@ fn fill(
     let mut remaining = f64::from(cores);
     loop {
         let w_sum: f64 = open.iter().map(|&i| weight(&claims[i])).sum();
-        let (sat, unsat): (Vec<usize>, Vec<usize>) = open.iter().partition(|&&i| {
-            remaining * weight(&claims[i]) / w_sum >= f64::from(claims[i].demand)
-        });
+        let (sat, unsat): (Vec<usize>, Vec<usize>) = open
+            .iter()
+            .partition(|&&i| remaining * weight(&claims[i]) / w_sum >= f64::from(claims[i].demand));
         if sat.is_empty() {
             for &i in &unsat {
                 share[i] = remaining * weight(&claims[i]) / w_sum;
@@ -129,14 +129,8 @@ mod tests {
 
     #[test]
     fn zero_weight_gets_only_leftovers() {
-        assert_eq!(
-            min_funding(4, &[claim(10.0, 3), claim(0.0, 4)]),
-            vec![3, 1]
-        );
-        assert_eq!(
-            min_funding(4, &[claim(10.0, 4), claim(0.0, 4)]),
-            vec![4, 0]
-        );
+        assert_eq!(min_funding(4, &[claim(10.0, 3), claim(0.0, 4)]), vec![3, 1]);
+        assert_eq!(min_funding(4, &[claim(10.0, 4), claim(0.0, 4)]), vec![4, 0]);
     }
 
     #[test]

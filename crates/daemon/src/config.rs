@@ -196,14 +196,20 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.emulated.len(), 2);
         assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
-        assert_eq!(cfg.unknown_policy_units(&["gpu0", "gpu1"]), Vec::<&str>::new());
+        assert_eq!(
+            cfg.unknown_policy_units(&["gpu0", "gpu1"]),
+            Vec::<&str>::new()
+        );
         assert_eq!(cfg.unknown_policy_units(&["gpu0"]), vec!["gpu1"]);
     }
 
     #[test]
     fn typos_name_the_key_and_line() {
         let err = parse("max_outstandng = 3\n").unwrap_err();
-        assert!(err.contains("max_outstandng") && err.contains("line 1"), "{err}");
+        assert!(
+            err.contains("max_outstandng") && err.contains("line 1"),
+            "{err}"
+        );
         let err = parse("default_policy = \"fair\"\n").unwrap_err();
         assert!(err.contains("fair"), "{err}");
         let err = parse("[[emulated]]\nname = \"g\"\nspeed = -1.0\ncopy_gbps = 1.0\n").unwrap_err();

@@ -296,6 +296,9 @@ impl Monitor {
                 let new = req.apply_to(old);
                 may_change(actor, self.cfg.admin_gid, entry.peer.uid, old, new)
                     .map_err(|why| (ErrorCode::NotPermitted, why))?;
+                // FIFO and priority units would accept any class; the
+                // limits hold on every unit all the same.
+                check_sane(new.class)?;
                 plan.push((t, u, old, new));
             }
         }
@@ -379,7 +382,10 @@ impl Monitor {
     }
 
     fn outstanding(&self, client: ClientId) -> u32 {
-        self.agents.iter().map(|a| a.use_of(client).outstanding).sum()
+        self.agents
+            .iter()
+            .map(|a| a.use_of(client).outstanding)
+            .sum()
     }
 
     fn admit(&self, client: ClientId, unit: UnitId) -> Result<usize, Refusal> {
@@ -458,7 +464,7 @@ impl Monitor {
             + setup.unit.copy_in_ns(bytes_in)
             + exec_ns as f64
             + setup.unit.copy_out_ns(bytes_out);
-        if !(hold <= self.cfg.max_device_ns as f64) {
+        if hold.is_nan() || hold > self.cfg.max_device_ns as f64 {
             return Err((
                 ErrorCode::InvalidSettings,
                 format!(
@@ -511,7 +517,10 @@ impl Monitor {
 
     /// When the server must call `advance` next, if anything is pending.
     pub fn next_deadline(&self, now: Ns) -> Option<Ns> {
-        self.agents.iter().filter_map(|a| a.next_deadline(now)).min()
+        self.agents
+            .iter()
+            .filter_map(|a| a.next_deadline(now))
+            .min()
     }
 
     /// The global page, per unit.

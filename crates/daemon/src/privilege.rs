@@ -20,8 +20,7 @@ pub struct Peer {
 
 impl Peer {
     pub fn is_admin(&self, admin_gid: Option<u32>) -> bool {
-        self.uid == 0
-            || admin_gid.is_some_and(|g| self.gid == g || self.groups.contains(&g))
+        self.uid == 0 || admin_gid.is_some_and(|g| self.gid == g || self.groups.contains(&g))
     }
 }
 
@@ -58,7 +57,9 @@ pub fn may_change(
     let entering_custom = matches!(new.class, ShareClass::Custom { .. })
         && !matches!(old.class, ShareClass::Custom { .. });
     if entering_custom {
-        return Err(format!("only {admins} may put a process in the CUSTOM class"));
+        return Err(format!(
+            "only {admins} may put a process in the CUSTOM class"
+        ));
     }
     if rank(new.class) > rank(old.class) {
         return Err(format!(
@@ -140,6 +141,10 @@ mod tests {
             priority: 3,
             ..normal(10)
         };
-        assert!(may_change(&user, None, 1000, normal(10), up).unwrap_err().contains("priority"));
+        assert!(
+            may_change(&user, None, 1000, normal(10), up)
+                .unwrap_err()
+                .contains("priority")
+        );
     }
 }

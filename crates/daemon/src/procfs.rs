@@ -37,13 +37,21 @@ fn status_field(pid: u32, name: &str) -> Option<String> {
 /// Supplementary groups of a process.
 pub fn groups(pid: u32) -> Vec<u32> {
     status_field(pid, "Groups:")
-        .map(|v| v.split_whitespace().filter_map(|g| g.parse().ok()).collect())
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|g| g.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Real uid of a process.
 pub fn uid(pid: u32) -> Option<u32> {
-    status_field(pid, "Uid:")?.split_whitespace().next()?.parse().ok()
+    status_field(pid, "Uid:")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Threads of a process (0 if it is gone).

@@ -7,12 +7,12 @@
 //! in the order the monitor decided them; a client that does not read its
 //! socket is disconnected rather than allowed to stall the others.
 
+use crate::agent::UnitSetup;
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::privilege::Peer;
 use crate::procfs;
 use crate::store::{ProcessKey, SettingsStore, StoreError};
-use crate::agent::UnitSetup;
 use hetsched_core::ids::{ClientId, Ns};
 use hetsched_protocol::{
     ClientMsg, DaemonMsg, DaemonStatus, ErrorCode, FrameReader, Role, decode_client, encode_frame,
@@ -220,7 +220,11 @@ fn deliver(state: &mut State, out: &mut Outbox) {
             continue;
         };
         let frame = encode_frame(&msg);
-        let sent = rustix::net::send(&conn.stream, &frame, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+        let sent = rustix::net::send(
+            &conn.stream,
+            &frame,
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        );
         if !matches!(sent, Ok(n) if n == frame.len()) {
             let _ = conn.stream.shutdown(std::net::Shutdown::Both);
         }
@@ -284,11 +288,14 @@ fn serve_connection(shared: &Shared, mut stream: UnixStream) {
                 }
             };
             match (client, msg) {
-                (None, ClientMsg::Hello {
-                    name,
-                    role,
-                    requested,
-                }) => match hello(shared, &stream, &peer, name, role, requested) {
+                (
+                    None,
+                    ClientMsg::Hello {
+                        name,
+                        role,
+                        requested,
+                    },
+                ) => match hello(shared, &stream, &peer, name, role, requested) {
                     Some(id) => client = Some(id),
                     None => break 'conn,
                 },
@@ -390,7 +397,12 @@ fn hello(
     Some(id)
 }
 
-fn refuse(out: &mut Outbox, to: ClientId, (code, message): (ErrorCode, String), task: Option<hetsched_core::ids::TaskId>) {
+fn refuse(
+    out: &mut Outbox,
+    to: ClientId,
+    (code, message): (ErrorCode, String),
+    task: Option<hetsched_core::ids::TaskId>,
+) {
     out.push(
         to,
         DaemonMsg::Error {
@@ -426,7 +438,13 @@ fn handle(shared: &Shared, id: ClientId, _peer: &Peer, msg: ClientMsg) {
             {
                 refuse(&mut out, id, r, Some(task));
             }
-            wake = true;
+            // A request granted at once needs no timer; one left waiting
+            // may be held back by the policy until its `retry_at`.
+            wake = !out.is_empty()
+                && !out
+                    .for_client(id)
+                    .iter()
+                    .any(|m| matches!(m, DaemonMsg::Granted { task: t, .. } if *t == task));
         }
         ClientMsg::TaskCompleted { unit, task, .. } => {
             if let Err(r) = st.monitor.task_completed(id, unit, task, now, &mut out) {
@@ -440,9 +458,10 @@ fn handle(shared: &Shared, id: ClientId, _peer: &Peer, msg: ClientMsg) {
             bytes_in,
             bytes_out,
         } => {
-            if let Err(r) = st.monitor.submit_device(
-                id, unit, task, exec_ns, bytes_in, bytes_out, now, &mut out,
-            ) {
+            if let Err(r) = st
+                .monitor
+                .submit_device(id, unit, task, exec_ns, bytes_in, bytes_out, now, &mut out)
+            {
                 refuse(&mut out, id, r, Some(task));
             }
             wake = true;

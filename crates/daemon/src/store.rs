@@ -207,7 +207,11 @@ mod tests {
         std::fs::write(&path, r#"{"version": 99, "processes": []}"#).unwrap();
         let err = SettingsStore::load(&path).unwrap_err().to_string();
         assert!(err.contains("version 99"), "{err}");
-        assert!(SettingsStore::load(&dir.join("missing.json")).unwrap().is_empty());
+        assert!(
+            SettingsStore::load(&dir.join("missing.json"))
+                .unwrap()
+                .is_empty()
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -215,12 +219,7 @@ mod tests {
     fn dead_processes_are_dropped() {
         let mut store = SettingsStore::default();
         for pid in 1..=3 {
-            store.set(
-                ProcessKey { pid, start_time: 0 },
-                "p",
-                "gpu0",
-                custom(10),
-            );
+            store.set(ProcessKey { pid, start_time: 0 }, "p", "gpu0", custom(10));
         }
         assert!(store.retain_alive(|k| k.pid != 2));
         assert_eq!(store.len(), 2);

@@ -240,7 +240,9 @@ impl Client {
                 },
             )),
             DaemonMsg::Error { code, message, .. } => Err(ClientError::Refused { code, message }),
-            other => Err(ClientError::Unexpected(format!("{other:?} instead of Welcome"))),
+            other => Err(ClientError::Unexpected(format!(
+                "{other:?} instead of Welcome"
+            ))),
         }
     }
 
@@ -377,7 +379,11 @@ impl Client {
 
     /// Asks to run a task on `unit` and blocks until the daemon allows it.
     /// Call [`Client::task_completed`] when the task is done.
-    pub fn request_dispatch(&mut self, unit: UnitId, expected_ns: u64) -> Result<Grant, ClientError> {
+    pub fn request_dispatch(
+        &mut self,
+        unit: UnitId,
+        expected_ns: u64,
+    ) -> Result<Grant, ClientError> {
         self.retrying(|c| {
             let task = c.fresh_task();
             c.send(&ClientMsg::RequestDispatch {
@@ -502,7 +508,11 @@ impl Client {
                     settings,
                 } => Some(Ok((
                     *pid,
-                    units.iter().copied().zip(settings.iter().copied()).collect(),
+                    units
+                        .iter()
+                        .copied()
+                        .zip(settings.iter().copied())
+                        .collect(),
                 ))),
                 DaemonMsg::Error {
                     code,

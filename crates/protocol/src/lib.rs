@@ -15,8 +15,8 @@ mod socket;
 
 pub use client::{Client, ClientError, ClientOptions, DeviceDone, Grant};
 pub use frame::{
-    FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION,
-    decode_client, decode_daemon, encode_frame,
+    FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION, decode_client,
+    decode_daemon, encode_frame,
 };
 pub use message::{
     ClientMsg, ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role,

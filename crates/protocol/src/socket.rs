@@ -19,15 +19,20 @@ pub fn send_with_fds(socket: impl AsFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) ->
     let socket = socket.as_fd();
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
-    if !fds.is_empty() {
-        if fds.len() > MAX_FDS || !control.push(SendAncillaryMessage::ScmRights(fds)) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "too many descriptors for one frame",
-            ));
-        }
+    if !fds.is_empty()
+        && (fds.len() > MAX_FDS || !control.push(SendAncillaryMessage::ScmRights(fds)))
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors for one frame",
+        ));
     }
-    let mut sent = sendmsg(socket, &[IoSlice::new(bytes)], &mut control, SendFlags::NOSIGNAL)?;
+    let mut sent = sendmsg(
+        socket,
+        &[IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
     while sent < bytes.len() {
         let mut empty = SendAncillaryBuffer::default();
         let n = sendmsg(
