@@ -25,6 +25,8 @@ unit:
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:
 	$(CARGO) bench -p hetsched-core --benches -- --warm-up-time 1 --measurement-time 3
+	$(CARGO) bench -p hetsched-views --benches -- --warm-up-time 1 --measurement-time 3
+	$(CARGO) run --release -q -p hetsched -- bench gate --clients 64 --task-us 5000
 
 ## Every built-in scenario, with CSV/JSON/SVG under sim-out/.
 sim-all:
