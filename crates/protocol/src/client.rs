@@ -107,6 +107,22 @@ impl ClientError {
     }
 }
 
+/// The daemon's refusal of the request `task` names (`None`: of the
+/// pending settings or status request), if `msg` is one.
+fn refusal(msg: &DaemonMsg, task: Option<TaskId>) -> Option<ClientError> {
+    match msg {
+        DaemonMsg::Error {
+            code,
+            message,
+            task: t,
+        } if *t == task => Some(ClientError::Refused {
+            code: *code,
+            message: message.clone(),
+        }),
+        _ => None,
+    }
+}
+
 /// A dispatch the daemon allowed: run the task now, then call
 /// [`Client::task_completed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -401,15 +417,7 @@ impl Client {
                     task,
                     waited_ns,
                 })),
-                DaemonMsg::Error {
-                    code,
-                    ref message,
-                    task: Some(t),
-                } if t == task => Some(Err(ClientError::Refused {
-                    code,
-                    message: message.clone(),
-                })),
-                _ => None,
+                ref other => refusal(other, Some(task)).map(Err),
             })
         })
     }
@@ -461,15 +469,7 @@ impl Client {
                 waited_ns,
                 ran_ns,
             })),
-            DaemonMsg::Error {
-                code,
-                ref message,
-                task: Some(t),
-            } if t == task => Some(Err(ClientError::Refused {
-                code,
-                message: message.clone(),
-            })),
-            _ => None,
+            ref other => refusal(other, Some(task)).map(Err),
         })
     }
 
@@ -514,15 +514,7 @@ impl Client {
                         .zip(settings.iter().copied())
                         .collect(),
                 ))),
-                DaemonMsg::Error {
-                    code,
-                    message,
-                    task: None,
-                } => Some(Err(ClientError::Refused {
-                    code: *code,
-                    message: message.clone(),
-                })),
-                _ => None,
+                other => refusal(other, None).map(Err),
             })
         })
     }
@@ -533,15 +525,7 @@ impl Client {
             c.send(&ClientMsg::Status)?;
             c.wait_for(|m| match m {
                 DaemonMsg::Status(report) => Some(Ok(report.clone())),
-                DaemonMsg::Error {
-                    code,
-                    message,
-                    task: None,
-                } => Some(Err(ClientError::Refused {
-                    code: *code,
-                    message: message.clone(),
-                })),
-                _ => None,
+                other => refusal(other, None).map(Err),
             })
         })
     }
