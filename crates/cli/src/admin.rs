@@ -92,6 +92,13 @@ pub fn status(args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
+/// A unit's name in a report ("?" for an id the report lacks).
+fn unit_name(r: &StatusReport, id: hetsched_core::ids::UnitId) -> &str {
+    r.units
+        .get(id.index())
+        .map_or("?", |u| u.info.name.as_str())
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}", x * 100.0)
 }
@@ -158,10 +165,7 @@ fn table(r: &StatusReport) -> String {
     );
     for c in &r.clients {
         for cu in &c.units {
-            let unit = r
-                .units
-                .get(cu.unit.index())
-                .map_or("?", |u| u.info.name.as_str());
+            let unit = unit_name(r, cu.unit);
             let _ = writeln!(
                 s,
                 "{:<6} {:>8} {:>6} {:<16} {:<12} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9.3}",
@@ -243,10 +247,7 @@ fn prometheus(r: &StatusReport) -> String {
     );
     for c in &r.clients {
         for cu in &c.units {
-            let unit = r
-                .units
-                .get(cu.unit.index())
-                .map_or("?", |u| u.info.name.as_str());
+            let unit = unit_name(r, cu.unit);
             let _ = writeln!(
                 s,
                 "hetsched_client_busy_seconds_total{{pid=\"{}\",name=\"{}\",unit=\"{unit}\"}} {}",

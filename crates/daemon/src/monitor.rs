@@ -196,7 +196,8 @@ impl Monitor {
             },
         );
         if role == Role::Application && !requested.is_empty() {
-            if let Err((_, why)) = self.apply(&peer, &[id], None, requested, now) {
+            let all: Vec<usize> = (0..self.agents.len()).collect();
+            if let Err((_, why)) = self.apply(&peer, &[id], &all, requested, now) {
                 notes.push(format!("requested settings not applied: {why}"));
             }
         }
@@ -264,7 +265,7 @@ impl Monitor {
         if targets.is_empty() {
             return self.store_pending(&actor_peer, pid, &units, req, procs);
         }
-        let changed = self.apply(&actor_peer, &targets, unit, req, now)?;
+        let changed = self.apply(&actor_peer, &targets, &units, req, now)?;
         let settings = changed.iter().map(|s| (*s).into()).collect();
         Ok(DaemonMsg::SettingsApplied {
             pid,
@@ -273,25 +274,21 @@ impl Monitor {
         })
     }
 
-    /// Applies `req` to `targets` on `unit` (or all units), all or nothing.
+    /// Applies `req` to `targets` on `units` (indices), all or nothing.
     /// Returns the new settings per unit of the last target.
     fn apply(
         &mut self,
         actor: &Peer,
         targets: &[ClientId],
-        unit: Option<UnitId>,
+        units: &[usize],
         req: SettingsRequest,
         now: Ns,
     ) -> Result<Vec<ClientSettings>, Refusal> {
-        let units: Vec<usize> = match unit {
-            Some(u) => vec![self.unit_index(u)?],
-            None => (0..self.agents.len()).collect(),
-        };
         // Check every change before making any.
         let mut plan: Vec<(ClientId, usize, ClientSettings, ClientSettings)> = Vec::new();
         for &t in targets {
             let entry = &self.clients[&t];
-            for &u in &units {
+            for &u in units {
                 let old = entry.settings[u];
                 let new = req.apply_to(old);
                 may_change(actor, self.cfg.admin_gid, entry.peer.uid, old, new)
