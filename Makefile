@@ -1,11 +1,12 @@
 # The two entry points of the README: `make demo` and `make test`.
 CARGO ?= cargo
 
-.PHONY: demo test deps fmt lint unit bench sim-all
+.PHONY: demo test deps fmt lint unit bench sim-all sim-demo
 
-## The main job: the Rinnegan contention scenario in the simulator.
+## The main job: Rinnegan Table 3 apps as real processes sharing a real
+## daemon's CPUs and emulated GPUs, native placement against hetsched.
 demo: deps
-	$(CARGO) run --release -q -p hetsched -- sim run rinnegan-contention --out sim-out/rinnegan-contention
+	$(CARGO) run --release -q -p hetsched -- demo --out demo-out
 
 ## Everything CI checks: format, lints, all tests.
 test: deps fmt lint unit
@@ -17,16 +18,21 @@ fmt:
 	$(CARGO) fmt --all -- --check
 
 lint:
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 unit:
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --all-features
 
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:
 	$(CARGO) bench -p hetsched-core --benches -- --warm-up-time 1 --measurement-time 3
 	$(CARGO) bench -p hetsched-views --benches -- --warm-up-time 1 --measurement-time 3
+	$(CARGO) bench -p hetsched-runtime --benches -- --warm-up-time 1 --measurement-time 3
 	$(CARGO) run --release -q -p hetsched -- bench gate --clients 64 --task-us 5000
+
+## The Rinnegan contention scenario in the simulator (CSV, JSON, SVG).
+sim-demo:
+	$(CARGO) run --release -q -p hetsched -- sim run rinnegan-contention --out sim-out/rinnegan-contention
 
 ## Every built-in scenario, with CSV/JSON/SVG under sim-out/.
 sim-all:

@@ -9,6 +9,10 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # hetsched-platform links hwloc (CPU kinds, caches); its static link flags pull in libudev.
 pkg-config --exists hwloc 2>/dev/null || need_apt+=(libhwloc-dev)
 pkg-config --exists libudev 2>/dev/null || need_apt+=(libudev-dev)
+# hetsched-opencl loads libOpenCL at run time (the ICD loader); PoCL gives its
+# tests and the runtime an OpenCL CPU device on machines without a GPU driver.
+pkg-config --exists OpenCL 2>/dev/null || need_apt+=(ocl-icd-opencl-dev)
+[ -e /etc/OpenCL/vendors/pocl.icd ] || need_apt+=(pocl-opencl-icd)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: missing ${need_apt[*]}; run as root or install them" >&2

@@ -4,6 +4,7 @@
 mod admin;
 mod bench;
 mod daemon_cmd;
+mod demo;
 mod load;
 mod sim_cmd;
 
@@ -41,6 +42,12 @@ enum Command {
     Bench(bench::BenchCommand),
     /// List the machine's units as the daemon would discover them.
     Units(daemon_cmd::UnitsArgs),
+    /// The main job: Table 3 applications as real processes sharing a
+    /// daemon's units, native placement against hetsched.
+    Demo(demo::DemoArgs),
+    /// One demo application (started by `hetsched demo`).
+    #[command(hide = true)]
+    DemoApp(demo::app_process::AppArgs),
     /// Simulate placement policies on paper-scale machines.
     #[command(subcommand)]
     Sim(sim_cmd::SimCommand),
@@ -57,5 +64,7 @@ fn main() -> Result<()> {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Units(args) => daemon_cmd::units(args),
         Command::Sim(cmd) => sim_cmd::run_command(cmd),
+        Command::Demo(args) => demo::run(args),
+        Command::DemoApp(args) => demo::app_process::run(args),
     }
 }

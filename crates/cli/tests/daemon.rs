@@ -5,126 +5,13 @@ use hetsched_core::ids::UnitId;
 use hetsched_protocol::{Client, ClientOptions, ErrorCode, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hetsched");
-
-/// One emulated GPU with one stream; CPUs left out to start fast.
-const ONE_GPU: &str = r#"
-include_cpus = false
-[[emulated]]
-name = "gpu0"
-class = "gpu"
-speed = 8.0
-copy_gbps = 12.0
-"#;
-
-struct TestDaemon {
-    child: Option<Child>,
-    dir: PathBuf,
-    socket: PathBuf,
-    config: PathBuf,
-}
-
-impl TestDaemon {
-    fn start(name: &str, config: &str) -> TestDaemon {
-        let dir = std::env::temp_dir().join(format!("hetsched-it-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        // Unprivileged test clients must reach the socket.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let socket = dir.join("hetsched.sock");
-        let config_path = dir.join("hetsched.toml");
-        std::fs::write(
-            &config_path,
-            format!(
-                "state_file = \"{}\"\n{config}",
-                dir.join("state.json").display()
-            ),
-        )
-        .unwrap();
-        let mut d = TestDaemon {
-            child: None,
-            dir,
-            socket,
-            config: config_path,
-        };
-        d.spawn();
-        d
-    }
-
-    fn spawn(&mut self) {
-        let child = Command::new(BIN)
-            .args(["daemon", "--config"])
-            .arg(&self.config)
-            .arg("--socket")
-            .arg(&self.socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.observer().is_err() {
-            assert!(Instant::now() < deadline, "daemon did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-
-    fn observer(&self) -> Result<Client, hetsched_protocol::ClientError> {
-        Client::connect(ClientOptions::observer("test").socket(&self.socket))
-    }
-
-    fn app(&self, name: &str) -> Client {
-        let mut opts = ClientOptions::application(name)
-            .unwrap()
-            .socket(&self.socket);
-        opts.requested = Default::default();
-        Client::connect(opts).unwrap()
-    }
-
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env("HETSCHED_SOCKET", &self.socket)
-            .env_remove("HETSCHED_CLASS")
-            .env_remove("HETSCHED_SHARES")
-            .env_remove("HETSCHED_PRIORITY");
-        c
-    }
-
-    /// `hetsched run --class ... -- hetsched load ...` in the background.
-    fn load(&self, class: &[&str], load: &[&str]) -> Child {
-        let mut c = self.cmd();
-        if !class.is_empty() {
-            c.arg("run").args(class).arg("--").arg(BIN);
-        }
-        c.args(["load", "--json"])
-            .args(load)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+mod common;
+use common::{ONE_GPU, TestDaemon};
 
 fn report(child: Child) -> Value {
     let out: Output = child.wait_with_output().unwrap();
@@ -487,4 +374,163 @@ fn applications_read_both_view_pages_from_shared_memory() {
     // Observers get no pages.
     assert!(d.observer().unwrap().global_view().is_none());
     report(worker);
+}
+
+#[test]
+fn device_work_over_the_limit_is_refused_with_its_own_code() {
+    let d = TestDaemon::start("too-long", &format!("max_device_seconds = 1.0\n{ONE_GPU}"));
+    let mut app = d.app("long-work");
+    let err = app.run_device(UnitId(0), 2_000_000_000, 0, 0).unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::WorkTooLong), "{err}");
+    assert!(err.to_string().contains("1.000 s limit"), "{err}");
+    // The connection goes on.
+    app.run_device(UnitId(0), 1_000_000, 0, 0).unwrap();
+}
+
+/// Open descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[test]
+fn an_application_whose_view_page_cannot_be_made_is_told_so() {
+    use rustix::process::{Pid, Resource, Rlimit, prlimit};
+    let d = TestDaemon::start("no-views", ONE_GPU);
+    let daemon = d.child.as_ref().unwrap().id();
+    let pid = Pid::from_raw(daemon as i32);
+    // Wait until the daemon holds only its own descriptors (the start-up
+    // probe's connection is gone), then allow two more: the socket of
+    // the next connection and the daemon's sending handle to it, but not
+    // the memfd of its private page.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut fds = open_fds(daemon);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = open_fds(daemon);
+        if now == fds {
+            break;
+        }
+        fds = now;
+        assert!(Instant::now() < deadline, "descriptor count never settled");
+    }
+    // The daemon inherited this process's hard limit; keep it.
+    let hard = rustix::process::getrlimit(Resource::Nofile).maximum;
+    let tight = Rlimit {
+        current: Some(fds as u64 + 2),
+        maximum: hard,
+    };
+    let old = prlimit(pid, Resource::Nofile, tight).unwrap();
+    let mut opts = ClientOptions::application("no-page")
+        .unwrap()
+        .socket(&d.socket);
+    opts.requested = Default::default();
+    let err = Client::connect(opts.clone()).unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::ViewsUnavailable), "{err}");
+    // Nothing was registered, and with descriptors back a later
+    // connection gets its pages.
+    prlimit(pid, Resource::Nofile, old).unwrap();
+    assert!(d.observer().unwrap().status().unwrap().clients.is_empty());
+    let app = Client::connect(opts).unwrap();
+    assert!(app.private_view().is_some());
+}
+
+#[test]
+fn a_client_that_stops_reading_is_cut_off_and_others_keep_going() {
+    let d = TestDaemon::start("slow-reader", ONE_GPU);
+    let mut worker = d.app("worker");
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    let hello = hetsched_protocol::encode_frame(&hetsched_protocol::ClientMsg::Hello {
+        name: "never-reads".into(),
+        role: hetsched_protocol::Role::Application,
+        requested: Default::default(),
+    });
+    s.write_all(&hello).unwrap();
+    // Ask for status reports and never read them: the replies fill the
+    // socket, a send would block, and the daemon cuts the client off.
+    let status = hetsched_protocol::encode_frame(&hetsched_protocol::ClientMsg::Status);
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let cut_off = loop {
+        if let Err(e) = s.write_all(&status) {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "never cut off");
+    };
+    assert!(
+        matches!(
+            cut_off.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        ),
+        "{cut_off}"
+    );
+    // The others are served, and the reader is released at once (what
+    // it sent after being cut off is not served), well within a second.
+    worker.run_device(UnitId(0), 1_000_000, 0, 0).unwrap();
+    let mut obs = d.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let clients = obs.status().unwrap().clients;
+        let names: Vec<String> = clients.into_iter().map(|c| c.name).collect();
+        if names == ["worker"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still listed: {names:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Nice level of every thread of a process (none once it is gone).
+fn thread_nices(pid: u32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // Field 19 (nice), counted after the command name.
+            let after = &stat[stat.rfind(')')? + 1..];
+            after.split_whitespace().nth(16)?.parse().ok()
+        })
+        .collect()
+}
+
+#[test]
+fn the_cpu_agent_renices_background_clients() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: only root may give threads their priority back");
+        return;
+    }
+    let config = format!(
+        "include_cpus = true\ncpu_nice_from_shares = true\ncpu_scan_ms = 50\n{}",
+        ONE_GPU.replace("include_cpus = false", "")
+    );
+    let d = TestDaemon::start("renice", &config);
+    let mut bg = d.load(
+        &["--class", "background"],
+        &["--unit", "gpu0", "--seconds", "5", "--depth", "1"],
+    );
+    let normal = d.load(&[], &["--unit", "gpu0", "--seconds", "2"]);
+    let pids = wait_for_clients(&d, 2);
+    let bg_pid = bg.id();
+    assert!(pids.contains(&bg_pid), "{pids:?} vs {bg_pid}");
+    let normal_pid = normal.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let nices = thread_nices(bg_pid);
+        if !nices.is_empty() && nices.iter().all(|&n| n == 19) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "background threads at {nices:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A default client keeps the priority it started with (this test's).
+    let own = rustix::process::getpriority_process(None).unwrap();
+    let nices = thread_nices(normal_pid);
+    assert!(nices.iter().all(|&n| n == own), "{nices:?} vs {own}");
+    report(normal);
+    bg.kill().unwrap();
+    bg.wait().unwrap();
 }

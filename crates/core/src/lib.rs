@@ -8,6 +8,7 @@
 pub mod fairness;
 pub mod ids;
 pub mod min_funding;
+pub mod optimizer;
 pub mod placement;
 pub mod policy;
 pub mod task_model;

@@ -18,6 +18,10 @@ pub struct UnitSetup {
     pub policy: PolicyKind,
     /// The daemon executes work for it (an emulated device).
     pub emulated: bool,
+    /// OS CPU numbers of a CPU kind; empty for other units.
+    pub pus: Vec<u32>,
+    /// Throttling cgroup of an emulated slow CPU kind.
+    pub throttle: Option<std::path::PathBuf>,
 }
 
 impl UnitSetup {
@@ -37,6 +41,8 @@ impl UnitSetup {
             copy_out: u.copy_out,
             dispatch_ns: u.dispatch_ns,
             emulated: self.emulated,
+            pus: self.pus.clone(),
+            throttle: self.throttle.as_ref().map(|p| p.display().to_string()),
         }
     }
 }

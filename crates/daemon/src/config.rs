@@ -3,7 +3,7 @@
 //! the line, so a typo never silently falls back to a default.
 
 use hetsched_core::policy::PolicyKind;
-use hetsched_platform::EmulatedUnitConfig;
+use hetsched_platform::{EmulatedUnitConfig, SlowCoreConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,11 @@ pub struct DaemonConfig {
     pub tick_ms: u64,
     /// How often the CPU agent counts runnable threads in /proc, ms.
     pub cpu_scan_ms: u64,
+    /// The CPU agent sets the nice level of every thread of each
+    /// application from its class on the CPU units (BACKGROUND → 19,
+    /// shares → the matching CFS weight), never above the thread's own
+    /// priority. Needs root; nothing is restored when the daemon exits.
+    pub cpu_nice_from_shares: bool,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,
     /// Policy per unit name (`gpu0 = "fifo"`).
@@ -41,6 +46,8 @@ pub struct DaemonConfig {
     pub calibration_cache: Option<PathBuf>,
     /// Emulated devices (`[[emulated]]` tables).
     pub emulated: Vec<EmulatedUnitConfig>,
+    /// CPUs emulated as slower kinds (`[[slow_cores]]` tables).
+    pub slow_cores: Vec<SlowCoreConfig>,
 }
 
 impl Default for DaemonConfig {
@@ -54,10 +61,12 @@ impl Default for DaemonConfig {
             max_device_seconds: 10.0,
             tick_ms: 10,
             cpu_scan_ms: 500,
+            cpu_nice_from_shares: false,
             default_policy: PolicyKind::Share,
             policies: BTreeMap::new(),
             include_cpus: true,
             calibration_cache: None,
+            slow_cores: Vec::new(),
             emulated: Vec::new(),
         }
     }
@@ -120,6 +129,9 @@ impl DaemonConfig {
                 cfg.max_device_seconds
             )));
         }
+        if cfg.cpu_scan_ms == 0 {
+            return Err(invalid("cpu_scan_ms must be at least 1".into()));
+        }
         if cfg.max_frame_bytes < 1024 {
             return Err(invalid(format!(
                 "max_frame_bytes = {} is too small (at least 1024)",
@@ -179,6 +191,7 @@ mod tests {
             r#"
             admin_group = "hetsched"
             max_outstanding = 16
+            cpu_nice_from_shares = true
             default_policy = "share"
             [policies]
             gpu1 = "fifo"
@@ -195,6 +208,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.emulated.len(), 2);
+        assert!(cfg.cpu_nice_from_shares);
+        assert!(!DaemonConfig::default().cpu_nice_from_shares);
         assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
         assert_eq!(
             cfg.unknown_policy_units(&["gpu0", "gpu1"]),
@@ -216,5 +231,7 @@ mod tests {
         assert!(err.contains("speed"), "{err}");
         let err = parse("tick_ms = 0\n").unwrap_err();
         assert!(err.contains("tick_ms"), "{err}");
+        let err = parse("cpu_scan_ms = 0\n").unwrap_err();
+        assert!(err.contains("cpu_scan_ms"), "{err}");
     }
 }

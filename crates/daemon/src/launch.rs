@@ -8,7 +8,9 @@ use crate::procfs;
 use crate::server::DaemonSetup;
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::UnitClass;
-use hetsched_platform::{Platform, PlatformConfig, PlatformError};
+use hetsched_platform::{Platform, PlatformConfig, PlatformError, slow_cores};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +21,41 @@ pub enum LaunchError {
     UnknownPolicyUnit { unknown: String, known: String },
     #[error("admin_group {0:?} is not a group on this machine (see /etc/group)")]
     UnknownGroup(String),
+    #[error(
+        "cannot emulate slow cores of kind {kind}: {source} (run the daemon as root on a machine with cgroup v1 CFS bandwidth control, or remove [[slow_cores]])"
+    )]
+    Throttle {
+        kind: String,
+        source: std::io::Error,
+    },
+}
+
+/// Creates the throttling cgroup of every `[[slow_cores]]` kind, by unit name.
+fn set_up_throttles(
+    cfg: &DaemonConfig,
+    platform: &Platform,
+) -> Result<BTreeMap<String, PathBuf>, LaunchError> {
+    let mut out = BTreeMap::new();
+    if !cfg.include_cpus {
+        return Ok(out);
+    }
+    let root = Path::new(slow_cores::CGROUP_CPU_ROOT);
+    for s in &cfg.slow_cores {
+        let kind = s.kind_name();
+        let cores = platform
+            .machine
+            .kind_by_name(&kind)
+            .and_then(|k| platform.cpus_of_kind(k.id))
+            .map_or(0, <[usize]>::len);
+        let dir = slow_cores::set_up_throttle(root, &kind, s.speed, cores).map_err(|source| {
+            LaunchError::Throttle {
+                kind: kind.clone(),
+                source,
+            }
+        })?;
+        out.insert(kind, dir);
+    }
+    Ok(out)
 }
 
 /// Discovers the platform the config describes and builds the daemon's setup.
@@ -27,7 +64,9 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         emulated: cfg.emulated.clone(),
         include_cpus: cfg.include_cpus,
         calibration_cache: cfg.calibration_cache.clone(),
+        slow_cores: cfg.slow_cores.clone(),
     })?;
+    let throttles = set_up_throttles(cfg, &platform)?;
     let names: Vec<&str> = platform
         .machine
         .units
@@ -63,6 +102,12 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
                 // Every non-CPU unit the daemon knows today comes from
                 // `[[emulated]]`; real devices get their own executors.
                 emulated: !is_cpu,
+                pus: platform
+                    .cpus_of_kind(u.kind)
+                    .filter(|_| is_cpu)
+                    .map(|p| p.iter().map(|&c| c as u32).collect())
+                    .unwrap_or_default(),
+                throttle: throttles.get(&u.name).cloned(),
             }
         })
         .collect();
@@ -87,6 +132,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         units,
         tick: Duration::from_millis(cfg.tick_ms),
         cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
+        cpu_nice_from_shares: cfg.cpu_nice_from_shares,
         max_frame_bytes: cfg.max_frame_bytes,
         kind_of_cpu,
     };

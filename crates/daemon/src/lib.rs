@@ -2,15 +2,23 @@
 //!
 //! * [`monitor`] — the state machine: one [`agent::Agent`] per unit running
 //!   a hetsched-core policy, the connected clients, privileges and limits;
-//! * `server` — the Unix socket, one thread per connection, the timer that
-//!   ends emulated device work and publishes the views every 10 ms.
+//! * [`server`] — the Unix socket: one thread per connection, a timer
+//!   thread that ends emulated device work and publishes the views every
+//!   10 ms, and the CPU agent's thread (the /proc scan, the exclusive-core
+//!   hint, and the share → nice mapping of [`nice_map`] applied by
+//!   [`renice`]).
 
 pub mod agent;
 pub mod config;
+mod connection;
+mod cpu_agent;
 pub mod launch;
 pub mod monitor;
+pub mod nice_map;
 pub mod outbox;
 pub mod privilege;
 pub mod procfs;
+pub mod renice;
 pub mod server;
 pub mod store;
+mod timer;

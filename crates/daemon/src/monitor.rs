@@ -4,6 +4,7 @@
 //! [`Outbox`], so it can be tested without sockets, threads or clocks.
 
 use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
+use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::Outbox;
 use crate::privilege::{Peer, may_change};
 use crate::store::{ProcessKey, SettingsStore};
@@ -463,7 +464,7 @@ impl Monitor {
             + setup.unit.copy_out_ns(bytes_out);
         if hold.is_nan() || hold > self.cfg.max_device_ns as f64 {
             return Err((
-                ErrorCode::InvalidSettings,
+                ErrorCode::WorkTooLong,
                 format!(
                     "device work of {:.3} s exceeds the {:.3} s limit per request",
                     hold / 1e9,
@@ -574,6 +575,36 @@ impl Monitor {
             let given = min_funding(agent.setup.unit.slots, &claims);
             for (c, g) in apps.iter().zip(given) {
                 out.get_mut(&c.id).expect("listed").push(g);
+            }
+        }
+        out
+    }
+
+    /// The nice level each application process's threads should have,
+    /// from its classes on the CPU units ([`nice_for_cpu_classes`]). A
+    /// process with several connections gets the best level any of them
+    /// maps to: each was granted its standing. Empty without CPU units.
+    pub fn cpu_nice_targets(&self) -> BTreeMap<u32, i32> {
+        let cpu_units: Vec<(usize, u32)> = self
+            .agents
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.setup.unit.class == UnitClass::Cpu)
+            .map(|(u, a)| (u, a.setup.unit.slots))
+            .collect();
+        let mut out: BTreeMap<u32, i32> = BTreeMap::new();
+        for c in self
+            .clients
+            .values()
+            .filter(|c| c.role == Role::Application)
+        {
+            let classes: Vec<(ShareClass, u32)> = cpu_units
+                .iter()
+                .map(|&(u, cores)| (c.settings[u].class, cores))
+                .collect();
+            if let Some(nice) = nice_for_cpu_classes(&classes) {
+                let level = out.entry(c.peer.pid).or_insert(nice);
+                *level = (*level).min(nice);
             }
         }
         out

@@ -31,6 +31,8 @@ fn device(slots: u32) -> UnitSetup {
         kind_name: "gpu".into(),
         policy: PolicyKind::Share,
         emulated: true,
+        pus: Vec::new(),
+        throttle: None,
     }
 }
 
@@ -187,13 +189,45 @@ fn limits_and_bad_requests_are_refused_with_codes() {
         .unwrap_err();
     assert_eq!(unknown.0, ErrorCode::UnknownUnit);
     assert!(unknown.1.contains("unit 7"));
+    // At the limit, the outstanding count is checked before anything else.
     let huge = m
         .submit_device(a, UnitId(0), TaskId(5), u64::MAX / 2, 0, 0, 0, &mut out)
         .unwrap_err();
-    assert!(matches!(
-        huge.0,
-        ErrorCode::TooManyOutstanding | ErrorCode::InvalidSettings
-    ));
+    assert_eq!(huge.0, ErrorCode::TooManyOutstanding);
+    // Below it, work longer than `max_device_ns` has its own code, and so
+    // does work whose length is not even a number of seconds.
+    let b = app(&mut m, 2, 0, None);
+    let max_s = MonitorConfig::default().max_device_ns / 1_000_000_000;
+    let long = m
+        .submit_device(
+            b,
+            UnitId(0),
+            TaskId(1),
+            (max_s + 1) * 1_000_000_000,
+            0,
+            0,
+            0,
+            &mut out,
+        )
+        .unwrap_err();
+    assert_eq!(long.0, ErrorCode::WorkTooLong);
+    assert!(long.1.contains("exceeds"), "{}", long.1);
+    let absurd = m
+        .submit_device(b, UnitId(0), TaskId(2), 0, u64::MAX, 0, 0, &mut out)
+        .unwrap_err();
+    assert_eq!(absurd.0, ErrorCode::WorkTooLong);
+    // Exactly at the limit is still accepted.
+    m.submit_device(
+        b,
+        UnitId(0),
+        TaskId(3),
+        max_s * 1_000_000_000,
+        0,
+        0,
+        0,
+        &mut out,
+    )
+    .unwrap();
     let (obs, _) = m.hello(
         peer(9, 0),
         "obs".into(),
@@ -272,4 +306,82 @@ fn unprivileged_hello_keeps_normal_and_settings_roll_back_as_a_whole() {
         )
         .unwrap_err();
     assert_eq!(err.0, ErrorCode::UnknownClient);
+}
+
+/// Two CPU kinds (4 and 12 cores) and a device.
+fn cpus_and_device() -> Monitor {
+    let cpu = |id: u16, name: &str, slots: u32| {
+        let mut s = device(slots);
+        s.unit.id = UnitId(id);
+        s.unit.name = name.into();
+        s.unit.class = UnitClass::Cpu;
+        s.policy = PolicyKind::TimeShare;
+        s.emulated = false;
+        s
+    };
+    let mut gpu = device(1);
+    gpu.unit.id = UnitId(2);
+    Monitor::new(
+        vec![cpu(0, "big", 4), cpu(1, "little", 12), gpu],
+        MonitorConfig::default(),
+        SettingsStore::default(),
+    )
+}
+
+fn set_class(m: &mut Monitor, actor: ClientId, unit: Option<u16>, class: WireClass) {
+    m.set_settings(
+        actor,
+        None,
+        unit.map(UnitId),
+        SettingsRequest {
+            class: Some(class),
+            priority: None,
+        },
+        &NoProcs,
+        0,
+    )
+    .unwrap();
+}
+
+#[test]
+fn cpu_classes_map_to_nice_levels_per_process() {
+    let mut m = cpus_and_device();
+    let default = app(&mut m, 10, 0, None);
+    app(&mut m, 11, 0, Some(WireClass::Background));
+    app(&mut m, 12, 0, Some(WireClass::Normal(5)));
+    // Only the device is BACKGROUND: the CPU classes decide, not it.
+    let gpu_only = app(&mut m, 13, 0, None);
+    set_class(&mut m, gpu_only, Some(2), WireClass::Background);
+    // BACKGROUND on the 12 little cores, default on the 4 big ones: the
+    // weight of an average core is about a quarter of the default's.
+    let mostly_bg = app(&mut m, 14, 0, None);
+    set_class(&mut m, mostly_bg, Some(1), WireClass::Background);
+    // Two connections of one process: the better standing counts.
+    let first = app(&mut m, 15, 0, Some(WireClass::Background));
+    let _second = app(&mut m, 15, 0, Some(WireClass::Normal(1)));
+    // Observers have no threads to manage.
+    m.hello(
+        peer(16, 0),
+        "obs".into(),
+        Role::Observer,
+        SettingsRequest::default(),
+        0,
+    );
+    let t = m.cpu_nice_targets();
+    assert_eq!(t.len(), 6, "{t:?}");
+    assert_eq!(t[&10], 0);
+    assert_eq!(t[&11], 19);
+    assert_eq!(t[&12], 3);
+    assert_eq!(t[&13], 0);
+    assert_eq!(t[&14], 6);
+    assert_eq!(t[&15], 10);
+    // A class change shows at the next scan.
+    set_class(&mut m, default, None, WireClass::Normal(2));
+    set_class(&mut m, first, None, WireClass::Normal(10));
+    let t = m.cpu_nice_targets();
+    assert_eq!((t[&10], t[&15]), (7, 0));
+    // No CPU units, nothing to map.
+    let mut gpu_only_daemon = monitor(1);
+    app(&mut gpu_only_daemon, 20, 0, Some(WireClass::Background));
+    assert!(gpu_only_daemon.cpu_nice_targets().is_empty());
 }

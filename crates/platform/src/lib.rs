@@ -14,6 +14,7 @@ pub mod error;
 mod hwloc_probe;
 pub mod isa;
 pub mod platform;
+pub mod slow_cores;
 mod summary;
 pub mod sysfs;
 
@@ -24,3 +25,4 @@ pub use error::{ConfigError, PlatformError};
 pub use platform::{
     CalibrationOrigin, Platform, PlatformConfig, calibrate, calibrate_with, discover,
 };
+pub use slow_cores::SlowCoreConfig;

@@ -5,6 +5,7 @@ use crate::calibrate::{self, Calibration, CalibrationOptions, Fingerprint};
 use crate::cpu::{self, CpuInfo, CpuKind, CpuTopology, SpeedBasis};
 use crate::emulated::EmulatedUnitConfig;
 use crate::error::{ConfigError, PlatformError};
+use crate::slow_cores::SlowCoreConfig;
 use hetsched_core::ids::{KindId, UnitId};
 use hetsched_core::unit::{LinkCost, Machine, Unit, UnitClass};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,8 @@ pub struct PlatformConfig {
     pub include_cpus: bool,
     /// JSON file holding the CPU calibration; measured afresh when `None`.
     pub calibration_cache: Option<PathBuf>,
+    /// CPUs split off into emulated slow kinds (see [`crate::slow_cores`]).
+    pub slow_cores: Vec<SlowCoreConfig>,
 }
 
 impl Default for PlatformConfig {
@@ -33,6 +36,7 @@ impl Default for PlatformConfig {
             emulated: Vec::new(),
             include_cpus: true,
             calibration_cache: None,
+            slow_cores: Vec::new(),
         }
     }
 }
@@ -187,7 +191,9 @@ pub fn discover(config: &PlatformConfig) -> Result<Platform, PlatformError> {
         e.validate()?;
     }
     let cpus = if config.include_cpus {
-        cpu::discover_cpus()
+        let mut topo = cpu::discover_cpus();
+        crate::slow_cores::apply_slow_cores(&mut topo, &config.slow_cores)?;
+        topo
     } else {
         CpuTopology {
             cpus: Vec::new(),

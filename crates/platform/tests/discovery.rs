@@ -125,7 +125,7 @@ fn emulated_only_machine_skips_cpus_and_calibration() {
     let config = PlatformConfig {
         emulated: vec![EmulatedUnitConfig::new("acc", "acc", 2.0, 1.0)],
         include_cpus: false,
-        calibration_cache: None,
+        ..PlatformConfig::default()
     };
     let p = discover(&config).unwrap();
     assert_eq!(p.machine.units.len(), 1);

@@ -12,7 +12,7 @@ fn emulated_only(units: Vec<EmulatedUnitConfig>) -> Result<Platform, PlatformErr
     discover(&PlatformConfig {
         emulated: units,
         include_cpus: false,
-        calibration_cache: None,
+        ..PlatformConfig::default()
     })
 }
 

@@ -109,7 +109,7 @@ impl ClientError {
 
 /// The daemon's refusal of the request `task` names (`None`: of the
 /// pending settings or status request), if `msg` is one.
-fn refusal(msg: &DaemonMsg, task: Option<TaskId>) -> Option<ClientError> {
+pub(crate) fn refusal(msg: &DaemonMsg, task: Option<TaskId>) -> Option<ClientError> {
     match msg {
         DaemonMsg::Error {
             code,
@@ -141,24 +141,71 @@ pub struct DeviceDone {
     pub ran_ns: u64,
 }
 
-/// What the daemon said when this connection was made.
+/// What the daemon said when a connection was made: who this client is,
+/// the units, its settings and the mapped view pages. [`Client`] and
+/// [`crate::SharedClient`] dereference to it.
 #[derive(Debug)]
-struct Session {
-    client: ClientId,
-    pid: u32,
-    daemon_pid: u32,
-    units: Vec<UnitInfo>,
-    settings: Vec<WireSettings>,
-    notice: Option<String>,
+pub struct Session {
+    pub(crate) client: ClientId,
+    pub(crate) pid: u32,
+    pub(crate) daemon_pid: u32,
+    pub(crate) units: Vec<UnitInfo>,
+    pub(crate) settings: Vec<WireSettings>,
+    pub(crate) notice: Option<String>,
     /// The mapped pages, for applications.
-    views: Option<Views>,
+    pub(crate) views: Option<Views>,
+}
+
+impl Session {
+    pub fn client_id(&self) -> ClientId {
+        self.client
+    }
+
+    /// This process's pid as the daemon saw it (SO_PEERCRED).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn daemon_pid(&self) -> u32 {
+        self.daemon_pid
+    }
+
+    pub fn units(&self) -> &[UnitInfo] {
+        &self.units
+    }
+
+    pub fn unit_by_name(&self, name: &str) -> Option<&UnitInfo> {
+        self.units.iter().find(|u| u.name == name)
+    }
+
+    /// Effective settings per unit at connect time.
+    pub fn settings(&self) -> &[WireSettings] {
+        &self.settings
+    }
+
+    /// Why the daemon did not grant all of `requested`, if it did not.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
+    }
+
+    /// The global page (every unit's utilisation, queues, CPU kinds):
+    /// a lock-free read of shared memory, no message to the daemon.
+    /// `None` for observers.
+    pub fn global_view(&self) -> Option<&GlobalReader> {
+        self.views.as_ref().map(|v| &v.global)
+    }
+
+    /// This client's private page (what it can expect from each unit).
+    pub fn private_view(&self) -> Option<&PrivateReader> {
+        self.views.as_ref().map(|v| &v.private)
+    }
 }
 
 /// Rinnegan's two pages, mapped read-only.
 #[derive(Debug)]
-struct Views {
-    global: GlobalReader,
-    private: PrivateReader,
+pub(crate) struct Views {
+    pub global: GlobalReader,
+    pub private: PrivateReader,
 }
 
 impl Views {
@@ -173,6 +220,24 @@ impl Views {
                 "Welcome said views are attached but fewer than two descriptors came".into(),
             )),
         }
+    }
+}
+
+/// A [`Client`] taken apart (see [`Client::into_parts`]).
+#[derive(Debug)]
+pub(crate) struct ClientParts {
+    pub opts: ClientOptions,
+    pub stream: UnixStream,
+    pub reader: FrameReader,
+    pub next_task: u64,
+    pub session: Session,
+}
+
+impl std::ops::Deref for Client {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        &self.session
     }
 }
 
@@ -294,49 +359,6 @@ impl Client {
             }
             other => other,
         }
-    }
-
-    pub fn client_id(&self) -> ClientId {
-        self.session.client
-    }
-
-    /// This process's pid as the daemon saw it (SO_PEERCRED).
-    pub fn pid(&self) -> u32 {
-        self.session.pid
-    }
-
-    pub fn daemon_pid(&self) -> u32 {
-        self.session.daemon_pid
-    }
-
-    pub fn units(&self) -> &[UnitInfo] {
-        &self.session.units
-    }
-
-    pub fn unit_by_name(&self, name: &str) -> Option<&UnitInfo> {
-        self.session.units.iter().find(|u| u.name == name)
-    }
-
-    /// Effective settings per unit at connect time.
-    pub fn settings(&self) -> &[WireSettings] {
-        &self.session.settings
-    }
-
-    /// Why the daemon did not grant all of `requested`, if it did not.
-    pub fn notice(&self) -> Option<&str> {
-        self.session.notice.as_deref()
-    }
-
-    /// The global page (every unit's utilisation, queues, CPU kinds):
-    /// a lock-free read of shared memory, no message to the daemon.
-    /// `None` for observers.
-    pub fn global_view(&self) -> Option<&GlobalReader> {
-        self.session.views.as_ref().map(|v| &v.global)
-    }
-
-    /// This client's private page (what it can expect from each unit).
-    pub fn private_view(&self) -> Option<&PrivateReader> {
-        self.session.views.as_ref().map(|v| &v.private)
     }
 
     /// Times this client reconnected after losing the daemon.
@@ -528,6 +550,18 @@ impl Client {
                 other => refusal(other, None).map(Err),
             })
         })
+    }
+
+    /// Hands the connection over to a [`crate::SharedClient`]: the stream,
+    /// bytes already read past the last message, and what `Welcome` said.
+    pub(crate) fn into_parts(self) -> ClientParts {
+        ClientParts {
+            opts: self.opts,
+            stream: self.stream,
+            reader: self.reader,
+            next_task: self.next_task,
+            session: self.session,
+        }
     }
 
     /// Says goodbye; the daemon releases everything this client held.

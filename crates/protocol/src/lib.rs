@@ -10,10 +10,11 @@
 mod client;
 mod frame;
 mod message;
+mod mux;
 mod paths;
 mod socket;
 
-pub use client::{Client, ClientError, ClientOptions, DeviceDone, Grant};
+pub use client::{Client, ClientError, ClientOptions, DeviceDone, Grant, Session};
 pub use frame::{
     FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION, decode_client,
     decode_daemon, encode_frame,
@@ -22,5 +23,6 @@ pub use message::{
     ClientMsg, ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role,
     SettingsRequest, StatusReport, UnitInfo, UnitStatus, WireClass, WireSettings,
 };
+pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};
 pub use socket::{recv_with_fds, send_with_fds};

@@ -173,6 +173,13 @@ pub struct UnitInfo {
     pub dispatch_ns: u64,
     /// The daemon executes work for this unit itself (`SubmitDevice`).
     pub emulated: bool,
+    /// OS CPU numbers of a CPU kind (what its workers pin to); empty for
+    /// other units.
+    pub pus: Vec<u32>,
+    /// For an emulated slow CPU kind: the cgroup (v1 `cpu`) whose CFS
+    /// quota makes its threads run at the kind's speed; threads placed on
+    /// the kind join it.
+    pub throttle: Option<String>,
 }
 
 /// Per-unit part of a status report.
@@ -239,7 +246,8 @@ pub enum ErrorCode {
     TooManyOutstanding,
     /// The caller lacks the privilege for this change.
     NotPermitted,
-    /// The settings are impossible (CUSTOM over 100, zero shares …).
+    /// The settings are impossible (CUSTOM over 100, zero shares, CUSTOM
+    /// total over 100, nothing to change).
     InvalidSettings,
     /// No client with that pid is connected.
     UnknownClient,
@@ -247,6 +255,15 @@ pub enum ErrorCode {
     NotEmulated,
     /// Observers cannot run work.
     NotAnApplication,
+    // Appended after protocol 1 shipped: postcard sends the variant index,
+    // so new codes go at the end and every older index keeps its meaning.
+    /// `SubmitDevice` whose modelled hold time is over the daemon's
+    /// `max_device_seconds` (it would block a stream for too long).
+    WorkTooLong,
+    /// The daemon could not create this client's private view page (out of
+    /// memory or file descriptors); the connection is closed, a later
+    /// connection may succeed.
+    ViewsUnavailable,
 }
 
 /// Daemon → client.
@@ -310,6 +327,32 @@ mod tests {
             ShareClass::Background,
         ] {
             assert_eq!(ShareClass::from(WireClass::from(c)), c);
+        }
+    }
+
+    /// Postcard sends the variant index, so an index may never change:
+    /// clients in other languages hard-code them (docs/protocol.md §11).
+    #[test]
+    fn error_codes_keep_their_wire_indices() {
+        let codes = [
+            ErrorCode::BadFrame,
+            ErrorCode::BadSequence,
+            ErrorCode::UnknownUnit,
+            ErrorCode::UnknownTask,
+            ErrorCode::DuplicateTask,
+            ErrorCode::TooManyOutstanding,
+            ErrorCode::NotPermitted,
+            ErrorCode::InvalidSettings,
+            ErrorCode::UnknownClient,
+            ErrorCode::NotEmulated,
+            ErrorCode::NotAnApplication,
+            ErrorCode::WorkTooLong,
+            ErrorCode::ViewsUnavailable,
+        ];
+        for (index, code) in codes.into_iter().enumerate() {
+            let bytes = postcard::to_stdvec(&code).unwrap();
+            assert_eq!(bytes, vec![index as u8], "{code:?}");
+            assert_eq!(postcard::from_bytes::<ErrorCode>(&bytes).unwrap(), code);
         }
     }
 

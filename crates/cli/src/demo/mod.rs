@@ -1,0 +1,192 @@
+//! `hetsched demo`: the main job. Starts a real daemon with two emulated
+//! GPUs, runs the six Table 3 applications as separate processes against
+//! it, first *native* (every app on its fastest unit, gpu-big) and then
+//! *hetsched* (the runtime places every call), several times, and reports
+//! per-app and system throughput and their ratio.
+
+pub mod app_process;
+pub mod apps;
+mod report;
+
+use anyhow::{Context, Result, bail};
+use app_process::AppReport;
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Runs of each policy (the ratio reported is their median).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Seconds each policy runs, per run.
+    #[arg(long, default_value_t = 8.0)]
+    seconds: f64,
+    /// Seconds at the start of each run left out of throughput (profiling,
+    /// start-up).
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Calls each app keeps in flight.
+    #[arg(long, default_value_t = 2)]
+    inflight: usize,
+    /// Where the timeline SVG and the JSON results go.
+    #[arg(long, default_value = "demo-out")]
+    out: PathBuf,
+}
+
+const POLICIES: [&str; 2] = ["native", "hetsched"];
+
+/// The demo machine: this machine's CPUs plus two emulated GPUs with
+/// Rinnegan's GPU-Bulky / GPU-Wimpy copy links; FIFO agents, as in its
+/// contention experiment.
+const DEMO_CONFIG: &str = r#"# written by `hetsched demo`
+tick_ms = 10
+cpu_scan_ms = 50
+default_policy = "fifo"
+
+[[emulated]]
+name = "gpu-big"
+kind = "gpu-big"
+class = "gpu"
+speed = 30.0
+copy_latency_us = 10.0
+copy_gbps = 6.0
+dispatch_us = 20.0
+
+[[emulated]]
+name = "gpu-wimpy"
+kind = "gpu-wimpy"
+class = "gpu"
+speed = 10.0
+copy_latency_us = 10.0
+copy_gbps = 3.0
+dispatch_us = 20.0
+"#;
+
+/// Kills a child process when dropped, so an error or a panic never
+/// leaves a daemon or an app behind.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_daemon(exe: &Path, dir: &Path, socket: &Path) -> Result<Reaped> {
+    let _ = std::fs::remove_file(socket);
+    // The daemon's start-up banner would drown the demo's table; it goes
+    // to a log that is shown if the daemon fails to come up.
+    let log_path = dir.join("daemon.log");
+    let log = std::fs::File::create(&log_path)?;
+    let child = Command::new(exe)
+        .arg("daemon")
+        .arg("--config")
+        .arg(dir.join("hetsched.toml"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("--state")
+        .arg(dir.join("state.json"))
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("cannot start the daemon")?;
+    let daemon = Reaped(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!(
+                "the daemon did not open {} within 10 s; its log:\n{log}",
+                socket.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(daemon)
+}
+
+fn run_policy(args: &DemoArgs, exe: &Path, dir: &Path, policy: &str) -> Result<Vec<AppReport>> {
+    let socket = dir.join("hetsched.sock");
+    let _daemon = start_daemon(exe, dir, &socket)?;
+    let mut children = Vec::new();
+    for app in apps::APPS {
+        let child = Command::new(exe)
+            .arg("demo-app")
+            .args(["--app", app.name, "--policy", policy])
+            .arg("--seconds")
+            .arg(args.seconds.to_string())
+            .arg("--inflight")
+            .arg(args.inflight.to_string())
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--model-dir")
+            .arg(dir.join("models"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start demo app {}", app.name))?;
+        children.push((app.name, Reaped(child)));
+    }
+    let mut reports = Vec::new();
+    for (name, mut child) in children {
+        let mut out = String::new();
+        if let Some(mut stdout) = child.0.stdout.take() {
+            std::io::Read::read_to_string(&mut stdout, &mut out)?;
+        }
+        let status = child.0.wait()?;
+        if !status.success() {
+            bail!("demo app {name} failed ({status})");
+        }
+        let line = out.lines().last().unwrap_or_default();
+        let report: AppReport = serde_json::from_str(line)
+            .with_context(|| format!("demo app {name} printed no report: {out:?}"))?;
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+pub fn run(args: DemoArgs) -> Result<()> {
+    if args.runs == 0 || args.seconds <= args.warmup {
+        bail!("need --runs ≥ 1 and --seconds > --warmup");
+    }
+    let exe = std::env::current_exe().context("cannot find the hetsched binary")?;
+    let dir = tempfile::Builder::new()
+        .prefix("hetsched-demo-")
+        .tempdir()?;
+    // Top-level keys must come before the first [[emulated]] table.
+    let config = format!(
+        "calibration_cache = {:?}\n{DEMO_CONFIG}",
+        dir.path().join("calibration.json")
+    );
+    std::fs::write(dir.path().join("hetsched.toml"), config)?;
+    println!(
+        "hetsched demo: {} apps (Rinnegan Table 3) on this machine's CPUs + emulated gpu-big and gpu-wimpy",
+        apps::APPS.len()
+    );
+    println!(
+        "{} run(s) x {{native, hetsched}}, {:.0} s each ({:.0} s warm-up), {} calls in flight per app\n",
+        args.runs, args.seconds, args.warmup, args.inflight
+    );
+    let mut runs = Vec::new();
+    for run in 1..=args.runs {
+        let mut by_policy = Vec::new();
+        for policy in POLICIES {
+            let reports = run_policy(&args, &exe, dir.path(), policy)?;
+            let summary = report::summarise(policy, &reports, args.warmup, args.seconds);
+            println!("run {run}/{}: {}", args.runs, summary.one_line());
+            by_policy.push((reports, summary));
+        }
+        let ratio = report::system_ratio(&by_policy[0].1, &by_policy[1].1);
+        println!(
+            "run {run}/{}: system throughput hetsched/native = {ratio:.2}\n",
+            args.runs
+        );
+        runs.push((by_policy, ratio));
+    }
+    let out = report::finish(&args.out, &runs, args.warmup, args.seconds)?;
+    print!("{out}");
+    Ok(())
+}

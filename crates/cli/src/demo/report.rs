@@ -1,0 +1,293 @@
+//! Turning the app processes' reports into throughput, ratios, the
+//! results file and the placement timeline.
+
+use super::app_process::AppReport;
+use anyhow::{Result, bail};
+use hetsched_sim::report::{AppResult, PolicyResult, ScenarioReport, TimelineSegment};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One app under one policy in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct AppSummary {
+    pub app: String,
+    /// Calls finished per second in the measured window.
+    pub tasks_per_s: f64,
+    pub mean_turnaround_ms: f64,
+    /// Fraction of the window's calls that ran on each unit.
+    pub unit_mix: BTreeMap<String, f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicySummary {
+    pub policy: String,
+    pub apps: Vec<AppSummary>,
+    pub checked: u64,
+    pub wrong: u64,
+    pub failed: u64,
+}
+
+impl PolicySummary {
+    pub fn one_line(&self) -> String {
+        let per_app: Vec<String> = self
+            .apps
+            .iter()
+            .map(|a| format!("{} {:.1}/s", a.app, a.tasks_per_s))
+            .collect();
+        format!("{:<8} {}", self.policy, per_app.join(", "))
+    }
+
+    fn app(&self, name: &str) -> Option<&AppSummary> {
+        self.apps.iter().find(|a| a.app == name)
+    }
+}
+
+pub fn summarise(policy: &str, reports: &[AppReport], warmup: f64, seconds: f64) -> PolicySummary {
+    let window = seconds - warmup;
+    let apps = reports
+        .iter()
+        .map(|r| {
+            let measured: Vec<&(f64, usize, f64)> = r
+                .calls
+                .iter()
+                .filter(|c| c.0 >= warmup && c.0 <= seconds)
+                .collect();
+            let n = measured.len() as f64;
+            let mut unit_mix = BTreeMap::new();
+            for c in &measured {
+                let name = r
+                    .units
+                    .get(c.1)
+                    .cloned()
+                    .unwrap_or_else(|| format!("#{}", c.1));
+                *unit_mix.entry(name).or_insert(0.0) += 1.0 / n;
+            }
+            AppSummary {
+                app: r.app.clone(),
+                tasks_per_s: n / window,
+                mean_turnaround_ms: if n > 0.0 {
+                    measured.iter().map(|c| c.2).sum::<f64>() / n
+                } else {
+                    f64::NAN
+                },
+                unit_mix,
+            }
+        })
+        .collect();
+    PolicySummary {
+        policy: policy.into(),
+        apps,
+        checked: reports.iter().map(|r| r.checked).sum(),
+        wrong: reports.iter().map(|r| r.wrong).sum(),
+        failed: reports.iter().map(|r| r.failed).sum(),
+    }
+}
+
+/// Per app `hetsched / native` throughput.
+fn app_ratios(native: &PolicySummary, hetsched: &PolicySummary) -> Vec<(String, f64)> {
+    native
+        .apps
+        .iter()
+        .filter_map(|n| {
+            let h = hetsched.app(&n.app)?;
+            (n.tasks_per_s > 0.0).then(|| (n.app.clone(), h.tasks_per_s / n.tasks_per_s))
+        })
+        .collect()
+}
+
+/// System throughput ratio: the geometric mean over apps of each app's
+/// `hetsched / native` throughput (apps' calls differ in size by 100×, so
+/// raw calls per second would weigh the smallest app only). The same
+/// metric as the simulator's `system_speedup`.
+pub fn system_ratio(native: &PolicySummary, hetsched: &PolicySummary) -> f64 {
+    let ratios = app_ratios(native, hetsched);
+    if ratios.is_empty() {
+        return f64::NAN;
+    }
+    let log_sum: f64 = ratios.iter().map(|(_, r)| r.max(1e-9).ln()).sum();
+    (log_sum / ratios.len() as f64).exp()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.retain(|x| x.is_finite());
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let m = xs.len() / 2;
+    if xs.len() % 2 == 1 {
+        xs[m]
+    } else {
+        (xs[m - 1] + xs[m]) / 2.0
+    }
+}
+
+type Run = (Vec<(Vec<AppReport>, PolicySummary)>, f64);
+
+/// The final table, files and the checkable last line.
+pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<String> {
+    let mut text = String::new();
+    let summaries: Vec<(&PolicySummary, &PolicySummary)> =
+        runs.iter().map(|(p, _)| (&p[0].1, &p[1].1)).collect();
+    let (checked, wrong, failed) = summaries.iter().fold((0, 0, 0), |acc, (n, h)| {
+        (
+            acc.0 + n.checked + h.checked,
+            acc.1 + n.wrong + h.wrong,
+            acc.2 + n.failed + h.failed,
+        )
+    });
+    writeln!(
+        text,
+        "{:<10} {:>12} {:>12} {:>8}   hetsched unit mix (last run)",
+        "app", "native /s", "hetsched /s", "ratio"
+    )?;
+    let last = summaries.last().map(|s| s.1);
+    for app in super::apps::APPS {
+        let nat = median(
+            summaries
+                .iter()
+                .filter_map(|s| s.0.app(app.name))
+                .map(|a| a.tasks_per_s)
+                .collect(),
+        );
+        let het = median(
+            summaries
+                .iter()
+                .filter_map(|s| s.1.app(app.name))
+                .map(|a| a.tasks_per_s)
+                .collect(),
+        );
+        let mix = last
+            .and_then(|s| s.app(app.name))
+            .map(|a| {
+                a.unit_mix
+                    .iter()
+                    .map(|(u, f)| format!("{u} {:.0}%", f * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        writeln!(
+            text,
+            "{:<10} {nat:>12.1} {het:>12.1} {:>8.2}   {mix}",
+            app.name,
+            het / nat
+        )?;
+    }
+    writeln!(
+        text,
+        "\nresults checked: {checked} calls, {wrong} wrong, {failed} failed (median per app over {} runs; window {warmup:.0}-{seconds:.0} s)",
+        runs.len()
+    )?;
+    std::fs::create_dir_all(out)?;
+    let json = serde_json::json!({
+        "runs": runs.iter().map(|(p, ratio)| serde_json::json!({
+            "system_ratio": ratio,
+            "native": p[0].1,
+            "hetsched": p[1].1,
+        })).collect::<Vec<_>>(),
+        "median_system_ratio": median(runs.iter().map(|r| r.1).collect()),
+    });
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    if let Some((policies, _)) = runs.last() {
+        let svg = hetsched_sim::output::render_timeline_svg(&timeline_report(policies, seconds))?;
+        std::fs::write(out.join("timeline.svg"), svg)?;
+    }
+    writeln!(
+        text,
+        "wrote {} and {}",
+        out.join("results.json").display(),
+        out.join("timeline.svg").display()
+    )?;
+    if wrong > 0 || failed > 0 {
+        bail!("{text}\ndemo results are wrong: {wrong} wrong, {failed} failed calls");
+    }
+    let ratio = median(runs.iter().map(|r| r.1).collect());
+    writeln!(
+        text,
+        "system throughput: hetsched/native = {ratio:.2} (median of {} runs)",
+        runs.len()
+    )?;
+    Ok(text)
+}
+
+/// The last run as a simulator report, so the simulator's Fig. 3-style
+/// timeline draws it: one lane per app, coloured by unit.
+fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -> ScenarioReport {
+    let units = policies
+        .first()
+        .and_then(|(r, _)| r.first())
+        .map(|r| r.units.clone())
+        .unwrap_or_default();
+    let results = policies
+        .iter()
+        .map(|(reports, summary)| PolicyResult {
+            policy: summary.policy.clone(),
+            system_speedup: f64::NAN,
+            min_relative: f64::NAN,
+            tasks_per_s: summary.apps.iter().map(|a| a.tasks_per_s).sum(),
+            fraction_of_oracle: f64::NAN,
+            placement_changes_per_s: f64::NAN,
+            mean_prediction_error: None,
+            apps: summary
+                .apps
+                .iter()
+                .map(|a| {
+                    (
+                        a.app.clone(),
+                        AppResult {
+                            tasks_per_s: a.tasks_per_s,
+                            relative: f64::NAN,
+                            tasks: 0,
+                            mean_turnaround_ms: a.mean_turnaround_ms,
+                            unit_changes: 0,
+                            settled_after_tasks: 0,
+                            unit_mix: a.unit_mix.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            unit_time: BTreeMap::new(),
+            timeline: reports.iter().flat_map(segments).collect(),
+        })
+        .collect();
+    ScenarioReport {
+        scenario: "hetsched demo".into(),
+        description: "Table 3 apps as processes on a real daemon".into(),
+        seed: 0,
+        measured_s: seconds,
+        oracle_system_speedup: f64::NAN,
+        oracle_apps: BTreeMap::new(),
+        units,
+        apps: super::apps::APPS
+            .iter()
+            .map(|a| a.name.to_string())
+            .collect(),
+        results,
+    }
+}
+
+/// Consecutive calls of one app on one unit, merged into one bar from the
+/// first call's start to the last call's end.
+fn segments(r: &AppReport) -> Vec<TimelineSegment> {
+    let mut out: Vec<TimelineSegment> = Vec::new();
+    for &(end, unit, turnaround_ms) in &r.calls {
+        let unit = r.units.get(unit).cloned().unwrap_or_default();
+        let start = (end - turnaround_ms / 1e3).max(0.0);
+        match out.last_mut() {
+            Some(s) if s.unit == unit => s.end_s = end,
+            _ => out.push(TimelineSegment {
+                app: r.app.clone(),
+                unit,
+                start_s: start,
+                end_s: end,
+            }),
+        }
+    }
+    out
+}

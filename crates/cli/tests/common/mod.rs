@@ -1,0 +1,123 @@
+//! A real daemon process for integration tests, on a private socket,
+//! config and state file, killed when the test ends.
+#![allow(dead_code)] // each test file uses part of it
+
+use hetsched_protocol::{Client, ClientOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hetsched");
+
+/// One emulated GPU with one stream; CPUs left out to start fast.
+pub const ONE_GPU: &str = r#"
+include_cpus = false
+[[emulated]]
+name = "gpu0"
+class = "gpu"
+speed = 8.0
+copy_gbps = 12.0
+"#;
+
+pub struct TestDaemon {
+    pub child: Option<Child>,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    config: PathBuf,
+}
+
+impl TestDaemon {
+    pub fn start(name: &str, config: &str) -> TestDaemon {
+        let dir = std::env::temp_dir().join(format!("hetsched-it-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Unprivileged test clients must reach the socket.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = dir.join("hetsched.sock");
+        let config_path = dir.join("hetsched.toml");
+        std::fs::write(
+            &config_path,
+            format!(
+                "state_file = \"{}\"\n{config}",
+                dir.join("state.json").display()
+            ),
+        )
+        .unwrap();
+        let mut d = TestDaemon {
+            child: None,
+            dir,
+            socket,
+            config: config_path,
+        };
+        d.spawn();
+        d
+    }
+
+    pub fn spawn(&mut self) {
+        let child = Command::new(BIN)
+            .args(["daemon", "--config"])
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.observer().is_err() {
+            assert!(Instant::now() < deadline, "daemon did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    pub fn observer(&self) -> Result<Client, hetsched_protocol::ClientError> {
+        Client::connect(ClientOptions::observer("test").socket(&self.socket))
+    }
+
+    pub fn app(&self, name: &str) -> Client {
+        let mut opts = ClientOptions::application(name)
+            .unwrap()
+            .socket(&self.socket);
+        opts.requested = Default::default();
+        Client::connect(opts).unwrap()
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env("HETSCHED_SOCKET", &self.socket)
+            .env_remove("HETSCHED_CLASS")
+            .env_remove("HETSCHED_SHARES")
+            .env_remove("HETSCHED_PRIORITY");
+        c
+    }
+
+    /// `hetsched run --class ... -- hetsched load ...` in the background.
+    pub fn load(&self, class: &[&str], load: &[&str]) -> Child {
+        let mut c = self.cmd();
+        if !class.is_empty() {
+            c.arg("run").args(class).arg("--").arg(BIN);
+        }
+        c.args(["load", "--json"])
+            .args(load)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

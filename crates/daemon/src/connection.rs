@@ -1,0 +1,305 @@
+//! One thread per connection: it reads the client's frames, runs each
+//! message through the monitor under the state lock, and on the way out
+//! (goodbye, EOF, a bad frame, or being cut off for not reading) releases
+//! everything the client held.
+
+use crate::outbox::Outbox;
+use crate::privilege::Peer;
+use crate::procfs;
+use crate::server::{Conn, Shared};
+use crate::store::ProcessKey;
+use hetsched_core::ids::{ClientId, TaskId};
+use hetsched_protocol::{
+    ClientMsg, DaemonMsg, ErrorCode, FrameReader, Role, SettingsRequest, decode_client,
+    encode_frame, send_with_fds,
+};
+use hetsched_views::PrivateWriter;
+use rustix::net::SendFlags;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+
+/// Longest client name kept (longer ones are cut).
+const MAX_NAME_CHARS: usize = 64;
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Sends one frame on a connection the state does not know (yet): the
+/// refusals that end a connection before or at `Hello`.
+fn send_now(stream: &UnixStream, msg: &DaemonMsg) {
+    let frame = encode_frame(msg);
+    let _ = rustix::net::send(stream, &frame, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+}
+
+fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
+    let cred = rustix::net::sockopt::socket_peercred(stream)?;
+    let pid = cred.pid.as_raw_nonzero().get() as u32;
+    Ok(Peer {
+        pid,
+        uid: cred.uid.as_raw(),
+        gid: cred.gid.as_raw(),
+        groups: procfs::groups(pid),
+        start_time: procfs::start_time(pid).unwrap_or(0),
+    })
+}
+
+/// One connection, from hello to goodbye (or death).
+pub(crate) fn serve(shared: &Shared, mut stream: UnixStream) {
+    let peer = match peer_of(&stream) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("hetsched daemon: no peer credentials, dropping connection: {e}");
+            return;
+        }
+    };
+    let mut reader = FrameReader::new(shared.setup.max_frame_bytes);
+    let mut client: Option<ClientId> = None;
+    let mut said_goodbye = false;
+    let mut buf = vec![0u8; READ_CHUNK];
+    'conn: loop {
+        let n = match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        reader.push(&buf[..n]);
+        loop {
+            let msg = match reader.next_payload().and_then(|p| match p {
+                Some(p) => decode_client(&p).map(Some),
+                None => Ok(None),
+            }) {
+                Ok(Some(msg)) => msg,
+                Ok(None) => break,
+                Err(e) => {
+                    // Framing is lost: say why and drop this client only.
+                    send_now(
+                        &stream,
+                        &DaemonMsg::Error {
+                            code: ErrorCode::BadFrame,
+                            message: format!("{e}; closing the connection"),
+                            task: None,
+                        },
+                    );
+                    break 'conn;
+                }
+            };
+            match (client, msg) {
+                (
+                    None,
+                    ClientMsg::Hello {
+                        name,
+                        role,
+                        requested,
+                    },
+                ) => match hello(shared, &stream, &peer, name, role, requested) {
+                    Some(id) => client = Some(id),
+                    None => break 'conn,
+                },
+                (None, _) => {
+                    send_now(
+                        &stream,
+                        &DaemonMsg::Error {
+                            code: ErrorCode::BadSequence,
+                            message: "the first message must be Hello".into(),
+                            task: None,
+                        },
+                    );
+                    break 'conn;
+                }
+                (Some(_), ClientMsg::Goodbye) => {
+                    said_goodbye = true;
+                    break 'conn;
+                }
+                (Some(id), msg) => {
+                    if !handle(shared, id, msg) {
+                        break 'conn;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(id) = client {
+        let gone = said_goodbye
+            || !procfs::alive(ProcessKey {
+                pid: peer.pid,
+                start_time: peer.start_time,
+            });
+        let mut state = shared.lock();
+        let mut out = Outbox::default();
+        let now = shared.now();
+        state.monitor.disconnect(id, gone, now, &mut out);
+        state.conns.remove(&id);
+        state.exclusive.remove(&id);
+        state.deliver(&mut out);
+        shared.save_store(&mut state);
+        drop(state);
+        shared.wake.notify_one();
+    }
+}
+
+/// Registers a client and sends its Welcome (with the view descriptors).
+fn hello(
+    shared: &Shared,
+    stream: &UnixStream,
+    peer: &Peer,
+    name: String,
+    role: Role,
+    requested: SettingsRequest,
+) -> Option<ClientId> {
+    let name: String = name.chars().take(MAX_NAME_CHARS).collect();
+    let writer = stream.try_clone().ok()?;
+    let n_kinds = shared.cpu_unit_slots.len();
+    // The page comes first: if it cannot be made, nothing is registered.
+    let private = if role == Role::Application {
+        match PrivateWriter::create(shared.setup.units.len(), n_kinds) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                send_now(
+                    stream,
+                    &DaemonMsg::Error {
+                        code: ErrorCode::ViewsUnavailable,
+                        message: format!("the daemon cannot create your view page: {e}"),
+                        task: None,
+                    },
+                );
+                return None;
+            }
+        }
+    } else {
+        None
+    };
+    let mut state = shared.lock();
+    let now = shared.now();
+    let (id, welcome) = state
+        .monitor
+        .hello(peer.clone(), name, role, requested, now);
+    let mut conn = Conn {
+        stream: writer,
+        private,
+        cut_off: false,
+    };
+    if let Some(p) = conn.private.as_mut() {
+        let views = state.monitor.client_views(id, now);
+        let _ = p.publish(now, id.0, &views, &vec![0; n_kinds]);
+    }
+    let frame = encode_frame(&welcome);
+    let sent = match conn.private.as_ref() {
+        Some(p) => send_with_fds(stream, &frame, &[state.global.fd(), p.fd()]),
+        None => send_with_fds(stream, &frame, &[]),
+    };
+    state.conns.insert(id, conn);
+    shared.save_store(&mut state);
+    drop(state);
+    if sent.is_err() {
+        // Registered but unreachable: the read loop sees the closed socket
+        // and disconnects it.
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
+    Some(id)
+}
+
+fn refuse(
+    out: &mut Outbox,
+    to: ClientId,
+    (code, message): (ErrorCode, String),
+    task: Option<TaskId>,
+) {
+    out.push(
+        to,
+        DaemonMsg::Error {
+            code,
+            message,
+            task,
+        },
+    );
+}
+
+/// Everything after Hello, except Goodbye. `false` once the client has
+/// been cut off: what it sent after that is not served.
+fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
+    let mut state = shared.lock();
+    if state.conns.get(&id).is_none_or(|c| c.cut_off) {
+        return false;
+    }
+    let now = shared.now();
+    let mut out = Outbox::default();
+    let mut wake = false;
+    let st = &mut *state;
+    match msg {
+        ClientMsg::Hello { .. } => refuse(
+            &mut out,
+            id,
+            (ErrorCode::BadSequence, "Hello may only be sent once".into()),
+            None,
+        ),
+        ClientMsg::RequestDispatch {
+            unit,
+            task,
+            expected_ns,
+        } => {
+            if let Err(r) = st
+                .monitor
+                .request_dispatch(id, unit, task, expected_ns, now, &mut out)
+            {
+                refuse(&mut out, id, r, Some(task));
+            }
+            // A request granted at once needs no timer; one left waiting
+            // may be held back by the policy until its `retry_at`.
+            wake = !out.is_empty()
+                && !out
+                    .for_client(id)
+                    .iter()
+                    .any(|m| matches!(m, DaemonMsg::Granted { task: t, .. } if *t == task));
+        }
+        ClientMsg::TaskCompleted { unit, task, .. } => {
+            if let Err(r) = st.monitor.task_completed(id, unit, task, now, &mut out) {
+                refuse(&mut out, id, r, Some(task));
+            }
+        }
+        ClientMsg::SubmitDevice {
+            unit,
+            task,
+            exec_ns,
+            bytes_in,
+            bytes_out,
+        } => {
+            if let Err(r) = st
+                .monitor
+                .submit_device(id, unit, task, exec_ns, bytes_in, bytes_out, now, &mut out)
+            {
+                refuse(&mut out, id, r, Some(task));
+            }
+            wake = true;
+        }
+        ClientMsg::SetSettings {
+            target_pid,
+            unit,
+            settings,
+        } => {
+            match st.monitor.set_settings(
+                id,
+                target_pid,
+                unit,
+                settings,
+                &procfs::LiveProcesses,
+                now,
+            ) {
+                Ok(reply) => out.push(id, reply),
+                Err(r) => refuse(&mut out, id, r, None),
+            }
+            shared.save_store(st);
+            wake = true;
+        }
+        ClientMsg::Status => {
+            let report = st.monitor.status(shared.status_header(), now);
+            out.push(id, DaemonMsg::Status(report));
+        }
+        ClientMsg::Goodbye => {}
+    }
+    st.deliver(&mut out);
+    let served = st.conns.get(&id).is_some_and(|c| !c.cut_off);
+    drop(state);
+    if wake {
+        shared.wake.notify_one();
+    }
+    served
+}

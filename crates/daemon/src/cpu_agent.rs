@@ -1,0 +1,77 @@
+//! The CPU agent's thread. Every `cpu_scan` it counts runnable threads per
+//! nice level per CPU kind in /proc, works out the min-funding
+//! exclusive-core hint, and (with `cpu_nice_from_shares`) sets the nice
+//! level of every application thread from its class.
+//!
+//! It runs apart from the event loop because a /proc walk takes
+//! milliseconds on a busy machine, and the dispatch gate must not wait
+//! for it. It holds the state lock only to read the clients and to store
+//! its results; the I/O happens outside it.
+
+use crate::procfs;
+use crate::renice::{Renicer, may_renice};
+use crate::server::Shared;
+use hetsched_protocol::Role;
+use hetsched_views::CpuKindView;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Scans until the process ends.
+pub(crate) fn run(shared: Arc<Shared>) {
+    let mut renicer = if !shared.setup.cpu_nice_from_shares {
+        None
+    } else if may_renice() {
+        Some(Renicer::default())
+    } else {
+        eprintln!(
+            "hetsched daemon: cpu_nice_from_shares needs root (only root can give a thread \
+             its priority back); nice levels are left alone"
+        );
+        None
+    };
+    loop {
+        scan(&shared, renicer.as_mut());
+        std::thread::sleep(shared.setup.cpu_scan);
+    }
+}
+
+fn scan(shared: &Shared, renicer: Option<&mut Renicer>) {
+    let kinds = shared.cpu_unit_slots.len();
+    if kinds == 0 {
+        return;
+    }
+    let by_nice = procfs::runnable_by_nice(&shared.setup.kind_of_cpu, kinds);
+    let (pids, nice_targets) = {
+        let state = shared.lock();
+        let pids: Vec<u32> = state
+            .monitor
+            .clients()
+            .filter(|c| c.role == Role::Application)
+            .map(|c| c.peer.pid)
+            .collect();
+        let targets = renicer.is_some().then(|| state.monitor.cpu_nice_targets());
+        (pids, targets)
+    };
+    if let (Some(r), Some(targets)) = (renicer, nice_targets) {
+        r.apply(&targets);
+    }
+    let threads: HashMap<u32, u32> = pids.into_iter().map(|p| (p, procfs::threads(p))).collect();
+    let mut state = shared.lock();
+    let exclusive = state
+        .monitor
+        .exclusive_cores(|pid| threads.get(&pid).copied().unwrap_or(1));
+    let mut used = vec![0u32; kinds];
+    for cores in exclusive.values() {
+        for (k, c) in cores.iter().enumerate() {
+            used[k] += c;
+        }
+    }
+    state.cpu_kinds = (0..kinds)
+        .map(|k| CpuKindView {
+            threads_by_nice: by_nice[k],
+            time_ratio_by_nice: procfs::time_ratios(&by_nice[k]),
+            exclusive_cores_free: shared.cpu_unit_slots[k].saturating_sub(used[k]),
+        })
+        .collect();
+    state.exclusive = exclusive;
+}

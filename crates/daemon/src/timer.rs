@@ -1,0 +1,78 @@
+//! The timer thread: ends emulated device work on time, runs the agents'
+//! 10 ms accounting, publishes both view pages and drops stored settings
+//! of processes that exited. It sleeps on the state's condition variable
+//! until the earliest of those deadlines, or until a connection thread
+//! says new work may have moved it.
+
+use crate::outbox::Outbox;
+use crate::procfs;
+use crate::server::{Shared, State};
+use hetsched_core::ids::Ns;
+use hetsched_views::GlobalUnit;
+use std::time::Duration;
+
+/// How often stored settings of exited processes are dropped.
+const STORE_GC_EVERY: Duration = Duration::from_secs(5);
+
+pub(crate) fn run(shared: &Shared) {
+    let tick = shared.setup.tick.as_nanos() as Ns;
+    let gc_every = STORE_GC_EVERY.as_nanos() as Ns;
+    let mut next_tick = shared.now() + tick;
+    let mut next_gc = shared.now() + gc_every;
+    let mut out = Outbox::default();
+    let mut state = shared.lock();
+    loop {
+        let now = shared.now();
+        state.monitor.advance(now, &mut out);
+        if now >= next_tick {
+            state.monitor.tick(now, &mut out);
+            publish(shared, &mut state, now);
+            next_tick += tick;
+            if next_tick <= now {
+                next_tick = now + tick;
+            }
+        }
+        if now >= next_gc {
+            state.monitor.forget_dead(procfs::alive);
+            shared.save_store(&mut state);
+            next_gc = now + gc_every;
+        }
+        state.deliver(&mut out);
+        let deadline = state
+            .monitor
+            .next_deadline(now)
+            .map_or(next_tick, |d| d.min(next_tick))
+            .min(next_gc);
+        let wait = Duration::from_nanos(deadline.saturating_sub(shared.now()));
+        if !wait.is_zero() {
+            state = shared
+                .wake
+                .wait_timeout(state, wait)
+                .map(|(s, _)| s)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+/// Publishes both pages of views.
+fn publish(shared: &Shared, state: &mut State, now: Ns) {
+    let units: Vec<GlobalUnit> = state
+        .monitor
+        .unit_publications(now)
+        .into_iter()
+        .map(|p| GlobalUnit {
+            view: p.view,
+            queued_by_class: p.queued_by_class,
+            busy_ns_total: p.busy_ns_total,
+        })
+        .collect();
+    let _ = state.global.publish(now, &units, &state.cpu_kinds);
+    let zeros = vec![0u32; shared.cpu_unit_slots.len()];
+    for (id, conn) in state.conns.iter_mut() {
+        if let Some(p) = conn.private.as_mut() {
+            let views = state.monitor.client_views(*id, now);
+            let excl = state.exclusive.get(id).unwrap_or(&zeros);
+            let _ = p.publish(now, id.0, &views, excl);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The only place this crate calls `unsafe` OpenCL functions. Each block says
+//! why the call cannot break Rust's guarantees; everything outside this module
+//! is safe code built on these few functions.
+#![allow(unsafe_code)]
+
+use std::ptr;
+
+use opencl3::command_queue::{
+    CL_BLOCKING, CL_QUEUE_PROFILING_ENABLE, CommandQueue, enqueue_read_buffer, enqueue_write_buffer,
+};
+use opencl3::context::Context;
+use opencl3::device::Device;
+use opencl3::event::Event;
+use opencl3::memory::{Buffer, CL_MEM_READ_WRITE, ClMem};
+use opencl3::types::cl_mem;
+
+use crate::device::{KernelArg, ValidatedLaunch};
+use crate::error::{OpenClError, Result};
+
+/// A context holding just `device` and an in-order queue on it that records
+/// profiling timestamps.
+pub(crate) fn context_and_queue(device: &Device) -> Result<(Context, CommandQueue)> {
+    let context = Context::from_device(device).map_err(OpenClError::api("clCreateContext"))?;
+    // SAFETY: `CommandQueue::create` is unsafe only because the device must be
+    // a member of the context; the context was created from this very device
+    // on the line above.
+    let queue = unsafe { CommandQueue::create(&context, device.id(), CL_QUEUE_PROFILING_ENABLE) }
+        .map_err(OpenClError::api("clCreateCommandQueue"))?;
+    Ok((context, queue))
+}
+
+/// A device-only buffer of `bytes` bytes (`bytes` > 0).
+pub(crate) fn create_buffer(context: &Context, bytes: usize) -> Result<Buffer<u8>> {
+    // SAFETY: the only unsafe input of `Buffer::create` is the host pointer.
+    // It is null and the flags carry neither CL_MEM_USE_HOST_PTR nor
+    // CL_MEM_COPY_HOST_PTR, so OpenCL never reads or keeps any host memory of
+    // ours; a bad size is reported as an error (CL_INVALID_BUFFER_SIZE).
+    unsafe { Buffer::<u8>::create(context, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
+        .map_err(OpenClError::api("clCreateBuffer"))
+}
+
+/// Copies `data` into the start of `buffer`, returning once the copy is done.
+pub(crate) fn write(queue: &CommandQueue, buffer: &Buffer<u8>, data: &[u8]) -> Result<Event> {
+    // SAFETY: OpenCL reads exactly `data.len()` bytes from `data.as_ptr()`,
+    // which is the borrowed slice. The write is blocking, so by the time the
+    // call returns OpenCL has finished with the slice (the spec lets the host
+    // reuse the memory at once). The device side is bounds-checked by OpenCL
+    // itself: a range past the buffer's end fails with CL_INVALID_VALUE.
+    // `buffer.get()` is a live handle because `buffer` is borrowed.
+    let event = unsafe {
+        enqueue_write_buffer(
+            queue.get(),
+            buffer.get(),
+            CL_BLOCKING,
+            0,
+            data.len(),
+            data.as_ptr().cast(),
+            0,
+            ptr::null(),
+        )
+    }
+    .map_err(OpenClError::api("clEnqueueWriteBuffer"))?;
+    Ok(Event::new(event))
+}
+
+/// Copies the start of `buffer` into `out`, returning once the data is there.
+pub(crate) fn read(queue: &CommandQueue, buffer: &Buffer<u8>, out: &mut [u8]) -> Result<Event> {
+    // SAFETY: OpenCL writes exactly `out.len()` bytes at `out.as_mut_ptr()`,
+    // which we borrow mutably, so nothing else can observe the slice while it
+    // changes. The read is blocking: the spec says it returns only after the
+    // data has been copied, so no write lands after the borrow ends. The
+    // device range is bounds-checked by OpenCL (CL_INVALID_VALUE), and every
+    // byte pattern is a valid `u8`.
+    let event = unsafe {
+        enqueue_read_buffer(
+            queue.get(),
+            buffer.get(),
+            CL_BLOCKING,
+            0,
+            out.len(),
+            out.as_mut_ptr().cast(),
+            0,
+            ptr::null(),
+        )
+    }
+    .map_err(OpenClError::api("clEnqueueReadBuffer"))?;
+    Ok(Event::new(event))
+}
+
+/// Sets every argument of the kernel and runs it, returning once it has
+/// finished (or failed). Takes a [`ValidatedLaunch`], which only
+/// `Kernel::validate` can make, so the argument checks cannot be skipped.
+pub(crate) fn launch(queue: &CommandQueue, launch: ValidatedLaunch<'_>) -> Result<Event> {
+    let ValidatedLaunch {
+        kernel,
+        global,
+        local,
+        args,
+    } = launch;
+    let raw = kernel.raw();
+    for (index, arg) in args.iter().enumerate() {
+        let index = index as u32;
+        // SAFETY: `validate` matched this argument against the parameter the
+        // compiler reported at `index` (address space and scalar type, from
+        // CL_KERNEL_ARG_ADDRESS_QUALIFIER / _TYPE_NAME), so the size and
+        // meaning of each value agree with the kernel: a buffer parameter gets
+        // the handle of a live buffer of this context (`&DeviceBuffer` keeps it
+        // alive and `validate` checked it came from this device), a local
+        // parameter gets a non-zero size and a null pointer as the spec
+        // requires, and a scalar gets a value of the declared width. OpenCL
+        // copies the bytes during the call, so the temporaries may go away
+        // after it. The kernel object is not `Sync`, so no other thread can
+        // set arguments on it between these calls and the enqueue below.
+        let set = unsafe {
+            match arg {
+                KernelArg::Buffer(buffer) => {
+                    let mem: cl_mem = buffer.raw().get();
+                    raw.set_arg(index, &mem)
+                }
+                KernelArg::Local(bytes) => raw.set_arg_local_buffer(index, *bytes),
+                KernelArg::U32(v) => raw.set_arg(index, v),
+                KernelArg::I32(v) => raw.set_arg(index, v),
+                KernelArg::U64(v) => raw.set_arg(index, v),
+                KernelArg::F32(v) => raw.set_arg(index, v),
+            }
+        };
+        set.map_err(OpenClError::api("clSetKernelArg"))?;
+    }
+
+    let global = [global];
+    let local = local.map(|l| [l]);
+    // SAFETY: the size pointers point at one-element arrays that live across
+    // the call and match `work_dim` = 1; a null local size is allowed and lets
+    // the implementation choose. Every argument was set just above. The
+    // buffers the kernel may touch are borrowed by `args` for the whole of
+    // this function, and we wait for the kernel to finish (or, if waiting
+    // fails, drain the queue) before returning, so the device never uses a
+    // buffer after its owner could free it. What the kernel does inside its
+    // buffers is the kernel author's responsibility, as with any code one
+    // chooses to run: the source is trusted input (see `OpenClDevice::build`).
+    let event = unsafe {
+        queue.enqueue_nd_range_kernel(
+            raw.get(),
+            1,
+            ptr::null(),
+            global.as_ptr(),
+            local.as_ref().map_or(ptr::null(), |l| l.as_ptr()),
+            &[],
+        )
+    }
+    .map_err(OpenClError::api("clEnqueueNDRangeKernel"))?;
+    if let Err(e) = event.wait() {
+        // The safety argument above needs the kernel finished before the
+        // borrows end, whatever went wrong; drain the queue best-effort.
+        let _ = queue.finish();
+        return Err(OpenClError::api("clWaitForEvents")(e));
+    }
+    Ok(event)
+}

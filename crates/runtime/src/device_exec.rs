@@ -1,0 +1,226 @@
+//! The executor for emulated devices: calls go to the monitor, which holds
+//! one of the device's streams for the modelled time under the unit's
+//! policy, so the device is really shared with every other process.
+//!
+//! Replies arrive on the connection's reader thread. A call whose
+//! connection dropped goes back to the front of its unit's queue and the
+//! link fails over; it is submitted again to whichever monitor comes next.
+
+use crate::handle::TaskError;
+use crate::job::Where;
+use crate::scheduler::{Finished, Placed, Queues, Scheduler, elapsed_ns};
+use hetsched_core::ids::UnitId;
+use hetsched_core::placement::DataLocation;
+use hetsched_protocol::{ClientError, DeviceDone, TaskEvent, TaskReply};
+use std::sync::{Arc, Mutex};
+
+/// Submits waiting calls of unit `u` while it has stream capacity left.
+/// Called with the queues locked.
+pub(crate) fn start(sched: &Arc<Scheduler>, q: &mut Queues, u: usize) {
+    if sched.link.is_failing_over() {
+        return;
+    }
+    while q.units[u].running < sched.inflight_cap(u) {
+        let Some(placed) = q.units[u].waiting.pop_front() else {
+            return;
+        };
+        let info = &sched.infos[u];
+        let Some(cost) = placed.job.device_cost(&info.kind) else {
+            // Placement only picks units the task implements; this is a
+            // bug guard, not a path callers can reach.
+            let task = placed.job.slot().name.clone();
+            placed.job.fail(TaskError::Unplaceable {
+                task,
+                why: format!("no implementation for unit kind {}", info.kind),
+            });
+            sched.outstanding.done();
+            continue;
+        };
+        let t = transfer(sched, u, placed.job.as_ref());
+        let exec_ns = u64::try_from(cost.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(t.fetch_ns as u64);
+        q.units[u].running += 1;
+        // The call is shared with the reply callback so that a request
+        // that cannot even be sent hands it back instead of dropping it.
+        let holder = Arc::new(Mutex::new(Some(placed)));
+        let reply_holder = Arc::clone(&holder);
+        let reply_sched = Arc::clone(sched);
+        let client = sched.link.client();
+        let sent = client.submit_device_with(
+            UnitId(u as u16),
+            exec_ns,
+            t.bytes_in,
+            t.bytes_out,
+            Box::new(move |reply| {
+                let placed = reply_holder
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
+                if let Some(placed) = placed {
+                    on_reply(&reply_sched, u, placed, t, reply);
+                }
+            }),
+        );
+        if let Err(e) = sent {
+            let placed = holder.lock().unwrap_or_else(|p| p.into_inner()).take();
+            q.units[u].running -= 1;
+            if let Some(placed) = placed {
+                q.units[u].waiting.push_front(placed);
+            }
+            if e.is_disconnect() || !client.is_connected() {
+                spawn_failover(sched);
+            } else {
+                eprintln!("hetsched runtime: cannot submit to {}: {e}", info.name);
+            }
+            return;
+        }
+    }
+}
+
+/// What one device call moves: its input (none when its buffer is already
+/// here), its output, and the time to fetch its buffer from another device
+/// first (held on this device's stream: the call cannot start without it).
+#[derive(Clone, Copy, Debug)]
+struct Transfer {
+    bytes_in: u64,
+    bytes_out: u64,
+    fetch_ns: f64,
+    buffer_moved: bool,
+}
+
+fn transfer(sched: &Scheduler, u: usize, job: &dyn crate::job::Job) -> Transfer {
+    let (bytes_in, bytes_out) = job.bytes();
+    let plain = Transfer {
+        bytes_in,
+        bytes_out,
+        fetch_ns: 0.0,
+        buffer_moved: false,
+    };
+    let Some(buffer) = job.buffer() else {
+        return plain;
+    };
+    match buffer.location() {
+        DataLocation::Unit(at) if at.index() == u => Transfer {
+            bytes_in: 0,
+            ..plain
+        },
+        DataLocation::Unit(other) => Transfer {
+            fetch_ns: sched.units[other.index()].copy_out_ns(buffer.bytes()),
+            buffer_moved: true,
+            ..plain
+        },
+        DataLocation::Host => Transfer {
+            buffer_moved: true,
+            ..plain
+        },
+    }
+}
+
+fn on_reply(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, reply: TaskReply) {
+    match reply {
+        Ok(TaskEvent::DeviceDone(done)) => finish(sched, u, placed, t, done),
+        Ok(other) => fail(
+            sched,
+            u,
+            placed,
+            format!("the monitor answered {other:?} to device work"),
+        ),
+        Err(ClientError::Refused { code, message }) => {
+            fail(sched, u, placed, format!("refused ({code:?}): {message}"))
+        }
+        Err(_) => {
+            // The connection is gone: keep the call, move on.
+            let mut q = sched.lock();
+            q.units[u].running = q.units[u].running.saturating_sub(1);
+            q.units[u].waiting.push_front(placed);
+            drop(q);
+            spawn_failover(sched);
+        }
+    }
+}
+
+fn finish(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, done: DeviceDone) {
+    let unit = &sched.units[u];
+    let (bytes_in, _) = placed.job.bytes();
+    // The monitor held the stream for dispatch + copies + execution; the
+    // model predicts execution alone (placement adds the rest itself).
+    let overhead = unit.dispatch_ns as f64
+        + unit.copy_in_ns(t.bytes_in)
+        + unit.copy_out_ns(t.bytes_out)
+        + t.fetch_ns;
+    if let Some(buffer) = placed.job.buffer() {
+        if t.buffer_moved {
+            buffer.count_copy();
+            if t.fetch_ns > 0.0 {
+                buffer.count_copy();
+            }
+        }
+        buffer.set_location(if unit.coherent {
+            DataLocation::Host
+        } else {
+            DataLocation::Unit(unit.id)
+        });
+    }
+    let exec_ns = (done.ran_ns as f64 - overhead).max(1.0);
+    let finished = Finished {
+        unit: unit.id,
+        bytes: bytes_in,
+        exec_ns,
+        predicted_ns: placed.predicted_ns,
+        exec_predicted_ns: placed.exec_ns,
+        turnaround_ns: elapsed_ns(placed.placed_at),
+        profiling: placed.profiling,
+    };
+    let mut job = placed.job;
+    job.finish_device(&sched.infos[u].kind, &unit.name);
+    sched.learn(job.slot(), &finished);
+    let mut q = sched.lock();
+    sched.release(&mut q, &finished);
+    drop(q);
+    job.complete(Where {
+        unit: unit.id,
+        unit_name: Arc::clone(&sched.unit_names[u]),
+        accepted_at: placed.accepted_at,
+    });
+    sched.outstanding.done();
+}
+
+fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String) {
+    let task = placed.job.slot().name.clone();
+    placed.job.fail(TaskError::Unplaceable { task, why });
+    let mut q = sched.lock();
+    q.units[u].running = q.units[u].running.saturating_sub(1);
+    q.units[u].pending_ns =
+        (q.units[u].pending_ns - crate::scheduler::finite_or_zero(placed.exec_ns)).max(0.0);
+    sched.outstanding.done();
+    sched.pump(&mut q);
+}
+
+/// Starts a failover on its own thread (never on the reader thread of the
+/// dead connection, nor under the queues lock), then resumes device work.
+pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
+    if !sched.link.begin_failover() {
+        return;
+    }
+    let sched = Arc::clone(sched);
+    let spawned = std::thread::Builder::new()
+        .name("hetsched-failover".into())
+        .spawn(move || {
+            loop {
+                match sched.link.failover() {
+                    Ok(_) => break,
+                    Err(e) => {
+                        eprintln!("hetsched runtime: failover failed ({e}); retrying in 1 s");
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                        sched.link.begin_failover();
+                    }
+                }
+            }
+            let mut q = sched.lock();
+            sched.pump(&mut q);
+        });
+    if let Err(e) = spawned {
+        eprintln!("hetsched runtime: cannot start failover: {e}");
+    }
+}

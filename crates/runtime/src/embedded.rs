@@ -1,0 +1,102 @@
+//! The embedded monitor: the daemon's own server, run on threads of this
+//! process behind a private socket. One application alone on a machine
+//! needs no set-up, and it gets exactly the daemon's agents, policies,
+//! emulated devices and views, because it is the same code.
+
+use hetsched_daemon::agent::UnitSetup;
+use hetsched_daemon::config::DaemonConfig;
+use hetsched_daemon::launch;
+use hetsched_daemon::server::{DaemonSetup, Server};
+use hetsched_protocol::UnitInfo;
+use std::path::{Path, PathBuf};
+
+/// How often the embedded CPU agent counts runnable threads: faster than
+/// the daemon's default because placement reads it for every CPU decision.
+const EMBEDDED_CPU_SCAN_MS: u64 = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    #[error("cannot read the monitor config: {0}")]
+    Config(#[from] hetsched_daemon::config::ConfigError),
+    #[error("cannot set up the embedded monitor: {0}")]
+    Launch(#[from] launch::LaunchError),
+    #[error("cannot start the embedded monitor: {0}")]
+    Server(#[from] hetsched_daemon::server::DaemonError),
+    #[error("cannot create the embedded monitor's directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running embedded monitor. Its threads live as long as the process;
+/// dropping this removes its socket, so nobody else can reach it.
+#[derive(Debug)]
+pub struct Embedded {
+    dir: tempfile::TempDir,
+}
+
+impl Embedded {
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("hetsched.sock")
+    }
+
+    /// Starts a monitor over the units `config` describes (CPUs only
+    /// without one).
+    pub fn from_config(config: Option<&Path>) -> Result<Embedded, EmbeddedError> {
+        let mut cfg = DaemonConfig::load_or_default(config)?;
+        cfg.cpu_scan_ms = EMBEDDED_CPU_SCAN_MS;
+        let (setup, _platform) = launch::prepare(&cfg)?;
+        Self::start(setup)
+    }
+
+    /// Starts a monitor over exactly these units (a daemon's, after it went
+    /// away), so unit ids stay what the runtime already uses.
+    pub fn from_units(units: &[UnitInfo]) -> Result<Embedded, EmbeddedError> {
+        let cfg = DaemonConfig {
+            cpu_scan_ms: EMBEDDED_CPU_SCAN_MS,
+            ..DaemonConfig::default()
+        };
+        let (mut setup, _platform) = launch::prepare(&cfg)?;
+        setup.units = units
+            .iter()
+            .map(|u| UnitSetup {
+                unit: hetsched_core::unit::Unit {
+                    id: u.id,
+                    name: u.name.clone(),
+                    kind: hetsched_core::ids::KindId(0),
+                    class: u.class,
+                    caps: u.caps,
+                    relative_speed: u.relative_speed,
+                    coherent: u.coherent,
+                    copy_in: u.copy_in,
+                    copy_out: u.copy_out,
+                    dispatch_ns: u.dispatch_ns,
+                    slots: u.slots,
+                    busy_watts: 0.0,
+                    idle_watts: 0.0,
+                },
+                kind_name: u.kind.clone(),
+                policy: u.policy,
+                emulated: u.emulated,
+                pus: u.pus.clone(),
+                throttle: u.throttle.as_ref().map(std::path::PathBuf::from),
+            })
+            .collect();
+        Self::start(setup)
+    }
+
+    fn start(mut setup: DaemonSetup) -> Result<Embedded, EmbeddedError> {
+        let dir = tempfile::Builder::new()
+            .prefix("hetsched-embedded-")
+            .tempdir()?;
+        setup.socket = dir.path().join("hetsched.sock");
+        setup.state_path = dir.path().join("state.json");
+        let server = Server::bind(setup)?;
+        std::thread::Builder::new()
+            .name("hetsched-embedded".into())
+            .spawn(move || {
+                if let Err(e) = server.run() {
+                    eprintln!("hetsched runtime: embedded monitor stopped: {e}");
+                }
+            })?;
+        Ok(Embedded { dir })
+    }
+}

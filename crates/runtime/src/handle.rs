@@ -1,0 +1,170 @@
+//! The handle a call returns, and the count of calls still running.
+
+use crate::job::RunInfo;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Why a task produced no result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    #[error("task {task} panicked on unit {unit}: {message}")]
+    Panicked {
+        task: String,
+        unit: String,
+        message: String,
+    },
+    #[error("task {task} failed on unit {unit}: {message}")]
+    DeviceFailed {
+        task: String,
+        unit: String,
+        message: String,
+    },
+    #[error("task {task} cannot run: {why}")]
+    Unplaceable { task: String, why: String },
+    #[error("the runtime shut down before task {task} ran")]
+    Cancelled { task: String },
+}
+
+enum Outcome<R> {
+    /// The call ran (its implementation may still have failed).
+    Ran(Result<R, TaskError>, RunInfo),
+    /// The call never ran.
+    Failed(TaskError),
+}
+
+struct Slot<R> {
+    result: Mutex<Option<Outcome<R>>>,
+    ready: Condvar,
+}
+
+/// The pending result of one [`crate::Runtime::accelerate`] call.
+pub struct Handle<R> {
+    slot: Arc<Slot<R>>,
+}
+
+impl<R> std::fmt::Debug for Handle<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+/// The side that fills a [`Handle`].
+pub(crate) struct Completer<R> {
+    slot: Arc<Slot<R>>,
+}
+
+pub(crate) fn pair<R>() -> (Handle<R>, Completer<R>) {
+    let slot = Arc::new(Slot {
+        result: Mutex::new(None),
+        ready: Condvar::new(),
+    });
+    (
+        Handle {
+            slot: Arc::clone(&slot),
+        },
+        Completer { slot },
+    )
+}
+
+impl<R> Completer<R> {
+    pub fn complete(self, result: Result<R, TaskError>, info: RunInfo) {
+        self.set(Outcome::Ran(result, info));
+    }
+
+    pub fn fail(self, err: TaskError) {
+        self.set(Outcome::Failed(err));
+    }
+
+    fn set(self, outcome: Outcome<R>) {
+        let mut guard = self.slot.result.lock().unwrap_or_else(|p| p.into_inner());
+        *guard = Some(outcome);
+        drop(guard);
+        self.slot.ready.notify_all();
+    }
+}
+
+impl<R> Handle<R> {
+    /// Blocks until the task has run and returns its result.
+    pub fn wait(self) -> Result<R, TaskError> {
+        match self.wait_outcome() {
+            Outcome::Ran(r, _) => r,
+            Outcome::Failed(e) => Err(e),
+        }
+    }
+
+    /// The result and where the call ran (unit, turnaround).
+    pub fn wait_with_info(self) -> Result<(R, RunInfo), TaskError> {
+        match self.wait_outcome() {
+            Outcome::Ran(Ok(r), info) => Ok((r, info)),
+            Outcome::Ran(Err(e), _) | Outcome::Failed(e) => Err(e),
+        }
+    }
+
+    fn wait_outcome(self) -> Outcome<R> {
+        let mut guard = self.slot.result.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = guard.take() {
+                return r;
+            }
+            guard = self
+                .slot
+                .ready
+                .wait(guard)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Blocks until the result is there, leaving it in the handle.
+    pub(crate) fn block(&self) {
+        let mut guard = self.slot.result.lock().unwrap_or_else(|p| p.into_inner());
+        while guard.is_none() {
+            guard = self
+                .slot
+                .ready
+                .wait(guard)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Whether the result is there (a `wait` would not block).
+    pub fn is_done(&self) -> bool {
+        self.slot
+            .result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+}
+
+/// Calls accepted and not finished, for `wait_all`.
+#[derive(Default)]
+pub(crate) struct Outstanding {
+    count: Mutex<u64>,
+    zero: Condvar,
+}
+
+impl Outstanding {
+    pub fn add(&self) {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    }
+
+    pub fn done(&self) {
+        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        *c = c.saturating_sub(1);
+        if *c == 0 {
+            self.zero.notify_all();
+        }
+    }
+
+    pub fn get(&self) -> u64 {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn wait_zero(&self) {
+        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while *c > 0 {
+            c = self.zero.wait(c).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! hetsched-runtime: what applications link against (Rinnegan's libadept).
+//!
+//! Write a task once per kind of unit, call [`Runtime::accelerate`], and the
+//! runtime runs it where it is predicted to finish soonest *given everyone
+//! else on the machine*: the prediction is hetsched-core's placement
+//! (`dispatch + copy + exec / expected utilisation`, with the speedup
+//! threshold, aggregation and ping-pong damping) over the views the
+//! monitor publishes in shared memory.
+//!
+//! ```no_run
+//! use hetsched_runtime::{Mode, Runtime, Task};
+//! use std::time::Duration;
+//!
+//! let rt = Runtime::connect("checksum")?;
+//! let task = Task::new("checksum")
+//!     .cpu(|data: &Vec<u8>| data.iter().map(|&b| u64::from(b)).sum::<u64>())
+//!     .emulated(
+//!         "emu-gpu",
+//!         |data: &Vec<u8>| Duration::from_nanos(data.len() as u64 / 8),
+//!         |data: &Vec<u8>| data.iter().map(|&b| u64::from(b)).sum::<u64>(),
+//!     )
+//!     .sizes(|data| (data.len() as u64, 8));
+//! let sum = rt.accelerate(&task, vec![1u8; 1 << 20], Mode::Sync)?.wait()?;
+//! assert_eq!(sum, 1 << 20);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Where the monitor lives: with a daemon running, the runtime is one of its
+//! clients; with none, it starts an *embedded* monitor in-process (the
+//! daemon's own server on a private socket), so a lone application needs no
+//! set-up. If the daemon goes away mid-run, device work in flight is
+//! re-queued and the runtime carries on with the restarted daemon or, failing
+//! that, an embedded monitor: no task is lost.
+//!
+//! Modules, by concern:
+//! * [`task`] — tasks and their implementations per unit kind;
+//! * `handle` — the handle a call returns, and completion counting;
+//! * `scheduler` — the central queue, short per-unit queues, placement;
+//! * `cpu_exec`, `device_exec`, `opencl_exec` — executors (pinned CPU
+//!   workers per kind; emulated devices served by the monitor; OpenCL
+//!   devices, feature `opencl`), sharing the `worker` loop;
+//! * `link` and `embedded` — the connection to the monitor and failover;
+//! * [`model_store`] — task models persisted across runs;
+//! * `optimizer` — the goal optimizer thread (the ladder itself is
+//!   hetsched-core's `optimizer`).
+
+mod buffer;
+mod cpu_exec;
+mod device_exec;
+mod embedded;
+mod handle;
+mod job;
+mod link;
+pub mod model_store;
+#[cfg(feature = "opencl")]
+mod opencl_exec;
+mod optimizer;
+mod options;
+mod runtime;
+mod scheduler;
+pub mod task;
+mod unit_views;
+mod worker;
+
+pub use buffer::Buffer;
+pub use handle::{Handle, TaskError};
+pub use optimizer::{Adjustment, GoalStatus, PerformanceGoal};
+pub use options::{MonitorMode, RuntimeOptions};
+pub use runtime::{Mode, Runtime, RuntimeError, RuntimeStats, UnitStats};
+pub use task::{CpuCtx, Task};
+
+#[cfg(feature = "opencl")]
+pub use hetsched_opencl as opencl;
+
+pub use hetsched_core::optimizer::{Direction, OptimizerConfig};
+pub use hetsched_core::placement::{Goal, PlacementConfig};
+pub use hetsched_protocol::UnitInfo;

@@ -1,0 +1,192 @@
+//! The runtime's connection to a monitor, and failover when it goes away.
+//!
+//! The link starts on the daemon or an embedded monitor. When the
+//! connection drops, every device call in flight is re-queued by its
+//! executor and the link moves on: first back to the daemon (a restart
+//! comes back on the same socket within `reconnect_for`), else to a fresh
+//! embedded monitor with the same units, so unit ids and models stay valid.
+
+use crate::embedded::{Embedded, EmbeddedError};
+use crate::options::{MonitorMode, RuntimeOptions};
+use hetsched_protocol::{ClientError, ClientOptions, Role, SharedClient, UnitInfo};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Where the link is connected now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    Daemon,
+    Embedded,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Embedded(#[from] EmbeddedError),
+    #[error("the restarted daemon manages other units than before ({0})")]
+    UnitsChanged(String),
+}
+
+struct Current {
+    client: Arc<SharedClient>,
+    kind: LinkKind,
+    /// Kept alive while the link uses it.
+    _embedded: Option<Embedded>,
+}
+
+pub(crate) struct Link {
+    current: RwLock<Current>,
+    opts: RuntimeOptions,
+    /// Units as first seen; every later monitor must have the same.
+    units: Vec<UnitInfo>,
+    failing_over: AtomicBool,
+    /// Only one failover runs at a time.
+    failover_lock: Mutex<()>,
+    failovers: AtomicU32,
+}
+
+impl Link {
+    pub fn open(opts: &RuntimeOptions) -> Result<Link, LinkError> {
+        let current = match opts.monitor {
+            MonitorMode::Daemon => connect_daemon(opts)?,
+            MonitorMode::Embedded => start_embedded(opts, None)?,
+            MonitorMode::Auto => match connect_daemon(opts) {
+                Ok(c) => c,
+                Err(_) => start_embedded(opts, None)?,
+            },
+        };
+        let units = current.client.units().to_vec();
+        Ok(Link {
+            current: RwLock::new(current),
+            opts: opts.clone(),
+            units,
+            failing_over: AtomicBool::new(false),
+            failover_lock: Mutex::new(()),
+            failovers: AtomicU32::new(0),
+        })
+    }
+
+    pub fn units(&self) -> &[UnitInfo] {
+        &self.units
+    }
+
+    pub fn client(&self) -> Arc<SharedClient> {
+        Arc::clone(&self.read().client)
+    }
+
+    pub fn kind(&self) -> LinkKind {
+        self.read().kind
+    }
+
+    pub fn failovers(&self) -> u32 {
+        self.failovers.load(Ordering::Relaxed)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True while a failover is under way (executors hold device calls).
+    pub fn is_failing_over(&self) -> bool {
+        self.failing_over.load(Ordering::Acquire)
+    }
+
+    /// Marks the link as failing over; true if this call should do it.
+    pub fn begin_failover(&self) -> bool {
+        !self.failing_over.swap(true, Ordering::AcqRel)
+    }
+
+    /// Replaces a dead connection: the daemon again if it comes back in
+    /// time with the same units, else an embedded monitor over them.
+    pub fn failover(&self) -> Result<LinkKind, LinkError> {
+        let _one = self.failover_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let result = self.replace_connection();
+        self.failing_over.store(false, Ordering::Release);
+        result
+    }
+
+    fn replace_connection(&self) -> Result<LinkKind, LinkError> {
+        if self.read().client.is_connected() {
+            return Ok(self.kind());
+        }
+        let next = match self.opts.monitor {
+            MonitorMode::Embedded => start_embedded(&self.opts, Some(&self.units))?,
+            MonitorMode::Daemon => self.reconnect_daemon()?,
+            MonitorMode::Auto => match self.reconnect_daemon() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!(
+                        "hetsched runtime: daemon unavailable ({e}); continuing with an embedded monitor"
+                    );
+                    start_embedded(&self.opts, Some(&self.units))?
+                }
+            },
+        };
+        let kind = next.kind;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = next;
+        self.failovers.fetch_add(1, Ordering::Relaxed);
+        Ok(kind)
+    }
+
+    fn reconnect_daemon(&self) -> Result<Current, LinkError> {
+        let deadline = Instant::now() + self.opts.reconnect_for;
+        loop {
+            match connect_daemon(&self.opts) {
+                Ok(c) => {
+                    check_same_units(&self.units, c.client.units())?;
+                    return Ok(c);
+                }
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+fn check_same_units(before: &[UnitInfo], now: &[UnitInfo]) -> Result<(), LinkError> {
+    let names = |u: &[UnitInfo]| u.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
+    if names(before) == names(now) {
+        Ok(())
+    } else {
+        Err(LinkError::UnitsChanged(format!(
+            "was [{}], now [{}]",
+            names(before).join(", "),
+            names(now).join(", ")
+        )))
+    }
+}
+
+fn client_options(opts: &RuntimeOptions, socket: std::path::PathBuf) -> ClientOptions {
+    ClientOptions {
+        socket,
+        name: opts.name.clone(),
+        role: Role::Application,
+        requested: opts.requested,
+        reconnect_for: Duration::ZERO,
+    }
+}
+
+fn connect_daemon(opts: &RuntimeOptions) -> Result<Current, LinkError> {
+    let client = SharedClient::connect(client_options(opts, opts.socket.clone()))?;
+    Ok(Current {
+        client: Arc::new(client),
+        kind: LinkKind::Daemon,
+        _embedded: None,
+    })
+}
+
+fn start_embedded(opts: &RuntimeOptions, units: Option<&[UnitInfo]>) -> Result<Current, LinkError> {
+    let embedded = match units {
+        Some(u) => Embedded::from_units(u)?,
+        None => Embedded::from_config(opts.embedded_config_path().as_deref())?,
+    };
+    let client = SharedClient::connect(client_options(opts, embedded.socket()))?;
+    Ok(Current {
+        client: Arc::new(client),
+        kind: LinkKind::Embedded,
+        _embedded: Some(embedded),
+    })
+}

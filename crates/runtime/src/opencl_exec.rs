@@ -1,0 +1,94 @@
+//! The OpenCL executor (feature `opencl`): every OpenCL device is a unit
+//! this process drives itself, with one worker thread owning the device
+//! (an in-order queue), so calls on it run one at a time.
+//!
+//! The model learns a call's wall time, copies included: an OpenCL
+//! implementation issues its own copies, so the unit is given no separate
+//! copy cost and placement does not count them twice.
+
+use crate::scheduler::{Backend, Scheduler};
+use hetsched_core::ids::UnitId;
+use hetsched_core::policy::PolicyKind;
+use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_opencl::{DeviceKind, OpenClDevice};
+use hetsched_protocol::UnitInfo;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Opens every OpenCL device; none (with one log line saying why) where
+/// OpenCL is absent.
+pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
+    let infos = match hetsched_opencl::devices() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("hetsched runtime: no OpenCL units: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for info in infos {
+        let device = match OpenClDevice::open(info.index) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!(
+                    "hetsched runtime: cannot open OpenCL device {}: {e}",
+                    info.name
+                );
+                continue;
+            }
+        };
+        let on_cpu = info.kind == DeviceKind::Cpu;
+        let unit = UnitInfo {
+            // Renumbered after the monitor's units by the scheduler.
+            id: UnitId(0),
+            name: format!("opencl{}", info.index),
+            kind: format!("opencl:{}", info.name.trim()),
+            class: if info.kind == DeviceKind::Gpu {
+                UnitClass::Gpu
+            } else {
+                UnitClass::Accelerator
+            },
+            policy: PolicyKind::Fifo,
+            slots: 1,
+            relative_speed: 1.0,
+            caps: Capabilities::empty(),
+            coherent: true,
+            copy_in: LinkCost::FREE,
+            copy_out: LinkCost::FREE,
+            dispatch_ns: 0,
+            emulated: false,
+            pus: Vec::new(),
+            throttle: None,
+        };
+        let backend = Backend::OpenCl {
+            // The first CPU kind: PoCL spreads its work over all host cores.
+            cpu_kind: on_cpu.then_some(0),
+            cores: info.compute_units.max(1),
+        };
+        out.push((unit, backend, device));
+    }
+    out
+}
+
+/// Starts one worker per device; `devices[i]` drives unit `first_unit + i`.
+pub(crate) fn spawn_workers(
+    sched: &Arc<Scheduler>,
+    first_unit: usize,
+    devices: Vec<OpenClDevice>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    for (i, device) in devices.into_iter().enumerate() {
+        let u = first_unit + i;
+        let sched = Arc::clone(sched);
+        let name = format!("hetsched-{}", sched.units[u].name);
+        handles.push(std::thread::Builder::new().name(name).spawn(move || {
+            crate::worker::run_loop(&sched, u, |job, unit, _| {
+                let start = Instant::now();
+                job.run_opencl(&device, unit);
+                start.elapsed().as_nanos() as f64
+            });
+        })?);
+    }
+    Ok(handles)
+}

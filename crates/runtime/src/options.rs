@@ -1,0 +1,142 @@
+//! How a runtime starts: which monitor, which settings, where models live.
+
+use hetsched_core::placement::{Goal, PlacementConfig};
+use hetsched_protocol::{SettingsRequest, default_socket_path, requested_settings_from_env};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the monitor the runtime talks to lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MonitorMode {
+    /// The daemon if its socket answers, else an embedded monitor.
+    #[default]
+    Auto,
+    /// The daemon only; fail if it does not answer.
+    Daemon,
+    /// An embedded monitor, even if a daemon runs (tests, isolation).
+    Embedded,
+}
+
+/// Everything [`crate::Runtime::with_options`] needs.
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    /// The application's name, as `hetsched status` lists it; also names
+    /// the model file.
+    pub name: String,
+    pub monitor: MonitorMode,
+    /// The daemon's socket.
+    pub socket: PathBuf,
+    /// Config for an embedded monitor (the daemon's format: emulated units,
+    /// policies). `None`: `$HETSCHED_CONFIG`, else
+    /// `/etc/hetsched/hetsched.toml` if present, else CPUs only.
+    pub config: Option<PathBuf>,
+    /// Class, shares and priority asked for on every unit.
+    pub requested: SettingsRequest,
+    pub placement: PlacementConfig,
+    pub goal: Goal,
+    /// Where task models persist; `None`: `$XDG_CACHE_HOME/hetsched/models`
+    /// (or `~/.cache/hetsched/models`).
+    pub model_dir: Option<PathBuf>,
+    /// Load models at start and save them at shutdown.
+    pub persist_models: bool,
+    /// How long to wait for a restarted daemon before going embedded.
+    pub reconnect_for: Duration,
+    /// Placed calls one unit may hold beyond what it runs at once; the rest
+    /// wait undecided in the central queue, so a decision is taken close to
+    /// when the call runs, on fresh views.
+    pub queue_per_slot: u32,
+    /// Device calls one unit may have at the monitor per slot (its streams):
+    /// enough to keep the stream busy between a completion and the next
+    /// submission, few enough that the policy, not our backlog, decides.
+    pub inflight_per_slot: u32,
+    /// Use OpenCL devices as units (feature `opencl`).
+    pub opencl: bool,
+}
+
+impl RuntimeOptions {
+    /// Defaults, with the class the environment asks for (`HETSCHED_CLASS`,
+    /// set by `hetsched run`) and `HETSCHED_SOCKET`.
+    pub fn new(name: impl Into<String>) -> Result<Self, String> {
+        Ok(RuntimeOptions {
+            name: name.into(),
+            monitor: MonitorMode::Auto,
+            socket: default_socket_path(),
+            config: None,
+            requested: requested_settings_from_env()?,
+            placement: PlacementConfig::default(),
+            goal: Goal::MinLatency,
+            model_dir: None,
+            persist_models: true,
+            reconnect_for: Duration::from_secs(1),
+            queue_per_slot: 2,
+            inflight_per_slot: 2,
+            opencl: true,
+        })
+    }
+
+    pub fn monitor(mut self, mode: MonitorMode) -> Self {
+        self.monitor = mode;
+        self
+    }
+
+    pub fn socket(mut self, path: impl Into<PathBuf>) -> Self {
+        self.socket = path.into();
+        self
+    }
+
+    pub fn config(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config = Some(path.into());
+        self
+    }
+
+    pub fn model_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.model_dir = Some(dir.into());
+        self
+    }
+
+    pub fn persist_models(mut self, on: bool) -> Self {
+        self.persist_models = on;
+        self
+    }
+
+    /// Whether to use OpenCL devices (with feature `opencl`).
+    pub fn opencl(mut self, on: bool) -> Self {
+        self.opencl = on;
+        self
+    }
+
+    pub fn goal(mut self, goal: Goal) -> Self {
+        self.goal = goal;
+        self
+    }
+
+    pub fn placement(mut self, config: PlacementConfig) -> Self {
+        self.placement = config;
+        self
+    }
+
+    /// The embedded monitor's config file, as [`RuntimeOptions::config`] says.
+    pub(crate) fn embedded_config_path(&self) -> Option<PathBuf> {
+        if let Some(p) = &self.config {
+            return Some(p.clone());
+        }
+        if let Some(p) = std::env::var_os("HETSCHED_CONFIG").filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        let system = PathBuf::from("/etc/hetsched/hetsched.toml");
+        system.exists().then_some(system)
+    }
+
+    /// Directory of model files, as [`RuntimeOptions::model_dir`] says.
+    pub(crate) fn resolved_model_dir(&self) -> PathBuf {
+        if let Some(d) = &self.model_dir {
+            return d.clone();
+        }
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        cache.join("hetsched").join("models")
+    }
+}

@@ -1,0 +1,531 @@
+//! The central queue, short per-unit queues, and placement.
+//!
+//! Calls enter the central queue undecided. A call is placed only when one
+//! of the units it can run on has room in its short queue, so the decision
+//! is taken on views that are still fresh when the call runs (Rinnegan
+//! §3.2: long per-unit queues make predictions stale). Placement itself is
+//! hetsched-core's [`Placer`] over the monitor's views, the same code the
+//! simulator runs.
+//!
+//! One mutex guards the queues; it is held only to move calls between
+//! queues and to decide, never while a call runs.
+
+use crate::handle::{Outstanding, TaskError};
+use crate::job::Job;
+use crate::link::Link;
+use crate::task::ModelFn;
+use crate::unit_views::{OwnLoad, cpu_view, device_view};
+use hetsched_core::ids::{KindId, UnitId};
+use hetsched_core::placement::{
+    DataLocation, Goal, ImplSet, PlacementConfig, PlacementError, Placer, Reason, TaskRequest,
+};
+use hetsched_core::task_model::{PROFILE_SAMPLES, PerformanceModel, TaskModel};
+use hetsched_core::unit::{Unit, UnitClass};
+use hetsched_core::view::ClientUnitView;
+use hetsched_protocol::UnitInfo;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Prediction given to a kind that has no samples yet but enough profiling
+/// runs in flight: large enough that a known unit wins, so a burst of calls
+/// at start-up does not all queue on the first unit being profiled.
+const PROFILING_PLACEHOLDER_NS: f64 = 1e12;
+
+/// How deep `pump` looks into the central queue for a call it can place.
+const CENTRAL_SCAN: usize = 256;
+
+/// A task's model: learned online, or the application's own, which the
+/// learned one backs up for kinds the application cannot predict.
+pub(crate) struct SlotModel {
+    pub learned: TaskModel,
+    /// The application's model, with the kind names it is asked about.
+    pub app: Option<(ModelFn, Vec<String>)>,
+}
+
+impl SlotModel {
+    pub fn predict(&self, kind: KindId, bytes: u64) -> Option<f64> {
+        let from_app = self.app.as_ref().and_then(|(f, kinds)| {
+            let name = kinds.get(kind.index())?;
+            f(name, bytes)
+                .map(|d| d.as_nanos() as f64)
+                .filter(|ns| ns.is_finite())
+        });
+        from_app.or_else(|| self.learned.predict_ns(kind, bytes))
+    }
+}
+
+/// Placement state of one task in this runtime.
+pub(crate) struct SlotState {
+    pub placer: Placer,
+    pub model: SlotModel,
+    /// Profiling runs in flight per kind.
+    profiling: Vec<u32>,
+}
+
+/// One task as this runtime knows it.
+pub(crate) struct TaskSlot {
+    pub name: String,
+    pub implemented: ImplSet,
+    pub state: Mutex<SlotState>,
+}
+
+impl TaskSlot {
+    pub fn new(name: String, implemented: ImplSet, model: SlotModel, placer: Placer) -> Self {
+        let kinds = model.learned.kind_count();
+        TaskSlot {
+            name,
+            implemented,
+            state: Mutex::new(SlotState {
+                placer,
+                model,
+                profiling: vec![0; kinds],
+            }),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The model as one decision sees it (see [`PROFILING_PLACEHOLDER_NS`]).
+struct DecisionModel<'a> {
+    model: &'a SlotModel,
+    profiling: &'a [u32],
+}
+
+impl PerformanceModel for DecisionModel<'_> {
+    fn predict_ns(&self, kind: KindId, bytes: u64) -> Option<f64> {
+        match self.model.predict(kind, bytes) {
+            Some(ns) => Some(ns),
+            None if self.profiling.get(kind.index()).copied().unwrap_or(0)
+                >= PROFILE_SAMPLES as u32 =>
+            {
+                Some(PROFILING_PLACEHOLDER_NS)
+            }
+            None => None,
+        }
+    }
+
+    fn observe(&mut self, _kind: KindId, _bytes: u64, _actual_ns: f64) {}
+}
+
+/// How a unit's calls are executed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// Pinned worker threads; `kind` indexes CPU kinds on the global page.
+    Cpu { kind: usize, cores: u32 },
+    /// Served by the monitor (`SubmitDevice`).
+    Emulated,
+    /// An OpenCL device this process drives with one worker thread. A
+    /// device on the host CPU (PoCL) shares CPU kind `cpu_kind`'s cores
+    /// with everything else, so its view is that kind's.
+    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
+    OpenCl { cpu_kind: Option<usize>, cores: u32 },
+    /// A unit this runtime has no executor for yet.
+    None,
+}
+
+impl Backend {
+    /// Whether worker threads of this process pull the unit's calls.
+    pub fn has_workers(self) -> bool {
+        matches!(self, Backend::Cpu { .. } | Backend::OpenCl { .. })
+    }
+}
+
+/// A call that has been placed on a unit.
+pub(crate) struct Placed {
+    pub job: Box<dyn Job>,
+    /// Predicted turnaround from placement (NaN while profiling).
+    pub predicted_ns: f64,
+    /// Predicted execution time (NaN while profiling).
+    pub exec_ns: f64,
+    pub profiling: bool,
+    pub accepted_at: Instant,
+    pub placed_at: Instant,
+}
+
+#[derive(Default)]
+pub(crate) struct UnitQueue {
+    pub waiting: VecDeque<Placed>,
+    pub running: u32,
+    pub idle_workers: u32,
+    pub pending_ns: f64,
+    pub completed: u64,
+    pub exec_ns_total: f64,
+}
+
+pub(crate) struct Queues {
+    pub central: VecDeque<(Box<dyn Job>, Instant)>,
+    pub units: Vec<UnitQueue>,
+    views: Vec<ClientUnitView>,
+    /// Units with room and central-queue length when a scan last found
+    /// nothing to place (saves rescanning an unchanged queue).
+    failed_scan: Option<(u64, usize)>,
+    pub shutdown: bool,
+}
+
+/// What one finished call teaches the models.
+pub(crate) struct Finished {
+    pub unit: UnitId,
+    pub bytes: u64,
+    pub exec_ns: f64,
+    pub predicted_ns: f64,
+    pub exec_predicted_ns: f64,
+    pub turnaround_ns: f64,
+    pub profiling: bool,
+}
+
+pub(crate) struct Scheduler {
+    pub units: Vec<Unit>,
+    /// Unit names, shared with every result that reports where it ran.
+    pub unit_names: Vec<Arc<str>>,
+    pub infos: Vec<UnitInfo>,
+    pub kinds: Vec<String>,
+    pub backends: Vec<Backend>,
+    queues: Mutex<Queues>,
+    /// Wakes idle workers (CPU, OpenCL), one condvar per unit.
+    pub wake: Vec<Condvar>,
+    pub link: Link,
+    pub outstanding: Outstanding,
+    pub goal: Goal,
+    /// The optimizer asked to spread calls over more units: place for
+    /// throughput (latencies overlap across units) instead of the goal.
+    spreading: AtomicBool,
+    pub placement: PlacementConfig,
+    queue_per_slot: u32,
+    inflight_per_slot: u32,
+}
+
+impl Scheduler {
+    /// `local` are units this process drives itself (OpenCL devices),
+    /// numbered after the monitor's.
+    pub fn new(
+        link: Link,
+        opts: &crate::RuntimeOptions,
+        local: Vec<(UnitInfo, Backend)>,
+    ) -> Scheduler {
+        let mut infos = link.units().to_vec();
+        let mut local_backends = Vec::new();
+        for (mut info, backend) in local {
+            info.id = UnitId(infos.len() as u16);
+            infos.push(info);
+            local_backends.push(backend);
+        }
+        let n_monitor = link.units().len();
+        let mut machine = hetsched_core::unit::Machine::default();
+        let mut backends = Vec::new();
+        let mut cpu_kinds = 0;
+        for info in &infos {
+            let kind = machine.intern_kind(&info.kind, info.class);
+            machine.units.push(Unit {
+                id: info.id,
+                name: info.name.clone(),
+                kind,
+                class: info.class,
+                caps: info.caps,
+                relative_speed: info.relative_speed,
+                coherent: info.coherent,
+                copy_in: info.copy_in,
+                copy_out: info.copy_out,
+                dispatch_ns: info.dispatch_ns,
+                slots: info.slots,
+                busy_watts: 0.0,
+                idle_watts: 0.0,
+            });
+            backends.push(if info.id.index() >= n_monitor {
+                local_backends[info.id.index() - n_monitor]
+            } else if info.class == UnitClass::Cpu {
+                cpu_kinds += 1;
+                Backend::Cpu {
+                    kind: cpu_kinds - 1,
+                    cores: info.slots.max(1),
+                }
+            } else if info.emulated {
+                Backend::Emulated
+            } else {
+                Backend::None
+            });
+        }
+        let n = infos.len();
+        Scheduler {
+            kinds: machine.kinds.iter().map(|k| k.name.clone()).collect(),
+            unit_names: machine
+                .units
+                .iter()
+                .map(|u| Arc::from(u.name.as_str()))
+                .collect(),
+            units: machine.units,
+            infos,
+            backends,
+            queues: Mutex::new(Queues {
+                central: VecDeque::new(),
+                units: (0..n).map(|_| UnitQueue::default()).collect(),
+                views: vec![ClientUnitView::default(); n],
+                failed_scan: None,
+                shutdown: false,
+            }),
+            wake: (0..n).map(|_| Condvar::new()).collect(),
+            link,
+            outstanding: Outstanding::default(),
+            goal: opts.goal,
+            spreading: AtomicBool::new(false),
+            placement: opts.placement,
+            queue_per_slot: opts.queue_per_slot.max(1),
+            inflight_per_slot: opts.inflight_per_slot.max(1),
+        }
+    }
+
+    pub fn set_spreading(&self, on: bool) {
+        self.spreading.store(on, Ordering::Relaxed);
+    }
+
+    fn placement_goal(&self) -> Goal {
+        if self.spreading.load(Ordering::Relaxed) {
+            Goal::MaxThroughput
+        } else {
+            self.goal
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slots(&self, unit: usize) -> u32 {
+        self.units[unit].slots.max(1)
+    }
+
+    /// Calls a unit may hold placed (waiting plus running).
+    fn capacity(&self, unit: usize) -> u32 {
+        let slots = self.slots(unit);
+        match self.backends[unit] {
+            Backend::Cpu { .. } | Backend::OpenCl { .. } => slots * (1 + self.queue_per_slot),
+            Backend::Emulated => slots * (self.inflight_per_slot + self.queue_per_slot),
+            Backend::None => 0,
+        }
+    }
+
+    /// Device calls a unit may have at the monitor at once.
+    pub fn inflight_cap(&self, unit: usize) -> u32 {
+        self.slots(unit) * self.inflight_per_slot
+    }
+
+    /// Units with room, as an [`ImplSet`] bit mask.
+    fn units_with_room(&self, q: &Queues) -> u64 {
+        (0..self.units.len().min(ImplSet::MAX_UNITS))
+            .filter(|&u| self.has_room(q, u))
+            .fold(0, |m, u| m | 1 << u)
+    }
+
+    fn has_room(&self, q: &Queues, unit: usize) -> bool {
+        let u = &q.units[unit];
+        (u.waiting.len() as u32 + u.running) < self.capacity(unit)
+    }
+
+    /// Accepts a call into the central queue and places what can be placed.
+    pub fn submit(self: &Arc<Self>, job: Box<dyn Job>) {
+        self.outstanding.add();
+        let mut q = self.lock();
+        if q.shutdown {
+            drop(q);
+            let name = job.slot().name.clone();
+            job.fail(TaskError::Cancelled { task: name });
+            self.outstanding.done();
+            return;
+        }
+        q.central.push_back((job, Instant::now()));
+        self.pump(&mut q);
+    }
+
+    /// Places calls from the central queue while their units have room,
+    /// then starts device work. Called with the queues locked.
+    pub fn pump(self: &Arc<Self>, q: &mut Queues) {
+        // The first call (in arrival order) that one of its units has room
+        // for; calls for full units keep their place without holding up
+        // calls that could run elsewhere.
+        loop {
+            let room = self.units_with_room(q);
+            if room == 0 || q.failed_scan == Some((room, q.central.len())) {
+                break;
+            }
+            let Some(i) = q
+                .central
+                .iter()
+                .take(CENTRAL_SCAN)
+                .position(|(job, _)| job.slot().implemented.0 & room != 0)
+            else {
+                // Nothing queued fits the free units; until a unit frees
+                // up or a call arrives, scanning again finds nothing.
+                q.failed_scan = Some((room, q.central.len()));
+                break;
+            };
+            let Some((job, accepted_at)) = q.central.remove(i) else {
+                break;
+            };
+            match self.place(q, job.as_ref()) {
+                Ok((unit, predicted_ns, exec_ns, profiling)) => {
+                    let u = unit.index();
+                    let queue = &mut q.units[u];
+                    queue.pending_ns += finite_or_zero(exec_ns);
+                    queue.waiting.push_back(Placed {
+                        job,
+                        predicted_ns,
+                        exec_ns,
+                        profiling,
+                        accepted_at,
+                        placed_at: Instant::now(),
+                    });
+                    if self.backends[u].has_workers() && queue.idle_workers > 0 {
+                        self.wake[u].notify_one();
+                    }
+                }
+                Err(e) => {
+                    let task = job.slot().name.clone();
+                    job.fail(TaskError::Unplaceable {
+                        task,
+                        why: e.to_string(),
+                    });
+                    self.outstanding.done();
+                }
+            }
+        }
+        for u in 0..self.units.len() {
+            if self.backends[u] == Backend::Emulated {
+                crate::device_exec::start(self, q, u);
+            }
+        }
+    }
+
+    /// Chooses the unit for one call: views of every unit, then the placer.
+    fn place(
+        &self,
+        q: &mut Queues,
+        job: &dyn Job,
+    ) -> Result<(UnitId, f64, f64, bool), PlacementError> {
+        let slot = job.slot();
+        let (bytes, out_bytes) = job.bytes();
+        let buffer = job.buffer();
+        let request = TaskRequest {
+            bytes,
+            out_bytes,
+            data_at: buffer.as_ref().map_or(DataLocation::Host, |b| b.location()),
+            persistent: buffer.is_some(),
+            implemented: slot.implemented,
+            goal: self.placement_goal(),
+        };
+        let mut guard = slot.lock();
+        let st = &mut *guard;
+        let client = self.link.client();
+        let global = client.global_view();
+        let private = client.private_view();
+        for (i, backend) in self.backends.iter().enumerate() {
+            let own = {
+                let u = &q.units[i];
+                OwnLoad {
+                    waiting: u.waiting.len() as u32,
+                    running: u.running,
+                    pending_ns: u.pending_ns,
+                }
+            };
+            q.views[i] = match *backend {
+                Backend::Cpu { kind, cores }
+                | Backend::OpenCl {
+                    cpu_kind: Some(kind),
+                    cores,
+                } => {
+                    let k = global.and_then(|g| g.cpu_kind(kind));
+                    cpu_view(k.as_ref(), cores, own)
+                }
+                Backend::Emulated | Backend::OpenCl { .. } | Backend::None => {
+                    if !slot.implemented.contains(self.units[i].id) {
+                        continue;
+                    }
+                    let published = private.and_then(|p| p.unit(i)).unwrap_or_default();
+                    let exec = st.model.predict(self.units[i].kind, bytes);
+                    device_view(published, own, self.slots(i), exec)
+                }
+            };
+        }
+        let model = DecisionModel {
+            model: &st.model,
+            profiling: &st.profiling,
+        };
+        let decision = st.placer.decide(&self.units, &q.views, &model, &request)?;
+        let kind = self.units[decision.unit.index()].kind;
+        let profiling = decision.reason == Reason::Profiling;
+        if profiling {
+            if let Some(n) = st.profiling.get_mut(kind.index()) {
+                *n += 1;
+            }
+        }
+        let exec_ns = st.model.predict(kind, bytes).unwrap_or(f64::NAN);
+        Ok((decision.unit, decision.predicted_ns, exec_ns, profiling))
+    }
+
+    /// Feeds a finished call to its task's model and placer.
+    pub fn learn(&self, slot: &TaskSlot, f: &Finished) {
+        let kind = self.units[f.unit.index()].kind;
+        let mut st = slot.lock();
+        if f.profiling {
+            if let Some(n) = st.profiling.get_mut(kind.index()) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        let _ = st.model.learned.try_observe(kind, f.bytes, f.exec_ns);
+        st.placer
+            .observe(f.unit, f.predicted_ns, f.turnaround_ns.max(1.0));
+    }
+
+    /// Bookkeeping once a call's unit is free again; places more work.
+    /// The caller then completes the call and counts it done.
+    pub fn release(self: &Arc<Self>, q: &mut Queues, f: &Finished) {
+        let u = &mut q.units[f.unit.index()];
+        u.running = u.running.saturating_sub(1);
+        u.pending_ns = (u.pending_ns - finite_or_zero(f.exec_predicted_ns)).max(0.0);
+        u.completed += 1;
+        u.exec_ns_total += f.exec_ns;
+        self.pump(q);
+    }
+
+    /// Brings a buffer's contents back to host memory if a device holds
+    /// them: the monitor holds that device's stream for the copy out.
+    pub fn fetch_to_host(&self, buffer: &crate::buffer::Buffer) {
+        let DataLocation::Unit(at) = buffer.location() else {
+            return;
+        };
+        if self.backends.get(at.index()) == Some(&Backend::Emulated) {
+            let client = self.link.client();
+            if let Err(e) = client.run_device(at, 0, 0, buffer.bytes()) {
+                // The contents are host memory in emulation; only the
+                // modelled transfer time is lost.
+                eprintln!(
+                    "hetsched runtime: copy back from {} not modelled: {e}",
+                    self.units[at.index()].name
+                );
+            }
+        }
+        buffer.count_copy();
+        buffer.set_location(DataLocation::Host);
+    }
+
+    /// Stops accepting calls and fails those never placed; placed ones run.
+    pub fn shut_down(&self) -> Vec<Box<dyn Job>> {
+        let mut q = self.lock();
+        q.shutdown = true;
+        for cv in &self.wake {
+            cv.notify_all();
+        }
+        q.central.drain(..).map(|(j, _)| j).collect()
+    }
+}
+
+pub(crate) fn finite_or_zero(x: f64) -> f64 {
+    if x.is_finite() { x } else { 0.0 }
+}
+
+pub(crate) fn elapsed_ns(since: Instant) -> f64 {
+    since.elapsed().as_nanos() as f64
+}

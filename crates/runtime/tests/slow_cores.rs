@@ -1,0 +1,117 @@
+//! Emulated asymmetric cores: a `[[slow_cores]]` CPU becomes a kind of its
+//! own, and the runtime's workers on it really run at its speed (CFS quota
+//! of a cgroup), as Rinnegan emulated slow cores with duty cycles.
+
+use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions, Task};
+use rustix::time::{ClockId, clock_gettime};
+use std::time::{Duration, Instant};
+
+fn thread_cpu() -> Duration {
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Why this machine cannot run the test, if it cannot.
+fn unsupported() -> Option<String> {
+    if !rustix::process::getuid().is_root() {
+        return Some("needs root to create a cgroup".into());
+    }
+    let quota = std::path::Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT)
+        .join("cpu.cfs_quota_us");
+    if !quota.exists() {
+        return Some(format!(
+            "no cgroup v1 cpu controller ({} missing)",
+            quota.display()
+        ));
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return Some("needs two CPUs".into());
+    }
+    None
+}
+
+/// Spins for `wall` of wall time and returns the share of it this thread
+/// got on a CPU.
+fn cpu_share(wall: Duration) -> f64 {
+    let (t0, c0) = (Instant::now(), thread_cpu());
+    while t0.elapsed() < wall {
+        std::hint::spin_loop();
+    }
+    (thread_cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64()
+}
+
+#[test]
+fn a_slow_core_is_a_kind_of_its_own_and_runs_at_its_speed() {
+    if let Some(why) = unsupported() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hetsched.toml");
+    std::fs::write(
+        &config,
+        "[[slow_cores]]\ncpus = [1]\nspeed = 0.25\nkind = \"little\"\n",
+    )
+    .unwrap();
+    let opts = RuntimeOptions::new("slow-core-test")
+        .unwrap()
+        .monitor(MonitorMode::Embedded)
+        .config(&config)
+        .persist_models(false);
+    let rt = Runtime::with_options(opts).unwrap();
+    let little = rt
+        .units()
+        .iter()
+        .find(|u| u.name == "little")
+        .expect("a little kind");
+    assert_eq!(little.pus, vec![1]);
+    assert!(little.throttle.is_some(), "{little:?}");
+    let big = rt
+        .units()
+        .iter()
+        .find(|u| u.name != "little" && u.pus == vec![0]);
+    assert!(
+        big.is_some(),
+        "the other core stays a kind of its own: {:?}",
+        rt.units()
+    );
+
+    // The application's model sends every call to the kind it names.
+    let on = |kind: &'static str| {
+        Task::new(format!("share-on-{kind}"))
+            .cpu(|wall: &Duration| cpu_share(*wall))
+            .model(move |k, _| {
+                Some(if k == kind {
+                    Duration::from_micros(1)
+                } else {
+                    Duration::from_secs(1)
+                })
+            })
+    };
+    let run = |task: &Task<Duration, f64>| {
+        let mut shares: Vec<f64> = (0..5)
+            .map(|_| {
+                let (share, info) = rt
+                    .accelerate(task, Duration::from_millis(60), Mode::Sync)
+                    .unwrap()
+                    .wait_with_info()
+                    .unwrap();
+                (share, info.unit_name.to_string())
+            })
+            .map(|(share, unit)| {
+                assert_eq!(unit, task.name().trim_start_matches("share-on-"));
+                share
+            })
+            .collect();
+        shares.sort_by(f64::total_cmp);
+        shares[2]
+    };
+    let slow = run(&on("little"));
+    let fast = run(&on(big.unwrap().name.clone().leak()));
+    eprintln!("share of a core per call: little {slow:.2}, big {fast:.2}");
+    assert!(
+        slow < 0.45,
+        "the little core gave {slow:.2} of a core (quota 0.25)"
+    );
+    assert!(fast > 1.5 * slow, "big {fast:.2} vs little {slow:.2}");
+}
