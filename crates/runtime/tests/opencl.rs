@@ -1,0 +1,64 @@
+//! OpenCL devices as runtime units (feature `opencl`): a task with a CPU
+//! and an OpenCL implementation gives the CPU reference's answer whichever
+//! ran it, and the OpenCL unit is really used (profiled). Skips, saying
+//! why, where no OpenCL device exists.
+#![cfg(feature = "opencl")]
+
+use hetsched_runtime::opencl::kernels::Histogram;
+use hetsched_runtime::opencl::reference;
+use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions, Task};
+use std::sync::Arc;
+
+#[test]
+fn opencl_and_cpu_give_the_same_histograms() {
+    if let Err(e) = hetsched_runtime::opencl::devices() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let opts = RuntimeOptions::new("opencl-test")
+        .unwrap()
+        .monitor(MonitorMode::Embedded)
+        .persist_models(false);
+    let rt = Runtime::with_options(opts).unwrap();
+    let Some(ocl) = rt.units().iter().find(|u| u.name.starts_with("opencl")) else {
+        panic!(
+            "an OpenCL device exists but the runtime has no OpenCL unit: {:?}",
+            rt.units()
+        );
+    };
+    let ocl = ocl.id;
+    let task = Task::new("histogram")
+        .cpu(|d: &Arc<Vec<u8>>| reference::histogram(d))
+        .opencl(|dev, d: &Arc<Vec<u8>>| Ok(Histogram::new(dev)?.run(dev, d)?.0))
+        .sizes(|d| (d.len() as u64, 1024));
+    let inputs: Vec<Arc<Vec<u8>>> = (0..6u8)
+        .map(|i| {
+            Arc::new(
+                (0..50_000u32)
+                    .map(|j| (j as u8).wrapping_mul(i + 1))
+                    .collect(),
+            )
+        })
+        .collect();
+    let handles: Vec<_> = (0..24)
+        .map(|i| {
+            (
+                i % inputs.len(),
+                rt.accelerate(&task, Arc::clone(&inputs[i % inputs.len()]), Mode::Async)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let mut on_opencl = 0;
+    for (input, h) in handles {
+        let (counts, info) = h.wait_with_info().unwrap();
+        assert_eq!(
+            counts,
+            reference::histogram(&inputs[input]),
+            "on {}",
+            info.unit_name
+        );
+        on_opencl += usize::from(info.unit == ocl);
+    }
+    assert!(on_opencl >= 1, "the OpenCL unit was never profiled");
+}
