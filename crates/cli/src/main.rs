@@ -6,6 +6,7 @@ mod bench;
 mod daemon_cmd;
 mod demo;
 mod load;
+mod pipeline_cmd;
 mod sim_cmd;
 
 use anyhow::Result;
@@ -48,6 +49,10 @@ enum Command {
     /// One demo application (started by `hetsched demo`).
     #[command(hide = true)]
     DemoApp(demo::app_process::AppArgs),
+    /// Streaming pipelines: the image demo (controller against the naive
+    /// loop) and its pipelining table.
+    #[command(subcommand)]
+    Pipeline(pipeline_cmd::PipelineCommand),
     /// Simulate placement policies on paper-scale machines.
     #[command(subcommand)]
     Sim(sim_cmd::SimCommand),
@@ -64,6 +69,7 @@ fn main() -> Result<()> {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Units(args) => daemon_cmd::units(args),
         Command::Sim(cmd) => sim_cmd::run_command(cmd),
+        Command::Pipeline(cmd) => pipeline_cmd::run(cmd),
         Command::Demo(args) => demo::run(args),
         Command::DemoApp(args) => demo::app_process::run(args),
     }

@@ -71,6 +71,8 @@ pub enum FairError {
     NoImplementation { app: usize },
     #[error("allocation[{app}][{unit}] = {value} is not finite")]
     BadAllocation { app: usize, unit: usize, value: f64 },
+    #[error("floor = {value} must be finite and non-negative")]
+    BadFloor { value: f64 },
     #[error("the conic solver could not be set up: {0}")]
     SolverSetup(String),
     #[error("the conic solver stopped without a solution: {0}")]
@@ -401,41 +403,99 @@ impl Triplets {
     }
 }
 
-fn build_conic(p: &FairProblem, pairs: &[Pair]) -> Conic {
-    let (n, m, k) = (p.apps(), p.units(), pairs.len());
-    let t_col = |i: usize| k + i;
-    let mut tr = Triplets::default();
+/// An extra linear limit on an allocation: `Σ coef · x[app][unit] ≤ 1` over
+/// its `(app, unit, coef)` terms (coefficients ≥ 0; terms on unusable pairs
+/// are ignored). Lets a caller model what the fluid model does not, e.g.
+/// the head-of-line blocking of a queue (see `coordination`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinearLimit {
+    pub terms: Vec<(usize, usize, f64)>,
+}
 
+fn limit_rows(pairs: &[Pair], limits: &[LinearLimit], tr: &mut Triplets) {
+    for limit in limits {
+        let r = tr.row(1.0);
+        for &(app, unit, coef) in &limit.terms {
+            if let Some(col) = pairs.iter().position(|pr| pr.app == app && pr.unit == unit)
+                && coef.is_finite()
+                && coef > 0.0
+            {
+                tr.put(r, col, coef * pairs[col].bound);
+            }
+        }
+    }
+}
+
+/// The linear rows every program shares: `z ≥ 0`, each unit's capacity
+/// and each app's in-flight limit. Returns `(unit_row, app_row)`.
+fn linear_rows(
+    p: &FairProblem,
+    pairs: &[Pair],
+    tr: &mut Triplets,
+) -> (Vec<Option<usize>>, Vec<usize>) {
     // z_k ≥ 0  (s = z_k).
-    for col in 0..k {
+    for col in 0..pairs.len() {
         let r = tr.row(0.0);
         tr.put(r, col, -1.0);
     }
     // Σ_i x[i][u] ≤ cap_u, divided by cap_u so the right-hand side is 1.
-    let mut unit_row = vec![None; m];
+    let mut unit_row = vec![None; p.units()];
     for (col, pair) in pairs.iter().enumerate() {
         let r = *unit_row[pair.unit].get_or_insert_with(|| tr.row(1.0));
         tr.put(r, col, pair.bound / p.capacity[pair.unit]);
     }
     // Σ_u occ·x[i][u] ≤ in_flight_i, divided by in_flight_i.
-    let app_row: Vec<usize> = (0..n).map(|_| tr.row(1.0)).collect();
+    let app_row: Vec<usize> = (0..p.apps()).map(|_| tr.row(1.0)).collect();
     for (col, pair) in pairs.iter().enumerate() {
         let coef = p.occupancy[pair.app][pair.unit] * pair.bound / p.in_flight[pair.app];
         tr.put(app_row[pair.app], col, coef);
     }
-    let nonneg = tr.b.len();
+    (unit_row, app_row)
+}
 
-    // Each app's throughput is normalised by its best single pair so the
-    // exponential cone sees values of order 1 even when rates span 1e0..1e5.
-    // Logs, so that rate·bound cannot overflow.
+/// Each app's throughput is normalised by its best single pair so the cones
+/// see values of order 1 even when rates span 1e0..1e5. In logs, so that
+/// rate·bound cannot overflow. Returns `ln scale_i` per app and, per pair,
+/// `c_k = rate·bound / scale_i ∈ (0, 1]` (so `thr_i / scale_i = Σ c_k z_k`).
+fn throughput_scale(p: &FairProblem, pairs: &[Pair]) -> (Vec<f64>, Vec<f64>) {
     let log_value = |pair: &Pair| p.rate[pair.app][pair.unit].ln() + pair.bound.ln();
-    let mut log_scale = vec![f64::NEG_INFINITY; n];
+    let mut log_scale = vec![f64::NEG_INFINITY; p.apps()];
     for pair in pairs {
         log_scale[pair.app] = log_scale[pair.app].max(log_value(pair));
     }
+    let coef = pairs
+        .iter()
+        .map(|pair| (log_value(pair) - log_scale[pair.app]).exp())
+        .collect();
+    (log_scale, coef)
+}
+
+/// `floor`: when set, every app must reach `r_i ≥ floor`, i.e.
+/// `Σ_k c_k z_k ≥ floor · native_i / scale_i`.
+fn build_conic(
+    p: &FairProblem,
+    pairs: &[Pair],
+    floor: Option<f64>,
+    limits: &[LinearLimit],
+) -> Conic {
+    let (n, k) = (p.apps(), pairs.len());
+    let t_col = |i: usize| k + i;
+    let mut tr = Triplets::default();
+    let (unit_row, app_row) = linear_rows(p, pairs, &mut tr);
+    let (log_scale, coef) = throughput_scale(p, pairs);
+    if let Some(floor) = floor {
+        let floor_row: Vec<usize> = (0..n)
+            .map(|i| tr.row(-floor * (p.native[i].ln() - log_scale[i]).exp()))
+            .collect();
+        for (col, pair) in pairs.iter().enumerate() {
+            tr.put(floor_row[pair.app], col, -coef[col]);
+        }
+    }
+    limit_rows(pairs, limits, &mut tr);
+    let nonneg = tr.b.len();
+
     // Clarabel's K_exp = cl{(s0, s1, s2) : s1 > 0, s1·exp(s0/s1) ≤ s2}; we
-    // want (t_i, 1, thr_i/scale_i) in it, i.e. exp(t_i) ≤ thr_i/scale_i,
-    // with thr_i/scale_i = Σ_k c_k z_k and c_k = rate·bound/scale_i ∈ (0, 1].
+    // want (t_i, 1, thr_i/scale_i) in it, i.e. exp(t_i) ≤ thr_i/scale_i.
     let mut cones = vec![SupportedConeT::NonnegativeConeT(nonneg)];
     let mut exp_rows = Vec::with_capacity(n);
     for i in 0..n {
@@ -446,8 +506,7 @@ fn build_conic(p: &FairProblem, pairs: &[Pair]) -> Conic {
         cones.push(SupportedConeT::ExponentialConeT());
     }
     for (col, pair) in pairs.iter().enumerate() {
-        let c = (log_value(pair) - log_scale[pair.app]).exp();
-        tr.put(exp_rows[pair.app], col, -c);
+        tr.put(exp_rows[pair.app], col, -coef[col]);
     }
 
     let rows = tr.b.len();
@@ -460,6 +519,36 @@ fn build_conic(p: &FairProblem, pairs: &[Pair]) -> Conic {
         b: tr.b,
         q,
         cones,
+        unit_row,
+        app_row,
+    }
+}
+
+/// The linear program behind [`max_common_floor`]: variables `[z_k, t]`,
+/// maximise `t` subject to the shared rows and `t · native_i / scale_i ≤
+/// Σ_k c_k z_k` for every app.
+fn build_floor_lp(p: &FairProblem, pairs: &[Pair], limits: &[LinearLimit]) -> Conic {
+    let (n, k) = (p.apps(), pairs.len());
+    let mut tr = Triplets::default();
+    let (unit_row, app_row) = linear_rows(p, pairs, &mut tr);
+    let (log_scale, coef) = throughput_scale(p, pairs);
+    let floor_row: Vec<usize> = (0..n).map(|_| tr.row(0.0)).collect();
+    for (i, &r) in floor_row.iter().enumerate() {
+        tr.put(r, k, (p.native[i].ln() - log_scale[i]).exp());
+    }
+    for (col, pair) in pairs.iter().enumerate() {
+        tr.put(floor_row[pair.app], col, -coef[col]);
+    }
+    limit_rows(pairs, limits, &mut tr);
+    let rows = tr.b.len();
+    let a = CscMatrix::new_from_triplets(rows, k + 1, tr.rows, tr.cols, tr.vals);
+    let mut q = vec![0.0; k + 1];
+    q[k] = -1.0;
+    Conic {
+        a,
+        b: tr.b,
+        q,
+        cones: vec![SupportedConeT::NonnegativeConeT(rows)],
         unit_row,
         app_row,
     }
@@ -535,8 +624,122 @@ fn solve_tight_then_default(conic: &Conic) -> Result<ConicResult, FairError> {
 /// Solves the proportional-fair bound. See the module docs for the model.
 pub fn solve_proportional_fair(p: &FairProblem) -> Result<FairSolution, FairError> {
     p.validate()?;
+    solve_with_floor(p, None, &[])
+}
+
+/// The proportional-fair allocation subject to `r_i ≥ floor` for every app.
+/// Fails with [`FairError::SolverFailed`] when no allocation reaches the
+/// floor (see [`max_common_floor`]). [`check`] certifies only the
+/// unconstrained problem; for a floor-constrained solution its
+/// `objective_upper_bound` is still a valid (looser) bound.
+pub fn solve_proportional_fair_with_floor(
+    p: &FairProblem,
+    floor: f64,
+) -> Result<FairSolution, FairError> {
+    p.validate()?;
+    if !(floor.is_finite() && floor >= 0.0) {
+        return Err(FairError::BadFloor { value: floor });
+    }
+    solve_with_floor(p, Some(floor), &[])
+}
+
+/// The largest `t` such that some feasible allocation gives every app
+/// `r_i ≥ t` (a linear program; the max-min fair level).
+pub fn max_common_floor(p: &FairProblem) -> Result<f64, FairError> {
+    max_common_floor_limited(p, &[])
+}
+
+/// [`max_common_floor`] under extra [`LinearLimit`]s.
+pub fn max_common_floor_limited(p: &FairProblem, limits: &[LinearLimit]) -> Result<f64, FairError> {
+    p.validate()?;
     let pairs = p.pairs();
-    let conic = build_conic(p, &pairs);
+    let conic = build_floor_lp(p, &pairs, limits);
+    let sol = solve_tight_then_default(&conic)?;
+    // Re-evaluate the floor from the (made feasible) allocation rather than
+    // trusting the solver's `t`, so the floor is one an allocation reaches.
+    let mut allocation = vec![vec![0.0; p.units()]; p.apps()];
+    for (pair, z) in pairs.iter().zip(&sol.primal) {
+        allocation[pair.app][pair.unit] = z * pair.bound;
+    }
+    make_feasible(p, &mut allocation);
+    let thr = p.throughput_unchecked(&allocation);
+    Ok(thr
+        .iter()
+        .zip(&p.native)
+        .map(|(t, n)| t / n)
+        .fold(f64::INFINITY, f64::min))
+}
+
+/// The proportional-fair bound with no loser: maximise `Σ ln r_i` subject to
+/// `r_i ≥ 1` for every app; when that is infeasible, subject to the largest
+/// common floor `r_i ≥ t*` ([`max_common_floor`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoLoserSolution {
+    pub solution: FairSolution,
+    /// The floor the solution was held to: `min(goal, t*)`.
+    pub floor: f64,
+    /// Whether the requested floor (1 for [`solve_no_loser`]) was feasible.
+    pub floor_feasible: bool,
+    /// `t*`, the largest common floor any allocation reaches.
+    pub max_floor: f64,
+}
+
+/// [`solve_no_loser_with_goal`] with a goal of 1 (nobody below native).
+pub fn solve_no_loser(p: &FairProblem) -> Result<NoLoserSolution, FairError> {
+    solve_no_loser_with_goal(p, 1.0)
+}
+
+/// Maximises `Σ ln r_i` subject to `r_i ≥ min(goal, t*)`. The floor is held
+/// a hair (1e-6 relative) below `t*` when `t*` binds, so the program keeps
+/// an interior; should the solver still fail there, the floor is lowered
+/// step by step (to at most 1 % below) before giving up.
+pub fn solve_no_loser_with_goal(p: &FairProblem, goal: f64) -> Result<NoLoserSolution, FairError> {
+    solve_no_loser_limited(p, goal, &[])
+}
+
+/// [`solve_no_loser_with_goal`] under extra [`LinearLimit`]s (the floor is
+/// then the largest common floor under those limits too).
+pub fn solve_no_loser_limited(
+    p: &FairProblem,
+    goal: f64,
+    limits: &[LinearLimit],
+) -> Result<NoLoserSolution, FairError> {
+    p.validate()?;
+    if !(goal.is_finite() && goal >= 0.0) {
+        return Err(FairError::BadFloor { value: goal });
+    }
+    let max_floor = max_common_floor_limited(p, limits)?;
+    let floor_feasible = max_floor >= goal;
+    let floor = goal.min(max_floor);
+    let mut last = None;
+    for slack in [1e-6, 1e-4, 1e-3, 1e-2] {
+        let held = if floor_feasible && max_floor > goal * (1.0 + slack) {
+            goal
+        } else {
+            floor * (1.0 - slack)
+        };
+        match solve_with_floor(p, Some(held), limits) {
+            Ok(solution) => {
+                return Ok(NoLoserSolution {
+                    solution,
+                    floor,
+                    floor_feasible,
+                    max_floor,
+                });
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| FairError::SolverFailed("no floor tried".into())))
+}
+
+fn solve_with_floor(
+    p: &FairProblem,
+    floor: Option<f64>,
+    limits: &[LinearLimit],
+) -> Result<FairSolution, FairError> {
+    let pairs = p.pairs();
+    let conic = build_conic(p, &pairs, floor, limits);
     // If the tight tolerances stall on an awkward instance, the default
     // ones still give a usable (and `check`-able) bound.
     let sol = solve_tight_then_default(&conic)?;

@@ -5,10 +5,12 @@
 //! no thread: the daemon, the runtime, the balancer and the simulator all
 //! drive the same code, passing time in as an argument.
 
+pub mod coordination;
 pub mod fairness;
 pub mod ids;
 pub mod min_funding;
 pub mod optimizer;
+pub mod pipeline_table;
 pub mod placement;
 pub mod policy;
 pub mod task_model;

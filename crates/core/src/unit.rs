@@ -151,6 +151,32 @@ pub struct Unit {
 }
 
 impl Unit {
+    /// A unit with one slot, no power figures, no dispatch cost and the
+    /// same link both ways; coherent units are CPUs (their link unused),
+    /// the others GPUs. For tests and tools that care only about ids,
+    /// kinds and copies; set other fields with struct update syntax.
+    pub fn basic(id: UnitId, kind: KindId, coherent: bool, link: LinkCost) -> Unit {
+        Unit {
+            id,
+            name: format!("u{}", id.0),
+            kind,
+            class: if coherent {
+                UnitClass::Cpu
+            } else {
+                UnitClass::Gpu
+            },
+            caps: Capabilities::empty(),
+            relative_speed: 1.0,
+            coherent,
+            copy_in: link,
+            copy_out: link,
+            dispatch_ns: 0,
+            slots: 1,
+            busy_watts: 0.0,
+            idle_watts: 0.0,
+        }
+    }
+
     /// Time to bring `bytes` from host memory to this unit.
     #[inline]
     pub fn copy_in_ns(&self, bytes: u64) -> f64 {

@@ -6,29 +6,14 @@ use hetsched_core::placement::{
     DataLocation, Goal, ImplSet, PlacementConfig, PlacementError, Placer, Reason, TaskRequest,
 };
 use hetsched_core::task_model::FnModel;
-use hetsched_core::unit::{Capabilities, LinkCost, Unit, UnitClass};
+use hetsched_core::unit::{LinkCost, Unit};
 use hetsched_core::view::ClientUnitView;
 use proptest::prelude::*;
 
 fn unit(i: u16, coherent: bool, watts: f64) -> Unit {
     Unit {
-        id: UnitId(i),
-        name: format!("u{i}"),
-        kind: KindId(i),
-        class: if coherent {
-            UnitClass::Cpu
-        } else {
-            UnitClass::Gpu
-        },
-        caps: Capabilities::empty(),
-        relative_speed: 1.0,
-        coherent,
-        copy_in: LinkCost::new(1_000, 1e9),
-        copy_out: LinkCost::new(1_000, 1e9),
-        dispatch_ns: 0,
-        slots: 1,
         busy_watts: watts,
-        idle_watts: 0.0,
+        ..Unit::basic(UnitId(i), KindId(i), coherent, LinkCost::new(1_000, 1e9))
     }
 }
 

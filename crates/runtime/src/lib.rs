@@ -41,6 +41,8 @@
 //!   devices, feature `opencl`), sharing the `worker` loop;
 //! * `link` and `embedded` — the connection to the monitor and failover;
 //! * [`model_store`] — task models persisted across runs;
+//! * [`pipeline`] — streaming pipelines driven by a controller thread from
+//!   hetsched-core's pipelining table (APC);
 //! * `optimizer` — the goal optimizer thread (the ladder itself is
 //!   hetsched-core's `optimizer`).
 
@@ -56,6 +58,7 @@ pub mod model_store;
 mod opencl_exec;
 mod optimizer;
 mod options;
+pub mod pipeline;
 mod runtime;
 mod scheduler;
 pub mod task;
@@ -66,6 +69,7 @@ pub use buffer::Buffer;
 pub use handle::{Handle, TaskError};
 pub use optimizer::{Adjustment, GoalStatus, PerformanceGoal};
 pub use options::{MonitorMode, RuntimeOptions};
+pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, PipelineStats, Stage};
 pub use runtime::{Mode, Runtime, RuntimeError, RuntimeStats, UnitStats};
 pub use task::{CpuCtx, Task};
 

@@ -149,6 +149,12 @@ impl Runtime {
         &self.sched.infos
     }
 
+    /// The scheduler: units, backends and the monitor link, for the
+    /// pipeline controller (`crate::pipeline`), which drives units itself.
+    pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.sched
+    }
+
     /// Whether the monitor is the daemon or embedded, now.
     pub fn monitor_is_daemon(&self) -> bool {
         self.sched.link.kind() == LinkKind::Daemon

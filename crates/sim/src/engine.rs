@@ -6,6 +6,9 @@
 use crate::metrics::{Metrics, ReportApp};
 use crate::scenario::{App, BytesDist, Scenario};
 use crate::strategy::StrategyKind;
+use hetsched_core::coordination::{
+    AppDemand, Coordinator, CoordinatorConfig, DeficitFollower, Pacer, UnitSupply,
+};
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::placement::{DataLocation, ImplSet, Placer, TaskRequest};
 use hetsched_core::policy::{Request, UnitPolicy};
@@ -24,6 +27,8 @@ enum Event {
     Issue { client: usize },
     /// A task reaches its unit after dispatch and copy-in.
     Arrive { task: usize },
+    /// A paced client may issue again.
+    Paced { client: usize },
     /// A running task may have finished (stale when `epoch` moved on).
     Finish { unit: usize, epoch: u64 },
     /// A task's result is back on the host: its turnaround ends.
@@ -109,7 +114,21 @@ struct Client {
     rng: ChaCha8Rng,
     last_unit: Option<UnitId>,
     issued: u64,
+    /// hetsched-pf: the target unit fractions last published to this
+    /// client (as stale as its views), and how it follows them.
+    pf_target: Option<Vec<f64>>,
+    follower: DeficitFollower,
+    /// hetsched-pf: the published rate and the client's pacing to it.
+    pf_rate: Option<f64>,
+    pacer: Pacer,
+    /// An `Issue` the pacer asked for is already scheduled.
+    pace_pending: bool,
 }
+
+/// hetsched-pf pacing: rate headroom over the published rate, and the
+/// bucket size in tasks per task in flight.
+const PACE_HEADROOM: f64 = 0.05;
+const PACE_BURST: f64 = 2.0;
 
 /// Runs `strategy` on `scenario` and returns what was measured.
 pub fn run(
@@ -147,6 +166,8 @@ struct Engine<'s> {
     short_lived_models: Vec<Option<usize>>,
     /// Instances started per app (seeds each instance's random stream).
     spawn_count: Vec<u64>,
+    /// hetsched-pf: the monitor's coordinator.
+    coordinator: Option<Coordinator>,
     metrics: Metrics,
 }
 
@@ -188,6 +209,19 @@ impl<'s> Engine<'s> {
             jitter_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6a17_7e55),
             short_lived_models: vec![None; sc.apps.len()],
             spawn_count: vec![0; sc.apps.len()],
+            coordinator: (strategy == StrategyKind::HetschedPf).then(|| {
+                let units = sc
+                    .machine
+                    .units
+                    .iter()
+                    .zip(&sc.unit_policies)
+                    .map(|(u, kind)| UnitSupply {
+                        slots: u.slots as f64,
+                        time_shared: *kind == hetsched_core::policy::PolicyKind::TimeShare,
+                    })
+                    .collect();
+                Coordinator::new(CoordinatorConfig::default(), units)
+            }),
             metrics,
         };
         for (app, spec) in sc.apps.iter().enumerate() {
@@ -238,6 +272,10 @@ impl<'s> Engine<'s> {
             }
             match event {
                 Event::Issue { client } => self.issue(client),
+                Event::Paced { client } => {
+                    self.clients[client].pace_pending = false;
+                    self.issue(client);
+                }
                 Event::Arrive { task } => self.arrive(task),
                 Event::Finish { unit, epoch } => self.finish(unit, epoch),
                 Event::Return { task } => self.task_returned(task),
@@ -313,6 +351,11 @@ impl<'s> Engine<'s> {
             rng: ChaCha8Rng::seed_from_u64(stream),
             last_unit: None,
             issued: 0,
+            pf_target: None,
+            follower: DeficitFollower::new(),
+            pf_rate: None,
+            pacer: Pacer::new(),
+            pace_pending: false,
         });
         for (u, state) in self.units.iter_mut().enumerate() {
             // Settings were validated when the scenario was parsed.
@@ -358,6 +401,17 @@ impl<'s> Engine<'s> {
             && self.clients[client].tasks_left > 0
             && self.clients[client].in_flight < spec.in_flight
         {
+            let c = &mut self.clients[client];
+            if let Some(rate) = c.pf_rate {
+                let burst = spec.in_flight as f64 * PACE_BURST;
+                if let Err(at) = c.pacer.take(self.now, rate * (1.0 + PACE_HEADROOM), burst) {
+                    if !c.pace_pending {
+                        c.pace_pending = true;
+                        self.schedule(at, Event::Paced { client });
+                    }
+                    break;
+                }
+            }
             self.issue_one(client, spec);
         }
     }
@@ -474,10 +528,26 @@ impl<'s> Engine<'s> {
                     .unwrap_or(by_speed[0]);
                 (idle.unwrap_or(fallback), f64::NAN)
             }
-            StrategyKind::Hetsched(_) | StrategyKind::CSched | StrategyKind::StarpuDmda => {
+            StrategyKind::HetschedPf
+                if let Some(unit) = {
+                    let c = &mut self.clients[client];
+                    match c.pf_target.as_deref() {
+                        Some(target) => c
+                            .follower
+                            .pick(target, |u| request.implemented.contains(UnitId(u as u16))),
+                        None => None,
+                    }
+                } =>
+            {
+                (UnitId(unit as u16), f64::NAN)
+            }
+            StrategyKind::Hetsched(_)
+            | StrategyKind::HetschedPf
+            | StrategyKind::CSched
+            | StrategyKind::StarpuDmda => {
                 // Published views are borrowed; the others are built per decision.
                 let views: Cow<[ClientUnitView]> = match self.strategy {
-                    StrategyKind::Hetsched(_) => {
+                    StrategyKind::Hetsched(_) | StrategyKind::HetschedPf => {
                         let n = units.len();
                         Cow::Borrowed(&self.views[client * n..(client + 1) * n])
                     }
@@ -755,6 +825,7 @@ impl<'s> Engine<'s> {
             self.dispatch(u);
         }
         self.publish_views();
+        self.coordinate();
         let next = self.now + self.sc.refresh_ns;
         self.schedule(next, Event::Tick);
     }
@@ -778,6 +849,67 @@ impl<'s> Engine<'s> {
                 self.views[c * n + u] = v;
             }
         }
+    }
+
+    /// hetsched-pf: the monitor updates every client's measured demand,
+    /// re-solves when apps came or went or models drifted, and publishes
+    /// the targets with the views (clients see them until the next tick).
+    fn coordinate(&mut self) {
+        let Some(mut coordinator) = self.coordinator.take() else {
+            return;
+        };
+        let units = &self.sc.machine.units;
+        for (c, client) in self.clients.iter().enumerate() {
+            let id = ClientId(c as u32);
+            if !client.alive || client.tasks_left == 0 {
+                coordinator.remove_app(id);
+                continue;
+            }
+            let spec = &self.sc.apps[client.app];
+            let bytes = spec.bytes.mean() as u64;
+            let model = &self.models[client.model];
+            let exec_ns: Vec<Option<f64>> = units
+                .iter()
+                .map(|u| {
+                    spec.exec_ns[u.id.index()]
+                        .and_then(|_| model.predict_ns(u.kind, bytes))
+                        .filter(|e| *e > 0.0)
+                })
+                .collect();
+            // Still profiling: plain placement until every implemented unit is measured.
+            let profiled = exec_ns
+                .iter()
+                .zip(&spec.exec_ns)
+                .all(|(m, s)| m.is_some() || s.is_none());
+            if !profiled {
+                continue;
+            }
+            let overhead_ns = units
+                .iter()
+                .map(|u| {
+                    u.dispatch_ns as f64
+                        + if spec.persistent_data {
+                            0.0
+                        } else {
+                            u.copy_in_ns(bytes) + u.copy_out_ns(spec.out_bytes(bytes))
+                        }
+                })
+                .collect();
+            coordinator.set_app(
+                id,
+                AppDemand {
+                    exec_ns,
+                    overhead_ns,
+                    in_flight: spec.in_flight as f64,
+                },
+            );
+        }
+        coordinator.update(self.now);
+        for (c, client) in self.clients.iter_mut().enumerate() {
+            client.pf_target = coordinator.target(ClientId(c as u32)).map(<[f64]>::to_vec);
+            client.pf_rate = coordinator.rate(ClientId(c as u32));
+        }
+        self.coordinator = Some(coordinator);
     }
 
     fn jitter(&mut self, index: usize) {

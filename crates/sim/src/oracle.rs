@@ -3,13 +3,42 @@
 
 use crate::metrics::ReportApp;
 use crate::scenario::Scenario;
-use hetsched_core::fairness::{FairProblem, solve_proportional_fair};
+use hetsched_core::fairness::{FairProblem, solve_no_loser, solve_proportional_fair};
 
 /// The bound: geometric-mean relative throughput and each app's rᵢ.
 #[derive(Clone, Debug)]
 pub struct Bound {
     pub system_speedup: f64,
     pub relative: Vec<f64>,
+}
+
+/// The no-loser bound: PF subject to rᵢ ≥ 1, or to the largest common
+/// floor when that is infeasible.
+#[derive(Clone, Debug)]
+pub struct NoLoserBound {
+    pub system_speedup: f64,
+    pub relative: Vec<f64>,
+    pub floor: f64,
+    pub floor_feasible: bool,
+}
+
+/// [`NoLoserBound`] of `sc` (same fluid model as [`bound`]); NaN when the
+/// solver fails.
+pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
+    match solve_no_loser(&problem(sc, apps, native)) {
+        Ok(s) => NoLoserBound {
+            system_speedup: s.solution.system_speedup,
+            relative: s.solution.relative,
+            floor: s.floor,
+            floor_feasible: s.floor_feasible,
+        },
+        Err(_) => NoLoserBound {
+            system_speedup: f64::NAN,
+            relative: vec![f64::NAN; apps.len()],
+            floor: f64::NAN,
+            floor_feasible: false,
+        },
+    }
 }
 
 /// Builds the fluid model of `sc` (per report app: rates, copy occupancy,

@@ -18,10 +18,26 @@ pub struct ScenarioReport {
     pub oracle_system_speedup: f64,
     /// Per app relative throughput at that optimum.
     pub oracle_apps: BTreeMap<String, f64>,
+    /// The proportional-fair bound with no loser: geometric-mean relative
+    /// throughput maximising Σ log rᵢ subject to rᵢ ≥ 1 for every app, or,
+    /// when no allocation gives everyone native, rᵢ ≥ the largest common
+    /// floor (`oracle_no_loser_floor`).
+    #[serde(default = "nan")]
+    pub oracle_no_loser_system_speedup: f64,
+    /// The floor that bound holds every app to (1 when feasible).
+    #[serde(default = "nan")]
+    pub oracle_no_loser_floor: f64,
+    /// Whether rᵢ ≥ 1 for every app is feasible in the fluid model.
+    #[serde(default)]
+    pub oracle_no_loser_floor_feasible: bool,
     /// Units in machine order and apps in scenario order (for plots).
     pub units: Vec<String>,
     pub apps: Vec<String>,
     pub results: Vec<PolicyResult>,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// One placement policy's outcome.

@@ -25,6 +25,11 @@ pub enum StrategyKind {
     Hetsched(Stabilisers),
     /// Centralised placement on exact global queues (Rinnegan's c-sched).
     CSched,
+    /// hetsched with proportional-fair coordination: the monitor solves the
+    /// floor-constrained PF allocation from measured task models and each
+    /// client follows its target unit fractions (hetsched-core's
+    /// `coordination`); plain hetsched placement until the app is profiled.
+    HetschedPf,
     /// GTS-like asymmetry-aware CPU scheduling: the fastest unit with an idle
     /// slot, otherwise the unit with the most slots (the "normal" cores).
     AsymAware,
@@ -97,6 +102,7 @@ impl StrategyKind {
             Self::StarpuDmda => "starpu-dmda".into(),
             Self::CSched => "c-sched".into(),
             Self::AsymAware => "asym-aware".into(),
+            Self::HetschedPf => "hetsched-pf".into(),
             Self::Hetsched(s) => HETSCHED_VARIANTS
                 .iter()
                 .find(|(_, v)| v == s)
@@ -112,6 +118,7 @@ impl StrategyKind {
             "starpu-dmda" => Some(Self::StarpuDmda),
             "c-sched" => Some(Self::CSched),
             "asym-aware" => Some(Self::AsymAware),
+            "hetsched-pf" => Some(Self::HetschedPf),
             _ => HETSCHED_VARIANTS
                 .iter()
                 .find(|(n, _)| *n == name)
@@ -126,6 +133,7 @@ impl StrategyKind {
             "starpu-dmda",
             "c-sched",
             "asym-aware",
+            "hetsched-pf",
         ];
         v.extend(HETSCHED_VARIANTS.iter().map(|(n, _)| *n));
         v
@@ -135,6 +143,7 @@ impl StrategyKind {
     pub fn placer(&self, units: usize) -> Option<Placer> {
         let config = match self {
             Self::Hetsched(s) => s.config(),
+            Self::HetschedPf => Stabilisers::ALL.config(),
             // c-sched sees exact queues, so stale-view damping has nothing to
             // correct; it keeps the data-movement stabilisers.
             Self::CSched => Stabilisers {

@@ -263,6 +263,9 @@ fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -
         measured_s: seconds,
         oracle_system_speedup: f64::NAN,
         oracle_apps: BTreeMap::new(),
+        oracle_no_loser_system_speedup: f64::NAN,
+        oracle_no_loser_floor: f64::NAN,
+        oracle_no_loser_floor_feasible: false,
         units,
         apps: super::apps::APPS
             .iter()

@@ -172,6 +172,9 @@ pub(crate) mod tests {
                 ("kmeans".to_string(), 1.6),
             ]
             .into(),
+            oracle_no_loser_system_speedup: 1.5,
+            oracle_no_loser_floor: 1.0,
+            oracle_no_loser_floor_feasible: true,
             units: vec!["cpu".into(), "gpu".into()],
             apps: vec!["bfs".into(), "mm, \"big\"".into(), "kmeans".into()],
             results: vec![native, hetsched],

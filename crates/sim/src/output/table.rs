@@ -17,12 +17,19 @@ pub fn render_table(report: &ScenarioReport) -> String {
 
 fn header_line(report: &ScenarioReport) -> String {
     format!(
-        "scenario {}: {} (seed {}, measured {} s, oracle system speedup {})",
+        "scenario {}: {} (seed {}, measured {} s, oracle system speedup {}, no-loser {} at floor {}{})",
         report.scenario,
         report.description,
         report.seed,
         fixed(report.measured_s, 1),
         speedup(report.oracle_system_speedup),
+        speedup(report.oracle_no_loser_system_speedup),
+        fixed(report.oracle_no_loser_floor, 2),
+        if report.oracle_no_loser_floor_feasible {
+            ""
+        } else {
+            ", native infeasible"
+        },
     )
 }
 

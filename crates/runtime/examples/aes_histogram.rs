@@ -2,7 +2,7 @@
 //! generated data, each with a CPU and an OpenCL implementation. Every
 //! result is checked against the CPU reference, whichever unit ran it.
 //!
-//!     cargo run --release -p hetsched-runtime --features opencl --example histogram -- [CALLS] [KIB]
+//!     cargo run --release -p hetsched-runtime --features opencl --example aes_histogram -- [CALLS] [KIB]
 //!
 //! Without an OpenCL platform the runtime simply has no OpenCL unit and
 //! every call runs on the CPU.

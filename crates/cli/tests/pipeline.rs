@@ -1,0 +1,105 @@
+//! `hetsched pipeline`: the demo's JSON and the printed table.
+
+use std::process::Command;
+
+fn hetsched(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hetsched"))
+        .args(args)
+        .env_remove("HETSCHED_CONFIG")
+        .output()
+        .expect("hetsched runs")
+}
+
+#[test]
+fn pipeline_demo_json_reports_both_ways_and_verifies_outputs() {
+    let out = hetsched(&[
+        "pipeline",
+        "demo",
+        "--json",
+        "--chunks",
+        "40",
+        "--side",
+        "32",
+        "--overhead-chunks",
+        "2000",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "exactly one JSON object: {text}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["chunks"], 40);
+    for key in [
+        "controller_us_per_chunk",
+        "naive_us_per_chunk",
+        "controller_overhead_ns_per_stage_step",
+    ] {
+        let x = v[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} missing: {v}"));
+        assert!(x.is_finite() && x > 0.0, "{key} = {x}");
+    }
+    assert_eq!(v["outputs_verified"], true);
+    assert_eq!(v["assignment"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn pipeline_show_prints_the_table() {
+    let out = hetsched(&["pipeline", "show", "--chunks", "4", "--side", "16"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("pipelining table: 3 stages, 4 chunks"),
+        "{text}"
+    );
+    for s in ["grayscale#0", "sepia#3", "alpha-blend#3"] {
+        assert!(text.contains(s), "{s} missing:\n{text}");
+    }
+}
+
+#[test]
+fn pipeline_show_json_is_the_table() {
+    let out = hetsched(&[
+        "pipeline", "show", "--json", "--chunks", "3", "--side", "16",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["chunks"], 3);
+    assert_eq!(v["stage_names"].as_array().unwrap().len(), 3);
+    let computes: usize = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["compute"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(computes, 9);
+}
+
+#[test]
+fn pipeline_scale_json_verifies_every_row() {
+    let out = hetsched(&[
+        "pipeline", "scale", "--json", "--stages", "1,3", "--lanes", "1,2", "--chunks", "20",
+        "--work", "10",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        assert_eq!(r["outputs_verified"], true, "{r}");
+        assert!(r["controller_us_per_chunk"].as_f64().unwrap() > 0.0);
+    }
+}

@@ -1,0 +1,668 @@
+//! Proportional-fair coordination of decentralised placement (`hetsched-pf`).
+//!
+//! Selfish placement (every app sends each task where *it* finishes
+//! soonest) settles at an equilibrium that can be far below what the machine
+//! could give everyone, and can leave an app below its native throughput.
+//! This module closes that gap without a central dispatcher:
+//!
+//! * the monitor keeps a [`Coordinator`]: each app's *measured* task
+//!   durations per unit (the monitor times tasks at completion, so a client
+//!   that lies about its task times changes nothing), its copy/dispatch
+//!   overhead and its tasks in flight. When the set of apps changes, or
+//!   (at most once per `resolve_period_ns`) when a model moved by more than
+//!   `model_change`, it solves the proportional-fair allocation subject to
+//!   a floor (nobody below `floor_goal` × native, or the largest common floor
+//!   when that is infeasible, [`crate::fairness::solve_no_loser_with_goal`])
+//!   and publishes per-app *target fractions*: the share of the app's tasks
+//!   each unit should run;
+//! * each client follows its targets with a [`DeficitFollower`] (smooth
+//!   weighted round robin: every unit accrues its target as credit on each
+//!   task, the unit with most credit takes the task). The achieved mix
+//!   tracks the target within one task at any time, with no randomness, and
+//!   follows a new target at once. Apps the monitor has no target for yet
+//!   (still profiling) use plain placement.
+//!
+//! Stale views only delay when a client sees new targets; targets change
+//! only when apps come or go or models move, so a 10 ms delay costs a few
+//! tasks in the old mix. Pure: no I/O, clocks or threads; `now` is passed in.
+
+use crate::fairness::{FairError, FairProblem, LinearLimit, solve_no_loser_limited};
+use crate::ids::{ClientId, Ns};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What one unit offers.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitSupply {
+    /// Parallel slots.
+    pub slots: f64,
+    /// Processor sharing (a CPU group) rather than a queue (a device).
+    pub time_shared: bool,
+}
+
+/// What the monitor knows about one app.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppDemand {
+    /// Measured execution time of the app's typical task per unit, ns;
+    /// `None` where it has no implementation or nothing was measured yet.
+    pub exec_ns: Vec<Option<f64>>,
+    /// Dispatch and copy time per task per unit, ns (holds the app's task,
+    /// not the unit).
+    pub overhead_ns: Vec<f64>,
+    /// Tasks the app keeps in flight.
+    pub in_flight: f64,
+}
+
+impl AppDemand {
+    fn usable(&self, u: usize) -> Option<f64> {
+        self.exec_ns
+            .get(u)
+            .copied()
+            .flatten()
+            .filter(|e| e.is_finite() && *e > 0.0)
+    }
+
+    /// The unit with the shortest measured execution (the app's native unit).
+    pub fn fastest_unit(&self) -> Option<usize> {
+        (0..self.exec_ns.len())
+            .filter_map(|u| self.usable(u).map(|e| (u, e)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(u, _)| u)
+    }
+}
+
+/// Fluid estimate of each app's *native* throughput (tasks/s): every app on
+/// its fastest unit. On a queue (FIFO turns) an app's share of a saturated
+/// unit is proportional to `in_flight × exec`; under processor sharing to
+/// `in_flight`. No app gets more than it could use alone
+/// (`in_flight / occupancy` slots); what it leaves is water-filled to the rest.
+pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
+    let mut thr = vec![0.0; apps.len()];
+    for (u, unit) in units.iter().enumerate() {
+        let on: Vec<usize> = (0..apps.len())
+            .filter(|&i| apps[i].fastest_unit() == Some(u))
+            .collect();
+        let mut left = unit.slots;
+        let mut open = on.clone();
+        let mut x = vec![0.0; apps.len()];
+        while !open.is_empty() && left > 0.0 {
+            let weight = |i: usize| {
+                let e = apps[i].usable(u).unwrap_or(1.0);
+                if unit.time_shared {
+                    apps[i].in_flight
+                } else {
+                    apps[i].in_flight * e
+                }
+            };
+            let total: f64 = open.iter().map(|&i| weight(i)).sum();
+            let mut capped = Vec::new();
+            for &i in &open {
+                let e = apps[i].usable(u).unwrap_or(1.0);
+                let occ = (e + apps[i].overhead_ns[u].max(0.0)) / e;
+                let alone = (apps[i].in_flight / occ).min(unit.slots);
+                if left * weight(i) / total >= alone {
+                    capped.push((i, alone));
+                }
+            }
+            if capped.is_empty() {
+                for &i in &open {
+                    x[i] = left * weight(i) / total;
+                }
+                break;
+            }
+            for (i, alone) in capped {
+                x[i] = alone;
+                left -= alone;
+                open.retain(|&j| j != i);
+            }
+        }
+        for &i in &on {
+            let e = apps[i].usable(u).unwrap_or(1.0);
+            thr[i] = x[i] * 1e9 / e;
+        }
+    }
+    thr
+}
+
+/// The fluid problem of a set of apps, with `native` as baseline.
+pub fn problem(apps: &[AppDemand], units: &[UnitSupply], native: &[f64]) -> FairProblem {
+    let mut rate = Vec::with_capacity(apps.len());
+    let mut occupancy = Vec::with_capacity(apps.len());
+    for app in apps {
+        let mut r = vec![0.0; units.len()];
+        let mut o = vec![1.0; units.len()];
+        for u in 0..units.len() {
+            if let Some(e) = app.usable(u) {
+                r[u] = 1e9 / e;
+                o[u] = (e + app.overhead_ns.get(u).copied().unwrap_or(0.0).max(0.0)) / e;
+            }
+        }
+        rate.push(r);
+        occupancy.push(o);
+    }
+    FairProblem {
+        rate,
+        occupancy,
+        capacity: units.iter().map(|u| u.slots).collect(),
+        in_flight: apps.iter().map(|a| a.in_flight).collect(),
+        native: native.iter().map(|n| n.max(1e-9)).collect(),
+    }
+}
+
+/// Targets for a set of apps: per app, the fraction of its tasks each unit
+/// should run (rows sum to 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Targets {
+    pub fraction: Vec<Vec<f64>>,
+    /// Per app, the tasks per second the allocation gives it: what its
+    /// [`Pacer`] lets it issue. The optimum often leaves an app's places in
+    /// flight partly idle (its fair share of a contended unit is less than
+    /// it would take); a closed-loop app would take it anyway, so the client
+    /// paces itself to this rate.
+    pub rate: Vec<f64>,
+    /// The floor the allocation was held to (× native estimate).
+    pub floor: f64,
+    /// Whether `floor_goal` was feasible (else `floor` is the largest
+    /// common floor, and status should say so).
+    pub floor_feasible: bool,
+    /// Predicted `r_i` (fluid model, against the native estimate).
+    pub predicted_relative: Vec<f64>,
+    /// [`native_estimate`] of each app (tasks/s).
+    pub native: Vec<f64>,
+}
+
+/// Fractions below this are dropped (and the rest renormalised): a unit the
+/// optimum barely uses is not worth a task now and then.
+pub const MIN_FRACTION: f64 = 0.005;
+
+/// The factor by which the others' use of unit `u` stretches app `i`'s
+/// time there. The fluid model lets an app slot its tasks into any idle
+/// moment; on a real unit a task that arrives while others' tasks hold it
+/// waits (a queue) or runs slower (processor sharing), and that time holds
+/// one of the app's places in flight. To first order the app runs only in
+/// the part of the unit the others leave, `1 / (1 − blocked)` (at most 20).
+/// Under processor sharing every other app's share counts. On a queue, an
+/// app with short tasks is blocked for as long as a long task of another
+/// app runs, but an app with long tasks waits only for the short residue of
+/// the others', so app `j` counts `x_ju · min(1, exec_ju / exec_iu)`.
+fn stretch(p: &FairProblem, units: &[UnitSupply], x: &[Vec<f64>], i: usize, u: usize) -> f64 {
+    let blocked: f64 = (0..p.apps())
+        .filter(|&j| j != i && p.rate[j][u] > 0.0)
+        .map(|j| {
+            let weight = if units[u].time_shared {
+                1.0
+            } else {
+                (p.rate[i][u] / p.rate[j][u]).min(1.0)
+            };
+            x[j][u] * weight
+        })
+        .sum::<f64>()
+        / p.capacity[u].max(1e-9);
+    1.0 / (1.0 - blocked).max(0.05)
+}
+
+/// Head-of-line blocking on queues, as linear limits. A queue runs one task
+/// per slot to completion, so an app whose task arrives while another app's
+/// longer task runs waits for it: an app can only use the part of the unit
+/// the others' longer tasks leave. For every queued unit `u` and app `i`
+/// that can run there:
+/// `occ_iu · x_iu / in_flight_i + Σ_{j≠i} w_ij · x_ju / slots_u ≤ 1`, with
+/// `w_ij = min(1, exec_ju / (occ_iu · exec_iu))`: another app's task blocks
+/// `i` in proportion to how long it is against `i`'s own cycle (an app
+/// with long tasks barely waits for short ones). The fluid bound has no such
+/// rows, so it stays an upper bound; the targets respect them.
+pub fn blocking_limits(p: &FairProblem, units: &[UnitSupply]) -> Vec<LinearLimit> {
+    let mut limits = Vec::new();
+    for (u, unit) in units.iter().enumerate() {
+        if unit.time_shared {
+            continue;
+        }
+        for i in 0..p.apps() {
+            if p.rate[i][u] <= 0.0 {
+                continue;
+            }
+            let cycle = p.occupancy[i][u] / p.rate[i][u];
+            let mut terms = vec![(i, u, p.occupancy[i][u] / p.in_flight[i])];
+            for j in (0..p.apps()).filter(|&j| j != i && p.rate[j][u] > 0.0) {
+                let w = (1.0 / p.rate[j][u] / cycle).min(1.0);
+                terms.push((j, u, w / p.capacity[u].max(1e-9)));
+            }
+            limits.push(LinearLimit { terms });
+        }
+    }
+    limits
+}
+
+/// Solves the floor-constrained proportional-fair allocation for `apps`
+/// and turns it into task fractions.
+///
+/// `rounds` > 0 makes the solve interference-aware: the allocation is
+/// re-solved with each pair's occupancy stretched by what the previous
+/// allocation implies ([`stretch`], averaged with the previous round's
+/// estimate). Apps with short tasks then avoid queues that long
+/// tasks hold, which the plain fluid model cannot see. A fixed point of
+/// a pure computation: it changes only when the inputs do, so it cannot
+/// make placement oscillate.
+pub fn solve_targets(
+    apps: &[AppDemand],
+    units: &[UnitSupply],
+    floor_goal: f64,
+    rounds: usize,
+    blocking: bool,
+) -> Result<Targets, FairError> {
+    let native = native_estimate(apps, units);
+    let base = problem(apps, units, &native);
+    let limits = if blocking {
+        blocking_limits(&base, units)
+    } else {
+        Vec::new()
+    };
+    let mut p = base.clone();
+    let mut s = solve_no_loser_limited(&p, floor_goal, &limits)?;
+    let mut factor = vec![vec![1.0; units.len()]; apps.len()];
+    for _ in 0..rounds {
+        for (i, row) in factor.iter_mut().enumerate() {
+            for (u, f) in row.iter_mut().enumerate() {
+                if base.rate[i][u] > 0.0 {
+                    let w = stretch(&base, units, &s.solution.allocation, i, u);
+                    *f = 0.5 * (*f + w);
+                    p.occupancy[i][u] = base.occupancy[i][u] * *f;
+                }
+            }
+        }
+        match solve_no_loser_limited(&p, floor_goal, &limits) {
+            Ok(next) => s = next,
+            Err(_) => break,
+        }
+    }
+    let fraction = (0..apps.len())
+        .map(|i| {
+            let tasks: Vec<f64> = (0..units.len())
+                .map(|u| p.rate[i][u] * s.solution.allocation[i][u])
+                .collect();
+            let total: f64 = tasks.iter().sum();
+            let mut f: Vec<f64> = tasks
+                .iter()
+                .map(|t| if total > 0.0 { t / total } else { 0.0 })
+                .map(|f| if f < MIN_FRACTION { 0.0 } else { f })
+                .collect();
+            let kept: f64 = f.iter().sum();
+            if kept > 0.0 {
+                f.iter_mut().for_each(|v| *v /= kept);
+            }
+            f
+        })
+        .collect();
+    Ok(Targets {
+        fraction,
+        rate: s.solution.throughput.clone(),
+        native,
+        floor: s.floor,
+        floor_feasible: s.floor_feasible,
+        predicted_relative: s.solution.relative,
+    })
+}
+
+/// How the monitor re-solves.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoordinatorConfig {
+    /// Floor asked for, × native estimate (a little above 1 leaves a margin
+    /// for what the fluid model does not see: queueing, noise).
+    pub floor_goal: f64,
+    /// Least time between re-solves caused by model drift, ns. A change in
+    /// the set of apps re-solves at the next call whatever this says.
+    pub resolve_period_ns: Ns,
+    /// Relative change of a measured exec time that counts as drift.
+    pub model_change: f64,
+    /// Interference-aware rounds of [`solve_targets`] (0: plain fluid model).
+    pub interference_rounds: usize,
+    /// Add [`blocking_limits`] for queues.
+    pub blocking: bool,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            floor_goal: 1.05,
+            resolve_period_ns: 200_000_000,
+            model_change: 0.02,
+            interference_rounds: 0,
+            blocking: false,
+        }
+    }
+}
+
+/// The monitor's side: apps' demands in, per-client targets out.
+#[derive(Clone, Debug)]
+pub struct Coordinator {
+    config: CoordinatorConfig,
+    units: Vec<UnitSupply>,
+    /// Demand each app last reported, and the one the targets were solved with.
+    apps: BTreeMap<ClientId, (AppDemand, Option<AppDemand>)>,
+    targets: BTreeMap<ClientId, (Vec<f64>, f64)>,
+    membership_changed: bool,
+    last_solve: Option<Ns>,
+    solves: u64,
+    floor: Option<(f64, bool)>,
+}
+
+impl Coordinator {
+    pub fn new(config: CoordinatorConfig, units: Vec<UnitSupply>) -> Self {
+        Coordinator {
+            config,
+            units,
+            apps: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            membership_changed: false,
+            last_solve: None,
+            solves: 0,
+            floor: None,
+        }
+    }
+
+    /// Records what the monitor measured for `client` (new or updated).
+    pub fn set_app(&mut self, client: ClientId, demand: AppDemand) {
+        match self.apps.get_mut(&client) {
+            Some(entry) => entry.0 = demand,
+            None => {
+                self.apps.insert(client, (demand, None));
+                self.membership_changed = true;
+            }
+        }
+    }
+
+    /// `client` left (or stopped issuing).
+    pub fn remove_app(&mut self, client: ClientId) {
+        if self.apps.remove(&client).is_some() {
+            self.targets.remove(&client);
+            self.membership_changed = true;
+        }
+    }
+
+    fn drifted(&self) -> bool {
+        let tol = self.config.model_change;
+        self.apps.values().any(|(now, solved)| match solved {
+            None => true,
+            Some(old) => now
+                .exec_ns
+                .iter()
+                .zip(&old.exec_ns)
+                .any(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => (a - b).abs() > tol * b.abs(),
+                    (None, None) => false,
+                    _ => true,
+                }),
+        })
+    }
+
+    /// Re-solves if the set of apps changed, or models drifted and the
+    /// period has passed. Returns whether targets were recomputed. On a
+    /// solver failure the previous targets stay (and apps without one use
+    /// plain placement).
+    pub fn update(&mut self, now: Ns) -> bool {
+        let due = self
+            .last_solve
+            .is_none_or(|t| now.saturating_sub(t) >= self.config.resolve_period_ns);
+        if !(self.membership_changed || (due && self.drifted())) {
+            return false;
+        }
+        self.membership_changed = false;
+        self.last_solve = Some(now);
+        // Only apps with at least one measured unit take part.
+        let ids: Vec<ClientId> = self
+            .apps
+            .iter()
+            .filter(|(_, (d, _))| d.fastest_unit().is_some())
+            .map(|(c, _)| *c)
+            .collect();
+        if ids.is_empty() {
+            self.targets.clear();
+            return true;
+        }
+        let demands: Vec<AppDemand> = ids.iter().map(|c| self.apps[c].0.clone()).collect();
+        let Ok(t) = solve_targets(
+            &demands,
+            &self.units,
+            self.config.floor_goal,
+            self.config.interference_rounds,
+            self.config.blocking,
+        ) else {
+            return false;
+        };
+        self.solves += 1;
+        self.floor = Some((t.floor, t.floor_feasible));
+        self.targets.clear();
+        for ((c, f), rate) in ids.iter().zip(t.fraction).zip(t.rate) {
+            self.targets.insert(*c, (f, rate));
+            if let Some(entry) = self.apps.get_mut(c) {
+                entry.1 = Some(entry.0.clone());
+            }
+        }
+        true
+    }
+
+    /// The fraction of `client`'s tasks each unit should run, if solved.
+    pub fn target(&self, client: ClientId) -> Option<&[f64]> {
+        self.targets.get(&client).map(|t| t.0.as_slice())
+    }
+
+    /// The tasks per second `client` should issue at most, if solved.
+    pub fn rate(&self, client: ClientId) -> Option<f64> {
+        self.targets.get(&client).map(|t| t.1)
+    }
+
+    /// `(floor, feasible)` of the last solve: what `status` reports.
+    pub fn floor(&self) -> Option<(f64, bool)> {
+        self.floor
+    }
+
+    /// How many times the allocation was solved.
+    pub fn solves(&self) -> u64 {
+        self.solves
+    }
+}
+
+/// The client's side: follows target fractions exactly in the long run
+/// (smooth weighted round robin).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeficitFollower {
+    credit: Vec<f64>,
+}
+
+/// Credits are clamped to this, so a target change is followed at once
+/// instead of paying off an old debt.
+const CREDIT_LIMIT: f64 = 2.0;
+
+impl DeficitFollower {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The unit for the next task: every unit with a target accrues its
+    /// fraction, the one with most credit (lowest index on ties) runs the
+    /// task and pays 1. `allowed(u)` can veto units (no implementation).
+    /// `None` when no allowed unit has a positive target.
+    pub fn pick(&mut self, target: &[f64], allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        if self.credit.len() != target.len() {
+            self.credit = vec![0.0; target.len()];
+        }
+        let usable: Vec<usize> = (0..target.len())
+            .filter(|&u| target[u] > 0.0 && target[u].is_finite() && allowed(u))
+            .collect();
+        let total: f64 = usable.iter().map(|&u| target[u]).sum();
+        if usable.is_empty() || total <= 0.0 {
+            return None;
+        }
+        for (u, c) in self.credit.iter_mut().enumerate() {
+            if usable.contains(&u) {
+                *c = (*c + target[u] / total).min(CREDIT_LIMIT);
+            } else {
+                *c = 0.0;
+            }
+        }
+        let best = usable
+            .iter()
+            .copied()
+            .max_by(|&a, &b| self.credit[a].total_cmp(&self.credit[b]).then(b.cmp(&a)))?;
+        self.credit[best] = (self.credit[best] - 1.0).max(-CREDIT_LIMIT);
+        Some(best)
+    }
+}
+
+/// The client's pacing: a token bucket filled at the target rate (times
+/// `1 + headroom`), holding at most `burst` tokens; each task takes one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pacer {
+    tokens: f64,
+    last: Option<Ns>,
+}
+
+impl Pacer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes a token for a task issued at `now` (`Ok`), or says when the
+    /// next token will be there (`Err(at)`, `at > now`). A rate that is
+    /// not positive and finite does not pace.
+    pub fn take(&mut self, now: Ns, rate: f64, burst: f64) -> Result<(), Ns> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Ok(());
+        }
+        let burst = burst.max(1.0);
+        let elapsed = self
+            .last
+            .map_or(burst / rate * 1e9, |t| now.saturating_sub(t) as f64);
+        self.tokens = (self.tokens + elapsed * rate / 1e9).min(burst);
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = ((1.0 - self.tokens) / rate * 1e9).ceil().max(1.0);
+            Err(now + wait as Ns)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follower_matches_fractions() {
+        let mut f = DeficitFollower::new();
+        let target = [0.25, 0.0, 0.75];
+        let mut count = [0; 3];
+        for _ in 0..400 {
+            count[f.pick(&target, |_| true).unwrap()] += 1;
+        }
+        assert_eq!(count, [100, 0, 300]);
+        assert_eq!(f.pick(&[0.0, 0.0, 0.0], |_| true), None);
+        assert_eq!(f.pick(&[1.0, 0.0, 0.0], |u| u != 0), None);
+    }
+
+    #[test]
+    fn pacer_holds_the_rate() {
+        let mut p = Pacer::new();
+        let (mut now, mut issued) = (0, 0);
+        // 1000 tasks/s for one simulated second, burst 2.
+        while now < 1_000_000_000 {
+            match p.take(now, 1000.0, 2.0) {
+                Ok(()) => issued += 1,
+                Err(at) => now = at,
+            }
+        }
+        assert!((1000..=1003).contains(&issued), "{issued}");
+        assert_eq!(Pacer::new().take(0, f64::INFINITY, 1.0), Ok(()));
+    }
+
+    #[test]
+    fn blocking_rows_keep_a_long_task_app_off_a_short_task_apps_queue() {
+        // App 0: 0.1 ms tasks, only on the queue (unit 1). App 1: 10 ms
+        // tasks, a bit faster on the queue than on the CPU group (unit 0).
+        let units = [
+            UnitSupply {
+                slots: 1.0,
+                time_shared: true,
+            },
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            },
+        ];
+        let apps = [
+            AppDemand {
+                exec_ns: vec![None, Some(1e5)],
+                overhead_ns: vec![0.0, 1e5],
+                in_flight: 1.0,
+            },
+            AppDemand {
+                exec_ns: vec![Some(1.2e7), Some(1e7)],
+                overhead_ns: vec![0.0, 0.0],
+                in_flight: 1.0,
+            },
+        ];
+        let plain = solve_targets(&apps, &units, 0.5, 0, false).unwrap();
+        let blocking = solve_targets(&apps, &units, 0.5, 0, true).unwrap();
+        let stretched = solve_targets(&apps, &units, 0.5, 3, false).unwrap();
+        // The fluid model lets app 1 use the queue's idle half; with the
+        // blocking rows it stays on the CPU group.
+        assert!(plain.fraction[1][1] > 0.1, "{plain:?}");
+        assert!(
+            blocking.fraction[1][1] < plain.fraction[1][1],
+            "{blocking:?}"
+        );
+        for t in [&plain, &blocking, &stretched] {
+            for row in &t.fraction {
+                assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{t:?}");
+            }
+            assert!(t.rate.iter().all(|r| *r > 0.0), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn native_estimate_splits_a_queue_by_work() {
+        let units = [UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+        }];
+        let app = |e: f64| AppDemand {
+            exec_ns: vec![Some(e)],
+            overhead_ns: vec![0.0],
+            in_flight: 1.0,
+        };
+        let thr = native_estimate(&[app(1e6), app(3e6)], &units);
+        // Time shares 1/4 and 3/4: both complete 250 tasks/s.
+        assert!((thr[0] - 250.0).abs() < 1e-6, "{thr:?}");
+        assert!((thr[1] - 250.0).abs() < 1e-6, "{thr:?}");
+    }
+
+    #[test]
+    fn coordinator_resolves_on_membership_only() {
+        let units = vec![
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            };
+            2
+        ];
+        let mut c = Coordinator::new(CoordinatorConfig::default(), units);
+        let d = AppDemand {
+            exec_ns: vec![Some(1e6), Some(2e6)],
+            overhead_ns: vec![0.0, 0.0],
+            in_flight: 2.0,
+        };
+        c.set_app(ClientId(1), d.clone());
+        assert!(c.update(0));
+        assert!(!c.update(1));
+        let t = c.target(ClientId(1)).unwrap();
+        assert!(t.iter().all(|f| *f > 0.0), "{t:?}");
+        c.set_app(ClientId(2), d);
+        assert!(c.update(2));
+        c.remove_app(ClientId(1));
+        assert!(c.update(3));
+        assert!(c.target(ClientId(1)).is_none());
+        assert_eq!(c.floor().map(|f| f.1), Some(true));
+    }
+}
