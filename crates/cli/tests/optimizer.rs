@@ -7,23 +7,13 @@ use hetsched_runtime::{
     Mode, MonitorMode, OptimizerConfig, PerformanceGoal, Runtime, RuntimeOptions, Task,
 };
 use std::collections::VecDeque;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ONE_GPU, TestDaemon};
-
-/// Kills the process when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{ONE_GPU, Reaped, TestDaemon};
 
 #[test]
 fn optimizer_raises_shares_until_the_goal_is_met() {

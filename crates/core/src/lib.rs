@@ -8,6 +8,7 @@
 pub mod coordination;
 pub mod fairness;
 pub mod ids;
+pub mod local_view;
 pub mod min_funding;
 pub mod optimizer;
 pub mod pipeline_table;

@@ -25,6 +25,19 @@ pub struct UnitSetup {
 }
 
 impl UnitSetup {
+    /// The set-up a unit was announced with: how a monitor that takes over
+    /// from another (the runtime's embedded one) gets the same units.
+    pub fn from_info(info: &UnitInfo) -> UnitSetup {
+        UnitSetup {
+            unit: info.to_unit(hetsched_core::ids::KindId(0)),
+            kind_name: info.kind.clone(),
+            policy: info.policy,
+            emulated: info.emulated,
+            pus: info.pus.clone(),
+            throttle: info.throttle.as_ref().map(std::path::PathBuf::from),
+        }
+    }
+
     pub fn info(&self) -> UnitInfo {
         let u = &self.unit;
         UnitInfo {

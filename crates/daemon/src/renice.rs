@@ -114,7 +114,7 @@ mod tests {
     /// Not a test: the process `every_thread_...` starts (this test binary
     /// again), so that it reniced a process of its own with several threads.
     #[test]
-    #[ignore]
+    #[ignore = "the child process of every_thread_of_a_process_is_lowered_and_given_back, run by it"]
     fn helper_process_with_threads() {
         if std::env::var_os(HELPER_ENV).is_none() {
             return;

@@ -149,7 +149,7 @@ pub fn measure_kind(
     let worker = std::thread::Builder::new()
         .name(format!("calibrate-{}", kind.name))
         .spawn(move || {
-            let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: pu });
+            let pinned = crate::thread::pin_current(pu);
             let _ = pin_tx.send(pinned);
             for job in job_rx {
                 if done_tx.send(job()).is_err() {

@@ -17,6 +17,7 @@ pub mod platform;
 pub mod slow_cores;
 mod summary;
 pub mod sysfs;
+pub mod thread;
 
 pub use calibrate::{Calibration, CalibrationOptions, Fingerprint, KindCalibration};
 pub use cpu::{CacheSizes, CpuInfo, CpuKind, CpuTopology, SpeedBasis};

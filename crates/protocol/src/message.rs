@@ -3,9 +3,9 @@
 //! `#[serde(tag)]`, `flatten` or `untagged`). New fields mean a new
 //! [`crate::PROTOCOL_VERSION`].
 
-use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_core::ids::{ClientId, KindId, TaskId, UnitId};
 use hetsched_core::policy::{ClientSettings, PolicyKind, ShareClass};
-use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_core::unit::{Capabilities, LinkCost, Unit, UnitClass};
 use hetsched_core::view::{ClientUnitView, UnitView};
 use serde::{Deserialize, Serialize};
 
@@ -180,6 +180,29 @@ pub struct UnitInfo {
     /// quota makes its threads run at the kind's speed; threads placed on
     /// the kind join it.
     pub throttle: Option<String>,
+}
+
+impl UnitInfo {
+    /// The policy layer's unit, with kind id `kind` in the caller's
+    /// numbering (kinds are names here). Power figures are not carried on
+    /// the wire and come out as 0.
+    pub fn to_unit(&self, kind: KindId) -> Unit {
+        Unit {
+            id: self.id,
+            name: self.name.clone(),
+            kind,
+            class: self.class,
+            caps: self.caps,
+            relative_speed: self.relative_speed,
+            coherent: self.coherent,
+            copy_in: self.copy_in,
+            copy_out: self.copy_out,
+            dispatch_ns: self.dispatch_ns,
+            slots: self.slots,
+            busy_watts: 0.0,
+            idle_watts: 0.0,
+        }
+    }
 }
 
 /// Per-unit part of a status report.

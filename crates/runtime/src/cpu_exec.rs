@@ -8,46 +8,21 @@
 
 use crate::scheduler::{Backend, Scheduler};
 use crate::task::CpuCtx;
-use rustix::time::{ClockId, clock_gettime};
+use hetsched_platform::thread::{cpu_time, pin_current};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-fn thread_cpu_ns() -> f64 {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
-}
-
-/// OS CPU numbers of each CPU unit, by the unit's kind name. Units whose
-/// kind is not found here run unpinned.
-fn cores_by_kind() -> Vec<(String, Vec<usize>)> {
-    let topo = hetsched_platform::cpu::discover_cpus();
-    topo.kinds
-        .iter()
-        .map(|k| (k.name.clone(), k.os_indices.clone()))
-        .collect()
-}
-
 /// Starts the workers of every CPU unit.
 pub(crate) fn spawn_workers(sched: &Arc<Scheduler>) -> std::io::Result<Vec<JoinHandle<()>>> {
-    let kinds = cores_by_kind();
     let mut handles = Vec::new();
     for (u, backend) in sched.backends.iter().enumerate() {
         let Backend::Cpu { cores, .. } = *backend else {
             continue;
         };
         let info = &sched.infos[u];
-        // The monitor says which PUs the kind has; an older monitor does
-        // not, and then discovery here is asked by kind name.
-        let pus: Vec<usize> = if info.pus.is_empty() {
-            kinds
-                .iter()
-                .find(|(name, _)| *name == info.kind)
-                .map(|(_, p)| p.clone())
-                .unwrap_or_default()
-        } else {
-            info.pus.iter().map(|&p| p as usize).collect()
-        };
+        // The monitor says which PUs the kind has (`UnitInfo::pus`).
+        let pus: Vec<usize> = info.pus.iter().map(|&p| p as usize).collect();
         let throttle = info.throttle.clone().map(std::path::PathBuf::from);
         for w in 0..cores as usize {
             let sched = Arc::clone(sched);
@@ -57,9 +32,7 @@ pub(crate) fn spawn_workers(sched: &Arc<Scheduler>) -> std::io::Result<Vec<JoinH
                 .name(format!("hetsched-{}-{w}", info.name))
                 .spawn(move || {
                     if let Some(pu) = pin {
-                        // Best effort: a cpuset that excludes the core
-                        // leaves the worker unpinned rather than failing.
-                        core_affinity::set_for_current(core_affinity::CoreId { id: pu });
+                        pin_current(pu);
                     }
                     if let Some(dir) = &throttle {
                         join_throttle(dir, w);
@@ -103,9 +76,9 @@ fn worker_loop(sched: &Arc<Scheduler>, u: usize) {
             job.run_cpu(&ctx, unit);
             start.elapsed().as_nanos() as f64
         } else {
-            let before = thread_cpu_ns();
+            let before = cpu_time();
             job.run_cpu(&ctx, unit);
-            thread_cpu_ns() - before
+            (cpu_time() - before).as_nanos() as f64
         }
     });
 }

@@ -36,7 +36,7 @@ pub(crate) fn start(sched: &Arc<Scheduler>, q: &mut Queues, u: usize) {
             sched.outstanding.done();
             continue;
         };
-        let t = transfer(sched, u, placed.job.as_ref());
+        let t = transfer(sched, u, &placed);
         let exec_ns = u64::try_from(cost.as_nanos())
             .unwrap_or(u64::MAX)
             .saturating_add(t.fetch_ns as u64);
@@ -89,15 +89,15 @@ struct Transfer {
     buffer_moved: bool,
 }
 
-fn transfer(sched: &Scheduler, u: usize, job: &dyn crate::job::Job) -> Transfer {
-    let (bytes_in, bytes_out) = job.bytes();
+fn transfer(sched: &Scheduler, u: usize, placed: &Placed) -> Transfer {
+    let (bytes_in, bytes_out) = placed.bytes;
     let plain = Transfer {
         bytes_in,
         bytes_out,
         fetch_ns: 0.0,
         buffer_moved: false,
     };
-    let Some(buffer) = job.buffer() else {
+    let Some(buffer) = placed.job.buffer() else {
         return plain;
     };
     match buffer.location() {
@@ -142,7 +142,7 @@ fn on_reply(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, reply
 
 fn finish(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, done: DeviceDone) {
     let unit = &sched.units[u];
-    let (bytes_in, _) = placed.job.bytes();
+    let (bytes_in, _) = placed.bytes;
     // The monitor held the stream for dispatch + copies + execution; the
     // model predicts execution alone (placement adds the rest itself).
     let overhead = unit.dispatch_ns as f64

@@ -55,31 +55,7 @@ impl Embedded {
             ..DaemonConfig::default()
         };
         let (mut setup, _platform) = launch::prepare(&cfg)?;
-        setup.units = units
-            .iter()
-            .map(|u| UnitSetup {
-                unit: hetsched_core::unit::Unit {
-                    id: u.id,
-                    name: u.name.clone(),
-                    kind: hetsched_core::ids::KindId(0),
-                    class: u.class,
-                    caps: u.caps,
-                    relative_speed: u.relative_speed,
-                    coherent: u.coherent,
-                    copy_in: u.copy_in,
-                    copy_out: u.copy_out,
-                    dispatch_ns: u.dispatch_ns,
-                    slots: u.slots,
-                    busy_watts: 0.0,
-                    idle_watts: 0.0,
-                },
-                kind_name: u.kind.clone(),
-                policy: u.policy,
-                emulated: u.emulated,
-                pus: u.pus.clone(),
-                throttle: u.throttle.as_ref().map(std::path::PathBuf::from),
-            })
-            .collect();
+        setup.units = units.iter().map(UnitSetup::from_info).collect();
         Self::start(setup)
     }
 

@@ -58,7 +58,8 @@ pub(crate) struct Call<A, R> {
     pub outcome: Option<Result<R, TaskError>>,
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+/// What a caught panic said, for the error that reports it.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
@@ -88,7 +89,7 @@ impl<A: Send + 'static, R: Send + 'static> Call<A, R> {
             Err(p) => Err(TaskError::Panicked {
                 task: task(),
                 unit: unit.to_string(),
-                message: panic_message(p),
+                message: panic_message(&*p),
             }),
         });
     }

@@ -62,7 +62,6 @@ pub mod pipeline;
 mod runtime;
 mod scheduler;
 pub mod task;
-mod unit_views;
 mod worker;
 
 pub use buffer::Buffer;

@@ -508,21 +508,13 @@ fn recv_spinning<M>(rx: &Receiver<M>) -> Result<M, mpsc::RecvError> {
 }
 
 fn pin_here(pu: Option<usize>) {
-    if let Some(id) = pu {
-        // Best effort: a cpuset without that PU leaves the thread unpinned.
-        core_affinity::set_for_current(core_affinity::CoreId { id });
+    if let Some(pu) = pu {
+        hetsched_platform::thread::pin_current(pu);
     }
 }
 
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panicked".into())
-}
-
 fn run_guarded<T>(f: &StageFn<T>, data: T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(|| f(data))).map_err(|p| panic_text(&*p))
+    catch_unwind(AssertUnwindSafe(|| f(data))).map_err(|p| crate::job::panic_message(&*p))
 }
 
 /// What the controller has done so far.
@@ -848,7 +840,10 @@ impl<T: Send + 'static> Controller<T> {
                                     stage: e.stage,
                                     name: self.names[e.stage].clone(),
                                     chunk,
-                                    why: format!("its cost function panicked: {}", panic_text(&*p)),
+                                    why: format!(
+                                        "its cost function panicked: {}",
+                                        crate::job::panic_message(&*p)
+                                    ),
                                 });
                                 continue;
                             }

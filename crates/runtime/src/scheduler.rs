@@ -14,8 +14,8 @@ use crate::handle::{Outstanding, TaskError};
 use crate::job::Job;
 use crate::link::Link;
 use crate::task::ModelFn;
-use crate::unit_views::{OwnLoad, cpu_view, device_view};
 use hetsched_core::ids::{KindId, UnitId};
+use hetsched_core::local_view::{OwnLoad, cpu_view, device_view};
 use hetsched_core::placement::{
     DataLocation, Goal, ImplSet, PlacementConfig, PlacementError, Placer, Reason, TaskRequest,
 };
@@ -138,6 +138,8 @@ impl Backend {
 /// A call that has been placed on a unit.
 pub(crate) struct Placed {
     pub job: Box<dyn Job>,
+    /// The call's input and output bytes (its `sizes`), asked once.
+    pub bytes: (u64, u64),
     /// Predicted turnaround from placement (NaN while profiling).
     pub predicted_ns: f64,
     /// Predicted execution time (NaN while profiling).
@@ -220,21 +222,7 @@ impl Scheduler {
         let mut cpu_kinds = 0;
         for info in &infos {
             let kind = machine.intern_kind(&info.kind, info.class);
-            machine.units.push(Unit {
-                id: info.id,
-                name: info.name.clone(),
-                kind,
-                class: info.class,
-                caps: info.caps,
-                relative_speed: info.relative_speed,
-                coherent: info.coherent,
-                copy_in: info.copy_in,
-                copy_out: info.copy_out,
-                dispatch_ns: info.dispatch_ns,
-                slots: info.slots,
-                busy_watts: 0.0,
-                idle_watts: 0.0,
-            });
+            machine.units.push(info.to_unit(kind));
             backends.push(if info.id.index() >= n_monitor {
                 local_backends[info.id.index() - n_monitor]
             } else if info.class == UnitClass::Cpu {
@@ -365,13 +353,15 @@ impl Scheduler {
             let Some((job, accepted_at)) = q.central.remove(i) else {
                 break;
             };
-            match self.place(q, job.as_ref()) {
+            let bytes = job.bytes();
+            match self.place(q, job.as_ref(), bytes) {
                 Ok((unit, predicted_ns, exec_ns, profiling)) => {
                     let u = unit.index();
                     let queue = &mut q.units[u];
                     queue.pending_ns += finite_or_zero(exec_ns);
                     queue.waiting.push_back(Placed {
                         job,
+                        bytes,
                         predicted_ns,
                         exec_ns,
                         profiling,
@@ -404,9 +394,9 @@ impl Scheduler {
         &self,
         q: &mut Queues,
         job: &dyn Job,
+        (bytes, out_bytes): (u64, u64),
     ) -> Result<(UnitId, f64, f64, bool), PlacementError> {
         let slot = job.slot();
-        let (bytes, out_bytes) = job.bytes();
         let buffer = job.buffer();
         let request = TaskRequest {
             bytes,
@@ -436,8 +426,10 @@ impl Scheduler {
                     cpu_kind: Some(kind),
                     cores,
                 } => {
-                    let k = global.and_then(|g| g.cpu_kind(kind));
-                    cpu_view(k.as_ref(), cores, own)
+                    let runnable = global
+                        .and_then(|g| g.cpu_kind(kind))
+                        .map_or(0, |k| k.threads_by_nice.iter().sum());
+                    cpu_view(runnable, cores, own)
                 }
                 Backend::Emulated | Backend::OpenCl { .. } | Backend::None => {
                     if !slot.implemented.contains(self.units[i].id) {

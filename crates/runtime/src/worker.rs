@@ -33,7 +33,7 @@ pub(crate) fn run_loop(
         drop(q);
 
         let mut job = placed.job;
-        let (bytes, _) = job.bytes();
+        let (bytes, _) = placed.bytes;
         let buffer = job.buffer();
         if let Some(b) = &buffer {
             sched.fetch_to_host(b);

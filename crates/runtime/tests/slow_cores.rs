@@ -3,13 +3,9 @@
 //! of a cgroup), as Rinnegan emulated slow cores with duty cycles.
 
 use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions, Task};
-use rustix::time::{ClockId, clock_gettime};
 use std::time::{Duration, Instant};
 
-fn thread_cpu() -> Duration {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
+use hetsched_platform::thread::cpu_time as thread_cpu;
 
 /// Why this machine cannot run the test, if it cannot.
 fn unsupported() -> Option<String> {

@@ -17,7 +17,7 @@
 //! to the modelled device times; every result is checked against a
 //! reference computed once per input at start-up.
 
-use rustix::time::{ClockId, clock_gettime};
+use hetsched_platform::thread::cpu_time as thread_cpu;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -148,11 +148,6 @@ pub fn run_on_cpu(kernel: fn(&[u8]) -> u64, data: &[u8], cpu: Duration) -> u64 {
         black_box(kernel(black_box(data)));
     }
     result
-}
-
-fn thread_cpu() -> Duration {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 // ---------------------------------------------------------------------------

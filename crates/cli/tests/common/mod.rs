@@ -121,3 +121,13 @@ impl Drop for TestDaemon {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Kills a process the test started when the test ends, however it ends.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -5,7 +5,6 @@
 #![allow(dead_code)] // each test file uses part of it
 
 use hetsched_runtime::{MonitorMode, Runtime, RuntimeOptions};
-use rustix::time::{ClockId, clock_gettime};
 use std::path::Path;
 use std::time::Duration;
 
@@ -44,11 +43,7 @@ pub fn embedded(dir: &Path, name: &str, policy: &str, models: Models<'_>) -> Run
     rt
 }
 
-/// This thread's CPU time.
-pub fn thread_cpu() -> Duration {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
+pub use hetsched_platform::thread::cpu_time as thread_cpu;
 
 /// Keeps this thread busy for `d` of its own CPU time (what the runtime
 /// measures on CPU units), however loaded the machine is.

@@ -1,10 +1,11 @@
 //! What one placement decision sees of each unit: the monitor's pages,
-//! corrected by what this process has queued that the monitor cannot know
-//! yet (pages are up to 10 ms old, and calls waiting in our own queues
-//! never reached it).
+//! corrected by what the client itself has queued that the monitor cannot
+//! know yet (pages are up to 10 ms old, and calls waiting in the client's
+//! own queues never reached it). The runtime builds its views with these;
+//! anything else that places on published views (a simulator strategy,
+//! the StarPU policy) can use the same.
 
-use hetsched_core::view::{ClientUnitView, MIN_UTILISATION};
-use hetsched_views::CpuKindView;
+use crate::view::{ClientUnitView, MIN_UTILISATION};
 
 /// This process's own load on one unit.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -56,13 +57,12 @@ pub fn device_view(
 
 /// A CPU kind: CFS shares its `cores` among every runnable thread, so a
 /// new call gets `cores / (threads + 1)` of a core, at most a whole one.
-/// The CPU agent counts runnable threads of every process (ours included)
-/// every scan; our running calls are counted from our own state instead,
-/// which is current. Calls waiting in our queue stretch the wait by the
-/// number of rounds of our workers they need.
-pub fn cpu_view(kind: Option<&CpuKindView>, cores: u32, own: OwnLoad) -> ClientUnitView {
+/// `runnable` is the CPU agent's count of runnable threads of every
+/// process (ours included) at its last scan; our running calls are counted
+/// from our own state instead, which is current. Calls waiting in our
+/// queue stretch the wait by the number of rounds of our workers they need.
+pub fn cpu_view(runnable: u32, cores: u32, own: OwnLoad) -> ClientUnitView {
     let cores = f64::from(cores.max(1));
-    let runnable: u32 = kind.map_or(0, |k| k.threads_by_nice.iter().sum());
     // The scan saw our busy workers too; what is left is everybody else
     // (an estimate: our count may have changed since the scan).
     let others = f64::from(runnable.saturating_sub(own.running));
@@ -80,34 +80,24 @@ pub fn cpu_view(kind: Option<&CpuKindView>, cores: u32, own: OwnLoad) -> ClientU
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetsched_views::NICE_LEVELS;
-
-    fn kind_with(threads: u32) -> CpuKindView {
-        let mut by_nice = [0; NICE_LEVELS];
-        by_nice[20] = threads;
-        CpuKindView {
-            threads_by_nice: by_nice,
-            ..CpuKindView::default()
-        }
-    }
 
     #[test]
     fn idle_cpu_gives_a_whole_core() {
-        let v = cpu_view(Some(&kind_with(0)), 2, OwnLoad::default());
+        let v = cpu_view(0, 2, OwnLoad::default());
         assert_eq!(v.expected_utilisation(1e6), 1.0);
     }
 
     #[test]
     fn busy_cpu_shares_cores_among_threads() {
         // Three threads of others on two cores, plus the new call: 2/4.
-        let v = cpu_view(Some(&kind_with(3)), 2, OwnLoad::default());
+        let v = cpu_view(3, 2, OwnLoad::default());
         assert!((v.expected_utilisation(1e6) - 0.5).abs() < 1e-12);
         // Our own running calls are not counted twice.
         let own = OwnLoad {
             running: 1,
             ..Default::default()
         };
-        let v = cpu_view(Some(&kind_with(4)), 2, own);
+        let v = cpu_view(4, 2, own);
         assert!((v.expected_utilisation(1e6) - 0.4).abs() < 1e-12);
     }
 
@@ -117,7 +107,7 @@ mod tests {
             waiting: 4,
             ..Default::default()
         };
-        let v = cpu_view(None, 2, own);
+        let v = cpu_view(0, 2, own);
         // Two rounds of two workers ahead: a third of the time running.
         assert!((v.expected_utilisation(1e6) - 1.0 / 3.0).abs() < 1e-12);
     }
