@@ -17,6 +17,7 @@ use hetsched_views::PrivateWriter;
 use rustix::net::SendFlags;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 
 /// Longest client name kept (longer ones are cut).
 const MAX_NAME_CHARS: usize = 64;
@@ -44,7 +45,8 @@ fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
 }
 
 /// One connection, from hello to goodbye (or death).
-pub(crate) fn serve(shared: &Shared, mut stream: UnixStream) {
+pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
+    let stream = Arc::new(stream);
     let peer = match peer_of(&stream) {
         Ok(p) => p,
         Err(e) => {
@@ -57,7 +59,7 @@ pub(crate) fn serve(shared: &Shared, mut stream: UnixStream) {
     let mut said_goodbye = false;
     let mut buf = vec![0u8; READ_CHUNK];
     'conn: loop {
-        let n = match stream.read(&mut buf) {
+        let n = match (&*stream).read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -139,14 +141,13 @@ pub(crate) fn serve(shared: &Shared, mut stream: UnixStream) {
 /// Registers a client and sends its Welcome (with the view descriptors).
 fn hello(
     shared: &Shared,
-    stream: &UnixStream,
+    stream: &Arc<UnixStream>,
     peer: &Peer,
     name: String,
     role: Role,
     requested: SettingsRequest,
 ) -> Option<ClientId> {
     let name: String = name.chars().take(MAX_NAME_CHARS).collect();
-    let writer = stream.try_clone().ok()?;
     let n_kinds = shared.cpu_unit_slots.len();
     // The page comes first: if it cannot be made, nothing is registered.
     let private = if role == Role::Application {
@@ -173,7 +174,7 @@ fn hello(
         .monitor
         .hello(peer.clone(), name, role, requested, now);
     let mut conn = Conn {
-        stream: writer,
+        stream: Arc::clone(stream),
         private,
         cut_off: false,
     };

@@ -24,8 +24,11 @@ const START_TIME: usize = 19; // field 22
 const PROCESSOR: usize = 36; // field 39
 
 pub fn start_time(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_fields(&text)?.get(START_TIME)?.parse().ok()
+    stat_start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn stat_start_time(stat: &str) -> Option<u64> {
+    stat_fields(stat)?.get(START_TIME)?.parse().ok()
 }
 
 fn status_field(pid: u32, name: &str) -> Option<String> {
@@ -62,8 +65,22 @@ pub fn threads(pid: u32) -> u32 {
 }
 
 /// Whether the process `key` names is still the one running.
+///
+/// Only a missing `/proc` entry or a different start time means gone: a
+/// read that fails for another reason (the daemon out of descriptors, say)
+/// must not make it forget a live process's settings or grants.
 pub fn alive(key: ProcessKey) -> bool {
-    start_time(key.pid) == Some(key.start_time)
+    stat_says_alive(
+        std::fs::read_to_string(format!("/proc/{}/stat", key.pid)),
+        key.start_time,
+    )
+}
+
+fn stat_says_alive(stat: std::io::Result<String>, start_time: u64) -> bool {
+    match stat {
+        Ok(text) => stat_start_time(&text) == Some(start_time),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
 }
 
 /// Gid of a group named in `/etc/group`.
@@ -171,6 +188,17 @@ mod tests {
         assert_eq!(uid(me), Some(rustix::process::getuid().as_raw()));
         assert!(threads(me) >= 1);
         assert_eq!(LiveProcesses.lookup(me).map(|(k, _)| k), Some(key));
+    }
+
+    #[test]
+    fn only_a_missing_entry_or_another_start_time_means_gone() {
+        use std::io::{Error, ErrorKind};
+        let stat = "12 (a) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 5 1 0 999 0 0".to_string();
+        assert!(stat_says_alive(Ok(stat.clone()), 999));
+        assert!(!stat_says_alive(Ok(stat), 998));
+        assert!(!stat_says_alive(Err(ErrorKind::NotFound.into()), 999));
+        // EMFILE: the daemon is short of descriptors, the process is not gone.
+        assert!(stat_says_alive(Err(Error::from_raw_os_error(24)), 999));
     }
 
     #[test]

@@ -62,8 +62,10 @@ pub enum DaemonError {
 
 /// A client connection as the state knows it.
 pub(crate) struct Conn {
-    /// For sending (the connection's thread reads from its own handle).
-    pub stream: UnixStream,
+    /// For sending; the connection's thread reads from the same socket.
+    /// Shared rather than `try_clone`d so that a connection costs the
+    /// daemon one descriptor, not two.
+    pub stream: Arc<UnixStream>,
     /// Its private view page (applications only).
     pub private: Option<PrivateWriter>,
     /// A reply could not be sent whole: the socket is shut down and the
@@ -214,7 +216,12 @@ impl Server {
                         eprintln!("hetsched daemon: cannot start a connection thread: {e}");
                     }
                 }
-                Err(e) => eprintln!("hetsched daemon: accept failed: {e}"),
+                Err(e) => {
+                    eprintln!("hetsched daemon: accept failed: {e}");
+                    // Out of descriptors or memory: the connection stays in
+                    // the backlog, so pause instead of spinning on it.
+                    std::thread::sleep(Duration::from_millis(10));
+                }
             }
         }
         Ok(())
