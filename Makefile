@@ -22,6 +22,8 @@ lint:
 
 unit:
 	$(CARGO) test --workspace --all-features
+	$(MAKE) -C crates/capi/c check
+	$(MAKE) -C integrations/starpu check PROFILE=debug
 
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:
@@ -37,3 +39,9 @@ sim-demo:
 ## Every built-in scenario, with CSV/JSON/SVG under sim-out/.
 sim-all:
 	$(CARGO) run --release -q -p hetsched -- sim all --out sim-out
+
+## StarPU contention experiment: eager vs dmda vs the hetsched policy
+## (figures go to docs/PERFORMANCE.md; see docs/starpu.md).
+.PHONY: starpu-bench
+starpu-bench: deps
+	integrations/starpu/bench.sh

@@ -13,6 +13,12 @@ pkg-config --exists libudev 2>/dev/null || need_apt+=(libudev-dev)
 # tests and the runtime an OpenCL CPU device on machines without a GPU driver.
 pkg-config --exists OpenCL 2>/dev/null || need_apt+=(ocl-icd-opencl-dev)
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need_apt+=(pocl-opencl-icd)
+# The StarPU scheduling policy (integrations/starpu) builds against StarPU 1.3;
+# its experiment can also run StarPU's own examples.
+pkg-config --exists starpu-1.3 2>/dev/null || need_apt+=(libstarpu-dev)
+if command -v dpkg >/dev/null 2>&1; then
+    dpkg -s starpu-examples >/dev/null 2>&1 || need_apt+=(starpu-examples)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: missing ${need_apt[*]}; run as root or install them" >&2

@@ -20,6 +20,11 @@ use std::time::{Duration, Instant};
 pub enum BenchCommand {
     /// Dispatch-gate round trip with many concurrent clients.
     Gate(GateArgs),
+    /// The thread balancer's policies on worker processes over an emulated
+    /// big/little machine (root).
+    Balance(crate::bench_balance::BalanceBenchArgs),
+    /// The thread balancer's epoch step time on a synthetic 8-core map.
+    BalanceOverhead(crate::bench_balance::OverheadArgs),
 }
 
 #[derive(Args)]
@@ -60,6 +65,8 @@ struct GateReport {
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Gate(args) => gate(args),
+        BenchCommand::Balance(args) => crate::bench_balance::balance(args),
+        BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
     }
 }
 

@@ -1,8 +1,11 @@
 //! `hetsched`: the one binary — the daemon, its administration commands,
-//! a load generator for emulated devices, benchmarks and the simulator.
+//! a load generator for emulated devices, benchmarks, the simulator and the
+//! thread balancer.
 
 mod admin;
+mod balance_cmd;
 mod bench;
+mod bench_balance;
 mod daemon_cmd;
 mod demo;
 mod load;
@@ -56,6 +59,12 @@ enum Command {
     /// Simulate placement policies on paper-scale machines.
     #[command(subcommand)]
     Sim(sim_cmd::SimCommand),
+    /// Thread balancer for unmodified programs (SmartBalance, Kinship) on
+    /// asymmetric or emulated-asymmetric cores.
+    Balance(balance_cmd::BalanceArgs),
+    /// One worker of `hetsched bench balance`.
+    #[command(hide = true)]
+    BalanceWork(bench_balance::WorkArgs),
 }
 
 fn main() -> Result<()> {
@@ -72,5 +81,7 @@ fn main() -> Result<()> {
         Command::Pipeline(cmd) => pipeline_cmd::run(cmd),
         Command::Demo(args) => demo::run(args),
         Command::DemoApp(args) => demo::app_process::run(args),
+        Command::Balance(args) => balance_cmd::run(args),
+        Command::BalanceWork(args) => bench_balance::work(args),
     }
 }

@@ -2,6 +2,8 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use hetsched_sim::balance::{self, BalanceReport};
+use hetsched_sim::pegasus::{self, PegasusReport};
 use hetsched_sim::report::ScenarioReport;
 use hetsched_sim::{catalog, output, run};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -56,24 +58,29 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
         SimCommand::Run(args) => {
             let report = simulate(&args.scenario, &args.common)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                println!("{}", report.to_json()?);
             } else {
-                print!("{}", output::render_table(&report));
+                print!("{}", report.render_table());
             }
             Ok(())
         }
         SimCommand::All(args) => {
             let mut reports = Vec::new();
-            for (name, _) in catalog::BUILTIN {
+            let names = catalog::BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .chain(balance::SCENARIOS.iter().map(|(n, _)| *n))
+                .chain(pegasus::SCENARIOS.iter().map(|(n, _)| *n));
+            for name in names {
                 let common = CommonArgs {
                     seed: args.common.seed,
                     out: args.common.out.as_ref().map(|d| d.join(name)),
                 };
                 let report = simulate(name, &common)?;
                 if !args.json {
-                    println!("{}", output::render_table(&report));
+                    println!("{}", report.render_table());
                 }
-                reports.push(report);
+                reports.push(report.to_value()?);
             }
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -88,11 +95,134 @@ fn list() -> Result<()> {
         let sc = hetsched_sim::scenario::parse(name, text)?;
         println!("{name:<24} {}", sc.description);
     }
+    for (name, description) in balance::SCENARIOS {
+        println!("{name:<24} {description}");
+    }
+    for (name, description) in pegasus::SCENARIOS {
+        println!("{name:<24} {description}");
+    }
     Ok(())
 }
 
+/// A finished simulation: a task-placement scenario (TOML), a
+/// thread-balance one (built in, with energy figures) or a Pegasus
+/// accelerator-backend one (built in, with call latencies).
+enum Simulated {
+    Tasks(ScenarioReport),
+    Threads(BalanceReport),
+    Backend(PegasusReport),
+}
+
+impl Simulated {
+    fn to_value(&self) -> Result<serde_json::Value> {
+        Ok(match self {
+            Simulated::Tasks(r) => serde_json::to_value(r)?,
+            Simulated::Threads(r) => serde_json::to_value(r)?,
+            Simulated::Backend(r) => serde_json::to_value(r)?,
+        })
+    }
+
+    fn to_json(&self) -> Result<String> {
+        Ok(match self {
+            Simulated::Tasks(r) => serde_json::to_string_pretty(r)?,
+            Simulated::Threads(r) => serde_json::to_string_pretty(r)?,
+            Simulated::Backend(r) => serde_json::to_string_pretty(r)?,
+        })
+    }
+
+    fn render_table(&self) -> String {
+        match self {
+            Simulated::Tasks(r) => output::render_table(r),
+            Simulated::Threads(r) => format!(
+                "{}\n{}",
+                output::render_table(&r.to_scenario_report()),
+                r.render_energy_table()
+            ),
+            Simulated::Backend(r) => r.render_table(),
+        }
+    }
+}
+
 /// Loads and runs a scenario, with a progress bar per policy on a terminal.
-fn simulate(name: &str, common: &CommonArgs) -> Result<ScenarioReport> {
+fn simulate(name: &str, common: &CommonArgs) -> Result<Simulated> {
+    if balance::is_builtin(name) {
+        return simulate_threads(name, common).map(Simulated::Threads);
+    }
+    if pegasus::is_pegasus(name) {
+        let report = pegasus::simulate(name, common.seed).expect("a built-in Pegasus scenario");
+        if let Some(dir) = &common.out {
+            for path in report
+                .write_outputs(dir)
+                .with_context(|| format!("writing results to {}", dir.display()))?
+            {
+                eprintln!("wrote {}", path.display());
+            }
+        }
+        return Ok(Simulated::Backend(report));
+    }
+    simulate_tasks(name, common).map(Simulated::Tasks)
+}
+
+/// Progress bars, one per policy, drawn only on a terminal.
+struct Bars {
+    bars: MultiProgress,
+    style: ProgressStyle,
+    open: BTreeMap<String, ProgressBar>,
+    scenario: String,
+}
+
+impl Bars {
+    fn new(scenario: &str) -> Self {
+        Bars {
+            bars: MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
+                ProgressDrawTarget::stderr()
+            } else {
+                ProgressDrawTarget::hidden()
+            }),
+            style: ProgressStyle::with_template("{prefix:>24} [{bar:40}] {percent:>3}%")
+                .expect("static template")
+                .progress_chars("=> "),
+            open: BTreeMap::new(),
+            scenario: scenario.to_string(),
+        }
+    }
+
+    fn update(&mut self, policy: &str, fraction: f64) {
+        let bar = self.open.entry(policy.to_string()).or_insert_with(|| {
+            let b = self.bars.add(ProgressBar::new(1000));
+            b.set_style(self.style.clone());
+            b.set_prefix(format!("{} {policy}", self.scenario));
+            b
+        });
+        bar.set_position((fraction * 1000.0) as u64);
+        if fraction >= 1.0 {
+            bar.finish();
+        }
+    }
+}
+
+/// Runs a thread-balance scenario; `--out` gets the common files, with
+/// `report.json` carrying the energy fields too.
+fn simulate_threads(name: &str, common: &CommonArgs) -> Result<BalanceReport> {
+    let mut bars = Bars::new(name);
+    let report = balance::run(name, common.seed, &mut |p, f| bars.update(p, f))
+        .with_context(|| format!("{name} is not a thread-balance scenario"))?;
+    bars.bars.clear().ok();
+    if let Some(dir) = &common.out {
+        let written = output::write_outputs(&report.to_scenario_report(), dir)
+            .with_context(|| format!("writing results to {}", dir.display()))?;
+        let json = dir.join(output::REPORT_JSON);
+        std::fs::write(&json, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("writing {}", json.display()))?;
+        for path in written {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(report)
+}
+
+/// Loads and runs a task-placement scenario (built-in or a TOML file).
+fn simulate_tasks(name: &str, common: &CommonArgs) -> Result<ScenarioReport> {
     let sc = match catalog::load(name) {
         Ok(sc) => sc,
         Err(e) => bail!("{e}"),

@@ -7,25 +7,11 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ONE_GPU, TestDaemon};
-
-fn report(child: Child) -> Value {
-    let out: Output = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "load failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn unit_s(v: &Value) -> f64 {
-    v["unit_ns"].as_f64().unwrap() / 1e9
-}
+use common::{ONE_GPU, TestDaemon, load_report as report, unit_s};
 
 #[test]
 fn custom_shares_50_30_20_split_the_device_within_3_points() {

@@ -5,9 +5,12 @@
 //! no thread: the daemon, the runtime, the balancer and the simulator all
 //! drive the same code, passing time in as an argument.
 
+pub mod backend_policy;
+pub mod balance;
 pub mod coordination;
 pub mod fairness;
 pub mod ids;
+pub mod ips_model;
 pub mod local_view;
 pub mod min_funding;
 pub mod optimizer;

@@ -35,7 +35,53 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
+/// Credits Xen hands out per 30 ms accounting period, the scale of
+/// Pegasus's "remaining credit".
+const CPU_CREDITS_PER_PERIOD: u32 = 300;
+
+/// Pegasus's `HS` from what the scan saw: the application clients with a
+/// runnable thread are the ones whose CPU side runs next. This machine's
+/// CFS has no credits to report, so each of them is given an equal part of
+/// one accounting period's credit: what an equal-weight credit scheduler
+/// would leave them at the start of the period.
+fn cpu_schedule(
+    state: &crate::server::State,
+    runnable: &HashMap<u32, u32>,
+) -> Vec<(hetsched_core::ids::ClientId, u32)> {
+    let running: Vec<_> = state
+        .monitor
+        .clients()
+        .filter(|c| c.role == Role::Application)
+        .filter(|c| runnable.get(&c.peer.pid).copied().unwrap_or(0) > 0)
+        .map(|c| c.id)
+        .collect();
+    let each = CPU_CREDITS_PER_PERIOD / (running.len().max(1) as u32);
+    running.into_iter().map(|c| (c, each)).collect()
+}
+
+/// Lists which application clients have a runnable thread and hands that
+/// to the units' policies as the CPU schedule.
+fn publish_cpu_schedule(shared: &Shared) {
+    let pids: Vec<u32> = {
+        let state = shared.lock();
+        state
+            .monitor
+            .clients()
+            .filter(|c| c.role == Role::Application)
+            .map(|c| c.peer.pid)
+            .collect()
+    };
+    let runnable: HashMap<u32, u32> = pids
+        .into_iter()
+        .map(|p| (p, procfs::runnable_threads(p)))
+        .collect();
+    let mut state = shared.lock();
+    let schedule = cpu_schedule(&state, &runnable);
+    state.monitor.set_cpu_schedule(&schedule);
+}
+
 fn scan(shared: &Shared, renicer: Option<&mut Renicer>) {
+    publish_cpu_schedule(shared);
     let kinds = shared.cpu_unit_slots.len();
     if kinds == 0 {
         return;

@@ -120,6 +120,14 @@ impl Monitor {
         }
     }
 
+    /// The CPU side's schedule for the next period (Pegasus's `HS`), for
+    /// the units whose policy co-schedules with the CPU.
+    pub fn set_cpu_schedule(&mut self, scheduled: &[(ClientId, u32)]) {
+        for agent in &mut self.agents {
+            agent.policy_mut().set_cpu_schedule(scheduled);
+        }
+    }
+
     /// Forgets stored settings of processes that are gone.
     pub fn forget_dead(&mut self, alive: impl Fn(ProcessKey) -> bool) {
         if self.store.retain_alive(alive) {

@@ -64,6 +64,18 @@ pub fn threads(pid: u32) -> u32 {
         .unwrap_or(0)
 }
 
+/// Threads of a process that are running or runnable now (state `R`).
+pub fn runnable_threads(pid: u32) -> u32 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    dir.filter_map(|e| {
+        let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
+        (stat_fields(&stat)?.get(STATE)? == &"R").then_some(())
+    })
+    .count() as u32
+}
+
 /// Whether the process `key` names is still the one running.
 ///
 /// Only a missing `/proc` entry or a different start time means gone: a
@@ -187,6 +199,8 @@ mod tests {
         }));
         assert_eq!(uid(me), Some(rustix::process::getuid().as_raw()));
         assert!(threads(me) >= 1);
+        // This thread is running while it reads its own stat.
+        assert!(runnable_threads(me) >= 1);
         assert_eq!(LiveProcesses.lookup(me).map(|(k, _)| k), Some(key));
     }
 

@@ -126,6 +126,29 @@ fn from_probe(p: crate::hwloc_probe::HwlocProbe, root: &Path) -> CpuTopology {
     }
 }
 
+/// Writes a sysfs CPU directory for `cpus` single-threaded cores in one
+/// package under `root`, with `capacity(cpu)` as `cpu_capacity` where it
+/// gives one, so [`discover_cpus_from_sysfs`] sees a machine of that shape:
+/// for tests and for benchmarks of machines other than this one.
+pub fn write_synthetic_sysfs(
+    root: &Path,
+    cpus: usize,
+    capacity: impl Fn(usize) -> Option<u32>,
+) -> std::io::Result<()> {
+    for cpu in 0..cpus {
+        let d = root.join(format!("cpu{cpu}"));
+        std::fs::create_dir_all(d.join("topology"))?;
+        std::fs::write(d.join("topology/core_id"), cpu.to_string())?;
+        std::fs::write(d.join("topology/physical_package_id"), "0")?;
+        if let Some(c) = capacity(cpu) {
+            std::fs::write(d.join("cpu_capacity"), c.to_string())?;
+        }
+    }
+    let list = format!("0-{}", cpus.saturating_sub(1));
+    std::fs::write(root.join("online"), &list)?;
+    std::fs::write(root.join("possible"), &list)
+}
+
 /// Discovers the CPUs from a sysfs CPU directory alone (`root` is normally
 /// [`sysfs::SYSFS_CPU_ROOT`]); kinds are PUs of equal capacity and frequency.
 pub fn discover_cpus_from_sysfs(root: &Path) -> CpuTopology {

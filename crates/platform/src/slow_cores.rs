@@ -205,14 +205,7 @@ mod tests {
 
     fn two_core_topology() -> CpuTopology {
         let dir = tempfile::tempdir().unwrap();
-        for cpu in 0..2 {
-            let d = dir.path().join(format!("cpu{cpu}"));
-            std::fs::create_dir_all(d.join("topology")).unwrap();
-            std::fs::write(d.join("topology/core_id"), cpu.to_string()).unwrap();
-            std::fs::write(d.join("topology/physical_package_id"), "0").unwrap();
-        }
-        std::fs::write(dir.path().join("online"), "0-1").unwrap();
-        std::fs::write(dir.path().join("possible"), "0-1").unwrap();
+        crate::cpu::write_synthetic_sysfs(dir.path(), 2, |_| None).unwrap();
         discover_cpus_from_sysfs(dir.path())
     }
 

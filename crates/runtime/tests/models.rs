@@ -21,13 +21,13 @@ fn runtime(dir: &Path, name: &str) -> Runtime {
     common::embedded(dir, name, "share", Models::In(&dir.join("models")))
 }
 
-/// A task whose CPU implementation costs 3 ms of CPU time and whose
+/// A task whose CPU implementation costs 15 ms of CPU time and whose
 /// device implementation 100 µs: once both kinds are known every call
 /// goes to the device, so a call on a CPU means profiling.
 fn lopsided(name: &str) -> Task<u64, u64> {
     Task::new(name)
         .cpu(|x: &u64| {
-            spin(Duration::from_millis(3));
+            spin(Duration::from_millis(15));
             x ^ 0x5a5a
         })
         .emulated(

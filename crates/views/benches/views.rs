@@ -72,5 +72,20 @@ fn bench_views(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_views);
+/// One call through a client's ring: push on the producer's side, pop on
+/// the consumer's (same thread, so this is the cost of the two ends
+/// without cross-core cache traffic). Target: ≤ 100 ns.
+fn bench_call_ring(c: &mut Criterion) {
+    use hetsched_views::call_ring::{CallPacket, pair};
+    let (mut tx, mut rx) = pair(1024).unwrap();
+    let p = CallPacket([1, 2, 3, 4, 5, 6, 7]);
+    c.bench_function("call_ring/push_pop", |b| {
+        b.iter(|| {
+            assert!(tx.push(black_box(&p)));
+            black_box(rx.pop().unwrap())
+        })
+    });
+}
+
+criterion_group!(benches, bench_views, bench_call_ring);
 criterion_main!(benches);

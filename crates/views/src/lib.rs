@@ -26,6 +26,7 @@
 //! All `unsafe` code (the `mmap` and the view of the mapping as atomics) is in
 //! one private module, `mapping`.
 
+pub mod call_ring;
 mod error;
 mod global;
 pub mod layout;

@@ -131,3 +131,19 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// The JSON report of a `hetsched load --json` child, which must succeed.
+pub fn load_report(child: Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "load failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Device time a load report says it was charged, s.
+pub fn unit_s(v: &serde_json::Value) -> f64 {
+    v["unit_ns"].as_f64().unwrap() / 1e9
+}

@@ -5,6 +5,7 @@
 //! simulator's units drive the same objects.
 
 mod accounting;
+mod credit;
 mod fifo;
 mod priority;
 mod share;
@@ -14,11 +15,13 @@ pub use accounting::{
     ClientLedger, ClientQueue, ClientRecord, DEFAULT_ACTIVITY_WINDOW_NS,
     DEFAULT_USAGE_HALF_LIFE_NS, LedgerConfig, QueuedRequest, UsageAt,
 };
+pub use credit::{CREDIT_TICK_NS, CreditPolicy, domain_config};
 pub use fifo::FifoPolicy;
 pub use priority::PriorityPolicy;
 pub use share::{SharePolicy, ShareWindow};
 pub use time_share::TimeSharePolicy;
 
+use crate::backend_policy::BackendPolicy;
 use crate::ids::{ClientId, Ns, TaskId};
 use crate::view::{ClientUnitView, UnitView};
 use serde::{Deserialize, Serialize};
@@ -37,10 +40,39 @@ pub enum PolicyKind {
     /// A time-shared CPU: the kernel (CFS) interleaves every runnable task,
     /// the agent only admits and reports.
     TimeShare,
+    // Pegasus's backend policies (appended: the wire format sends the
+    // variant index, so older indices keep their meaning). See
+    // [`crate::backend_policy`].
+    #[serde(rename = "none")]
+    BackendNone,
+    #[serde(rename = "rr")]
+    BackendRr,
+    #[serde(rename = "accc")]
+    BackendAccC,
+    #[serde(rename = "xc")]
+    BackendXc,
+    #[serde(rename = "slaf")]
+    BackendSlaf,
+    #[serde(rename = "augc")]
+    BackendAugC,
+    #[serde(rename = "cosched")]
+    BackendCoSched,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 4] = [Self::Fifo, Self::Priority, Self::Share, Self::TimeShare];
+    pub const ALL: [PolicyKind; 11] = [
+        Self::Fifo,
+        Self::Priority,
+        Self::Share,
+        Self::TimeShare,
+        Self::BackendNone,
+        Self::BackendRr,
+        Self::BackendAccC,
+        Self::BackendXc,
+        Self::BackendSlaf,
+        Self::BackendAugC,
+        Self::BackendCoSched,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +80,36 @@ impl PolicyKind {
             Self::Priority => "priority",
             Self::Share => "share",
             Self::TimeShare => "time-share",
+            other => other
+                .backend()
+                .expect("the rest are backend policies")
+                .name(),
+        }
+    }
+
+    /// The Pegasus policy this kind runs, for the backend kinds.
+    pub fn backend(self) -> Option<BackendPolicy> {
+        Some(match self {
+            Self::BackendNone => BackendPolicy::None,
+            Self::BackendRr => BackendPolicy::Rr,
+            Self::BackendAccC => BackendPolicy::AccC,
+            Self::BackendXc => BackendPolicy::Xc,
+            Self::BackendSlaf => BackendPolicy::Slaf,
+            Self::BackendAugC => BackendPolicy::AugC,
+            Self::BackendCoSched => BackendPolicy::CoSched,
+            _ => return None,
+        })
+    }
+
+    pub fn from_backend(b: BackendPolicy) -> PolicyKind {
+        match b {
+            BackendPolicy::None => Self::BackendNone,
+            BackendPolicy::Rr => Self::BackendRr,
+            BackendPolicy::AccC => Self::BackendAccC,
+            BackendPolicy::Xc => Self::BackendXc,
+            BackendPolicy::Slaf => Self::BackendSlaf,
+            BackendPolicy::AugC => Self::BackendAugC,
+            BackendPolicy::CoSched => Self::BackendCoSched,
         }
     }
 
@@ -62,6 +124,10 @@ impl PolicyKind {
             Self::Priority => Box::new(PriorityPolicy::new(slots)),
             Self::Share => Box::new(SharePolicy::new(slots, ShareWindow::default())),
             Self::TimeShare => Box::new(TimeSharePolicy::new(slots)),
+            other => Box::new(CreditPolicy::new(
+                other.backend().expect("the rest are backend policies"),
+                slots,
+            )),
         }
     }
 }
@@ -177,4 +243,9 @@ pub trait UnitPolicy: fmt::Debug + Send {
 
     /// Requests waiting to be dispatched.
     fn queued(&self) -> usize;
+
+    /// The CPU side's schedule for the next period: the clients whose CPU
+    /// threads run next, with the CPU credit each has left (Pegasus's
+    /// `HS`). Only the co-scheduling backend policies use it.
+    fn set_cpu_schedule(&mut self, _scheduled: &[(ClientId, u32)]) {}
 }

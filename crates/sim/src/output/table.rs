@@ -10,26 +10,41 @@ pub fn render_table(report: &ScenarioReport) -> String {
     let mut out = header_line(report);
     out.push_str("\n\n");
     out.push_str(&policy_table(report).render());
-    out.push_str("\nrelative throughput per app (× native)\n");
+    // The first policy is the baseline of `relative` (`native` for task
+    // scenarios, `linux-default` for thread-balance ones).
+    let baseline = report
+        .results
+        .first()
+        .map_or("native", |r| r.policy.as_str());
+    out.push_str(&format!("\nrelative throughput per app (× {baseline})\n"));
     out.push_str(&relative_matrix(report).render());
     out
 }
 
 fn header_line(report: &ScenarioReport) -> String {
+    // Thread-balance reports have no no-loser bound (NaN): say nothing
+    // rather than "native infeasible".
+    let no_loser = if report.oracle_no_loser_system_speedup.is_nan() {
+        String::new()
+    } else {
+        format!(
+            ", no-loser {} at floor {}{}",
+            speedup(report.oracle_no_loser_system_speedup),
+            fixed(report.oracle_no_loser_floor, 2),
+            if report.oracle_no_loser_floor_feasible {
+                ""
+            } else {
+                ", native infeasible"
+            },
+        )
+    };
     format!(
-        "scenario {}: {} (seed {}, measured {} s, oracle system speedup {}, no-loser {} at floor {}{})",
+        "scenario {}: {} (seed {}, measured {} s, oracle system speedup {}{no_loser})",
         report.scenario,
         report.description,
         report.seed,
         fixed(report.measured_s, 1),
         speedup(report.oracle_system_speedup),
-        speedup(report.oracle_no_loser_system_speedup),
-        fixed(report.oracle_no_loser_floor, 2),
-        if report.oracle_no_loser_floor_feasible {
-            ""
-        } else {
-            ", native infeasible"
-        },
     )
 }
 

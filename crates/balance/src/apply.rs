@@ -1,0 +1,194 @@
+//! Applying an allocation: `sched_setaffinity` to the chosen CPU, and for
+//! an emulated slow kind, moving the thread into that kind's throttling
+//! cgroup (and back to its own cgroup when it leaves the kind).
+//!
+//! A thread whose affinity changed since the balancer last set it has
+//! been re-pinned by its own process (or an operator): the balancer then
+//! treats that set as the thread's allowed set and stops overriding it.
+
+use crate::machine::CoreMap;
+use crate::targets::ThreadId;
+use rustix::process::Pid;
+use rustix::thread::CpuSet;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// What happened to one requested move.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Moved,
+    /// The thread exited before it could be moved.
+    Gone,
+    /// Its process set its own affinity since our last move; left alone.
+    SelfManaged,
+    Failed(String),
+}
+
+#[derive(Default)]
+pub struct Applier {
+    /// CPU each thread was last pinned to by us.
+    pinned: HashMap<ThreadId, usize>,
+    /// Threads whose process manages its own affinity.
+    self_managed: HashSet<ThreadId>,
+    /// Where a thread was in the `cpu` controller before we moved it into
+    /// a throttling cgroup.
+    home_cgroup: HashMap<ThreadId, PathBuf>,
+}
+
+impl Applier {
+    pub fn new() -> Applier {
+        Applier::default()
+    }
+
+    /// Whether `id` is pinned by the balancer to exactly `cpu` already.
+    pub fn is_pinned_to(&self, id: ThreadId, cpu: usize) -> bool {
+        self.pinned.get(&id) == Some(&cpu)
+    }
+
+    pub fn is_self_managed(&self, id: ThreadId) -> bool {
+        self.self_managed.contains(&id)
+    }
+
+    /// Notes that the balancer's affinity for `id` has been overridden when
+    /// its current affinity is not the single CPU we pinned it to.
+    pub fn observe_affinity(&mut self, id: ThreadId, affinity: &[usize]) {
+        if let Some(&cpu) = self.pinned.get(&id) {
+            if affinity != [cpu] {
+                self.self_managed.insert(id);
+                self.pinned.remove(&id);
+            }
+        }
+    }
+
+    /// Forgets threads no longer listed.
+    pub fn retain(&mut self, live: &[ThreadId]) {
+        let keep = |id: &ThreadId| live.binary_search(id).is_ok();
+        self.pinned.retain(|id, _| keep(id));
+        self.self_managed.retain(keep);
+        self.home_cgroup.retain(|id, _| keep(id));
+    }
+
+    /// Pins `id` to OS CPU `cpu` (of `map`) and puts it in or out of the
+    /// throttling cgroup of that CPU's kind.
+    pub fn move_thread(&mut self, map: &CoreMap, id: ThreadId, cpu: usize) -> Outcome {
+        if self.self_managed.contains(&id) {
+            return Outcome::SelfManaged;
+        }
+        let Some(core) = map.core_by_os_index(cpu) else {
+            return Outcome::Failed(format!("CPU {cpu} is not in the core map"));
+        };
+        let throttle = map.kinds[map.cores[core].kind].throttle.as_deref();
+        if let Err(o) = self.set_cgroup(id, throttle) {
+            return o;
+        }
+        let mut set = CpuSet::new();
+        set.set(cpu);
+        match rustix::thread::sched_setaffinity(Pid::from_raw(id.tid as i32), &set) {
+            Ok(()) => {
+                self.pinned.insert(id, cpu);
+                Outcome::Moved
+            }
+            Err(rustix::io::Errno::SRCH) => Outcome::Gone,
+            Err(e) => Outcome::Failed(format!("sched_setaffinity: {e}")),
+        }
+    }
+
+    fn set_cgroup(&mut self, id: ThreadId, throttle: Option<&Path>) -> Result<(), Outcome> {
+        let target = match throttle {
+            Some(dir) => {
+                if let std::collections::hash_map::Entry::Vacant(e) = self.home_cgroup.entry(id) {
+                    e.insert(cpu_cgroup_of(id).ok_or(Outcome::Gone)?);
+                }
+                dir.to_path_buf()
+            }
+            None => match self.home_cgroup.remove(&id) {
+                Some(home) => home,
+                None => return Ok(()),
+            },
+        };
+        std::fs::write(target.join("tasks"), id.tid.to_string()).map_err(|e| {
+            if e.raw_os_error() == Some(3) {
+                Outcome::Gone // ESRCH
+            } else {
+                Outcome::Failed(format!("cannot move into {}: {e}", target.display()))
+            }
+        })
+    }
+}
+
+/// The thread's directory in the cgroup v1 `cpu` hierarchy.
+fn cpu_cgroup_of(id: ThreadId) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{}/task/{}/cgroup", id.pid, id.tid)).ok()?;
+    let rel = text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "cpu")
+            .then(|| path.trim_start_matches('/').to_string())
+    })?;
+    Some(Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT).join(rel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BalanceConfig;
+    use crate::machine::CoreMap;
+
+    fn spawn_idle() -> (
+        ThreadId,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            tx.send(rustix::thread::gettid().as_raw_nonzero().get() as u32)
+                .unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        (
+            ThreadId {
+                pid: std::process::id(),
+                tid,
+            },
+            done_tx,
+            h,
+        )
+    }
+
+    #[test]
+    fn a_thread_is_pinned_and_an_outside_change_makes_it_self_managed() {
+        let map = CoreMap::from_topology(
+            &hetsched_platform::cpu::discover_cpus(),
+            &BalanceConfig::default(),
+        )
+        .unwrap();
+        let allowed = crate::sense::affinity_of(std::process::id()).unwrap();
+        let cpu = *allowed.last().unwrap();
+        let (id, done, h) = spawn_idle();
+        let mut a = Applier::new();
+        assert_eq!(a.move_thread(&map, id, cpu), Outcome::Moved);
+        assert_eq!(crate::sense::affinity_of(id.tid).unwrap(), vec![cpu]);
+        a.observe_affinity(id, &[cpu]);
+        assert!(!a.is_self_managed(id));
+        // The program re-pins its own thread: the balancer backs off.
+        let mut set = CpuSet::new();
+        for &c in &allowed {
+            set.set(c);
+        }
+        rustix::thread::sched_setaffinity(Pid::from_raw(id.tid as i32), &set).unwrap();
+        a.observe_affinity(id, &crate::sense::affinity_of(id.tid).unwrap());
+        if allowed.len() > 1 {
+            assert!(a.is_self_managed(id));
+            assert_eq!(a.move_thread(&map, id, cpu), Outcome::SelfManaged);
+        }
+        done.send(()).unwrap();
+        h.join().unwrap();
+        // Exited: the move reports it rather than failing.
+        let mut b = Applier::new();
+        assert_eq!(b.move_thread(&map, id, cpu), Outcome::Gone);
+    }
+}

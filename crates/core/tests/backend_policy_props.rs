@@ -1,0 +1,347 @@
+//! Pegasus backend policies: work conservation and registration safety
+//! under any sequence of events, proportional shares for the credit
+//! policies, no starvation under AugC, first-come-first-serve under None.
+
+use hetsched_core::backend_policy::{
+    BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId,
+};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const TICK: u64 = 10_000_000;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Add(u32, u32, u32),
+    Remove(u32),
+    Update(u32, bool, bool),
+    Cpu(Vec<(u32, u32)>),
+    Next,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u32..8, 1u32..2048, 1u32..2048).prop_map(|(d, a, c)| Op::Add(d, a, c)),
+        (0u32..8).prop_map(Op::Remove),
+        (0u32..8, any::<bool>(), any::<bool>()).prop_map(|(d, r, c)| Op::Update(d, r, c)),
+        proptest::collection::vec((0u32..8, 0u32..300), 0..4).prop_map(Op::Cpu),
+        Just(Op::Next),
+        Just(Op::Next),
+    ]
+}
+
+fn policy() -> impl Strategy<Value = BackendPolicy> {
+    proptest::sample::select(BackendPolicy::ALL.to_vec())
+}
+
+proptest! {
+    // Each case simulates thousands of ticks: fewer cases keep the debug
+    // test run short.
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn a_ready_registered_domain_is_always_chosen_and_nothing_else(
+        policy in policy(),
+        ops in proptest::collection::vec(op(), 1..200),
+    ) {
+        let mut s = BackendScheduler::new(policy, TICK);
+        // The model: registered domains and whether each is ready.
+        let mut ready: BTreeMap<u32, bool> = BTreeMap::new();
+        let mut now = 0;
+        for op in ops {
+            match op {
+                Op::Add(d, a, c) => {
+                    let cfg = DomainConfig { acc_credits: a, cpu_credits: c, slo: Some(0.2) };
+                    s.add(DomainId(d), cfg).unwrap();
+                    ready.entry(d).or_insert(false);
+                }
+                Op::Remove(d) => {
+                    s.remove(DomainId(d));
+                    ready.remove(&d);
+                }
+                Op::Update(d, r, c) => {
+                    let res = s.update(DomainId(d), r, c, Some(now));
+                    prop_assert_eq!(res.is_ok(), ready.contains_key(&d));
+                    if let Some(x) = ready.get_mut(&d) {
+                        *x = r;
+                    }
+                }
+                Op::Cpu(hs) => s.set_cpu_schedule(CpuSchedule {
+                    scheduled: hs.into_iter().map(|(d, c)| (DomainId(d), c)).collect(),
+                }),
+                Op::Next => {
+                    now += TICK;
+                    let any_ready = ready.values().any(|&r| r);
+                    match s.next(now) {
+                        Some(dec) => {
+                            prop_assert!(ready.get(&dec.domain.0) == Some(&true), "{dec:?} {ready:?}");
+                            prop_assert!(dec.ticks >= 1);
+                            s.charge(dec.domain, u64::from(dec.ticks) * TICK);
+                        }
+                        None => prop_assert!(!any_ready, "idle with {ready:?}"),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn credit_policies_split_ticks_in_proportion(
+        credits in proptest::collection::vec(1u32..8, 2..6),
+        xc in any::<bool>(),
+    ) {
+        // Credits as multiples of 256, as Pegasus assigns them.
+        let policy = if xc { BackendPolicy::Xc } else { BackendPolicy::AccC };
+        let mut s = BackendScheduler::new(policy, TICK);
+        for (i, &c) in credits.iter().enumerate() {
+            let cfg = if xc {
+                DomainConfig { acc_credits: 256, cpu_credits: c * 256, slo: None }
+            } else {
+                DomainConfig { acc_credits: c * 256, cpu_credits: 256, slo: None }
+            };
+            s.add(DomainId(i as u32), cfg).unwrap();
+            s.update(DomainId(i as u32), true, true, Some(0)).unwrap();
+        }
+        let min = *credits.iter().min().unwrap();
+        let mut ticks = vec![0u32; credits.len()];
+        for _ in 0..credits.len() * 10 {
+            let d = s.next(0).unwrap();
+            ticks[d.domain.0 as usize] += d.ticks;
+        }
+        for (i, &c) in credits.iter().enumerate() {
+            prop_assert_eq!(ticks[i], 10 * (c / min), "{:?} {:?}", credits, ticks);
+        }
+    }
+
+    #[test]
+    fn augc_serves_everyone_and_follows_credits_without_boosts(
+        credits in proptest::collection::vec(1u32..5, 2..6),
+        boosts in proptest::collection::vec(proptest::collection::vec((0u32..6, 0u32..300), 0..3), 50),
+    ) {
+        let mut s = BackendScheduler::new(BackendPolicy::AugC, TICK);
+        for (i, &c) in credits.iter().enumerate() {
+            s.add(DomainId(i as u32), DomainConfig { acc_credits: c * 256, ..Default::default() }).unwrap();
+            s.update(DomainId(i as u32), true, true, Some(0)).unwrap();
+        }
+        let n = credits.len();
+        let mut served = vec![0u32; n];
+        // A changing CPU schedule boosts some domains every tick.
+        for t in 0..3000usize {
+            let hs = &boosts[t % boosts.len()];
+            s.set_cpu_schedule(CpuSchedule {
+                scheduled: hs.iter().map(|&(d, c)| (DomainId(d), c)).collect(),
+            });
+            let d = s.next(t as u64 * TICK).unwrap();
+            served[d.domain.0 as usize] += d.ticks;
+            s.charge(d.domain, u64::from(d.ticks) * TICK);
+        }
+        prop_assert!(served.iter().all(|&x| x > 0), "starved: {served:?}");
+        // Without boosts, shares follow credits as AccC's do.
+        let mut s = BackendScheduler::new(BackendPolicy::AugC, TICK);
+        for (i, &c) in credits.iter().enumerate() {
+            s.add(DomainId(i as u32), DomainConfig { acc_credits: c * 256, ..Default::default() }).unwrap();
+            s.update(DomainId(i as u32), true, true, Some(0)).unwrap();
+        }
+        let mut plain = vec![0f64; n];
+        for t in 0..3000u64 {
+            let d = s.next(t * TICK).unwrap();
+            plain[d.domain.0 as usize] += f64::from(d.ticks);
+            s.charge(d.domain, u64::from(d.ticks) * TICK);
+        }
+        // Ticks per turn are X / X_min, rounded down, as in Algorithm 1.
+        let min = *credits.iter().min().unwrap();
+        let total_w: u32 = credits.iter().map(|c| c / min).sum();
+        let total_ticks: f64 = plain.iter().sum();
+        for i in 0..n {
+            let want = f64::from(credits[i] / min) / f64::from(total_w);
+            let got = plain[i] / total_ticks;
+            prop_assert!((got - want).abs() < 0.03, "{credits:?}: {plain:?}");
+        }
+    }
+}
+
+#[test]
+fn none_serves_the_oldest_call_first() {
+    let mut s = BackendScheduler::new(BackendPolicy::None, TICK);
+    for d in 0..3 {
+        s.add(DomainId(d), DomainConfig::default()).unwrap();
+    }
+    s.update(DomainId(0), true, true, Some(300)).unwrap();
+    s.update(DomainId(1), true, true, Some(100)).unwrap();
+    s.update(DomainId(2), true, true, Some(200)).unwrap();
+    assert_eq!(s.next(0).unwrap().domain, DomainId(1));
+    s.update(DomainId(1), false, true, None).unwrap();
+    assert_eq!(s.next(0).unwrap().domain, DomainId(2));
+}
+
+#[test]
+fn cosched_follows_the_cpu_schedule_and_falls_back_to_credits() {
+    let mut s = BackendScheduler::new(BackendPolicy::CoSched, TICK);
+    for (d, c) in [(0, 1024), (1, 256), (2, 512)] {
+        s.add(
+            DomainId(d),
+            DomainConfig {
+                acc_credits: c,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        s.update(DomainId(d), true, true, Some(0)).unwrap();
+    }
+    s.set_cpu_schedule(CpuSchedule {
+        scheduled: vec![(DomainId(1), 100), (DomainId(2), 50)],
+    });
+    assert_eq!(
+        s.next(0).unwrap().domain,
+        DomainId(2),
+        "highest credit among those scheduled"
+    );
+    s.set_cpu_schedule(CpuSchedule {
+        scheduled: vec![(DomainId(7), 100)],
+    });
+    assert_eq!(
+        s.next(0).unwrap().domain,
+        DomainId(0),
+        "nobody scheduled is ready: highest credit"
+    );
+}
+
+#[test]
+fn slaf_compensates_a_domain_below_its_slo() {
+    let mut s = BackendScheduler::new(BackendPolicy::Slaf, TICK);
+    let slo = DomainConfig {
+        acc_credits: 256,
+        cpu_credits: 256,
+        slo: Some(0.5),
+    };
+    s.add(DomainId(0), slo).unwrap();
+    s.add(
+        DomainId(1),
+        DomainConfig {
+            acc_credits: 1024,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for d in 0..2 {
+        s.update(DomainId(d), true, true, Some(0)).unwrap();
+    }
+    fn run(s: &mut BackendScheduler, now: &mut u64, secs: u64) -> [u64; 2] {
+        let mut served = [0u64; 2];
+        let end = *now + secs * 1_000_000_000;
+        while *now < end {
+            let d = s.next(*now).unwrap();
+            let ns = u64::from(d.ticks) * TICK;
+            s.charge(d.domain, ns);
+            served[d.domain.0 as usize] += ns;
+            *now += ns;
+        }
+        served
+    }
+    let mut now = 0;
+    // AccC alone gives domain 0 a fifth (256 of 1280): under its SLO of
+    // a half. At the end of the first window SLAF sees the violation,
+    // owes it ticks and pays them, one extra per turn.
+    let first = run(&mut s, &mut now, 1);
+    assert!(first[0] * 4 < first[0] + first[1] + first[1] / 10);
+    let later = run(&mut s, &mut now, 3);
+    assert!(s.slo_state().contains(&(DomainId(0), false)));
+    let share = later[0] as f64 / (later[0] + later[1]) as f64;
+    assert!(share > 0.3, "compensated share {share}");
+}
+
+#[test]
+fn impossible_settings_are_refused() {
+    let mut s = BackendScheduler::new(BackendPolicy::AccC, TICK);
+    let zero = DomainConfig {
+        acc_credits: 0,
+        ..Default::default()
+    };
+    assert!(s.add(DomainId(0), zero).is_err());
+    let bad_slo = DomainConfig {
+        slo: Some(1.5),
+        ..Default::default()
+    };
+    assert!(s.add(DomainId(0), bad_slo).is_err());
+    assert!(s.update(DomainId(9), true, true, None).is_err());
+    assert_eq!(BackendPolicy::parse("augc"), Some(BackendPolicy::AugC));
+    assert_eq!(BackendPolicy::parse("fifo"), None);
+}
+
+mod as_unit_policy {
+    use hetsched_core::ids::{ClientId, TaskId};
+    use hetsched_core::policy::{ClientSettings, PolicyKind, Request, ShareClass};
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, VecDeque};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Submit(u32),
+        Pick,
+        Remove(u32),
+        Settings(u32, u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u32..5).prop_map(Op::Submit),
+            3 => Just(Op::Pick),
+            1 => (0u32..5).prop_map(Op::Remove),
+            1 => (0u32..5, 1u32..2048).prop_map(|(c, s)| Op::Settings(c, s)),
+        ]
+    }
+
+    proptest! {
+        /// Every Pegasus policy, driven as a unit policy: it hands out only
+        /// calls that were submitted and not dropped, each client's in
+        /// order, and never holds a call back while the unit is free.
+        #[test]
+        fn serves_queued_calls_in_per_client_order_and_never_idles(
+            kind in proptest::sample::select(
+                PolicyKind::ALL.iter().copied().filter(|k| k.backend().is_some()).collect::<Vec<_>>()
+            ),
+            ops in proptest::collection::vec(op(), 1..300),
+        ) {
+            let mut p = kind.build(1);
+            let mut model: BTreeMap<u32, VecDeque<u64>> = BTreeMap::new();
+            let mut task = 0u64;
+            let mut now = 0u64;
+            for op in ops {
+                now += 1_000_000;
+                match op {
+                    Op::Submit(c) => {
+                        p.submit(Request {
+                            client: ClientId(c),
+                            task: TaskId(task),
+                            expected_ns: 1e6,
+                            submitted_at: now,
+                        }, now);
+                        model.entry(c).or_default().push_back(task);
+                        task += 1;
+                    }
+                    Op::Pick => {
+                        let queued: usize = model.values().map(VecDeque::len).sum();
+                        match p.pick_next(now) {
+                            Some(r) => {
+                                let q = model.get_mut(&r.client.0).unwrap();
+                                prop_assert_eq!(q.pop_front(), Some(r.task.0));
+                                p.complete(r.client, 1_000_000, now + 1_000_000);
+                            }
+                            None => prop_assert_eq!(queued, 0),
+                        }
+                    }
+                    Op::Remove(c) => {
+                        let dropped = p.remove_client(ClientId(c), now);
+                        let expect = model.remove(&c).map_or(0, |q| q.len());
+                        prop_assert_eq!(dropped.len(), expect);
+                    }
+                    Op::Settings(c, s) => {
+                        let settings = ClientSettings { class: ShareClass::Normal { shares: s }, priority: 0 };
+                        prop_assert!(p.set_client(ClientId(c), settings, now).is_ok());
+                    }
+                }
+                prop_assert_eq!(p.queued(), model.values().map(VecDeque::len).sum::<usize>());
+            }
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! The epoch loop: sense → allocate → run, with hetsched-core's policies.
+//!
+//! Each epoch (60 ms, SmartBalance's epoch length) the engine builds what a
+//! real balancer would have sensed — the measured IPS of every thread on
+//! the kind it ran on, predictions with 5 % error on the other kinds
+//! (SmartBalance §6.2 reports 4–5 %), utilisation, hints and the capability
+//! faults of a moving window — asks the policy for an allocation, and then
+//! runs the epoch on the *true* figures: useful work (a CRYPTO thread on a
+//! core without AES runs a slow software path, which a counter-based
+//! predictor cannot see) and power. A migrated thread loses 1 ms of its
+//! epoch to cold caches. Every case is run from several random initial
+//! placements (the same ones for every policy) because where an
+//! asymmetry-blind scheduler happens to start is luck, and the expected
+//! value over that luck is the fair baseline.
+
+use super::model::{Profile, SimKind};
+use hetsched_core::balance::objective::Evaluator;
+use hetsched_core::balance::{
+    Allocation, AnnealParams, BalanceInput, Core, Gts, Hysteresis, HysteresisState, Kinship,
+    KinshipState, LinuxDefault, PerCoreEfficiency, ProportionalFair, SmartBalance,
+    SystemEfficiency, ThreadObs, Throughput,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub const EPOCH_S: f64 = 0.060;
+pub const EPOCHS: usize = 40;
+/// Epochs run before measuring, so policies reach their steady state.
+pub const WARMUP_EPOCHS: usize = 10;
+pub const REPLICAS: u64 = 8;
+/// Relative standard deviation of the cross-kind IPS predictions.
+pub const PREDICTION_ERROR: f64 = 0.05;
+pub const MIGRATION_COST_S: f64 = 0.001;
+/// Faults a thread takes per epoch on a core lacking what it needs, and the
+/// moving window (in epochs) over which Kinship counts them.
+pub const FAULTS_PER_EPOCH: u32 = 64;
+pub const FAULT_WINDOW: usize = 4;
+
+/// The four policies, by their report names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    LinuxDefault,
+    Gts,
+    SmartBalance,
+    Kinship,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 4] = [
+        Policy::LinuxDefault,
+        Policy::Gts,
+        Policy::SmartBalance,
+        Policy::Kinship,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::LinuxDefault => "linux-default",
+            Policy::Gts => "gts",
+            Policy::SmartBalance => "smartbalance",
+            Policy::Kinship => "kinship",
+        }
+    }
+}
+
+/// One machine and the threads on it.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// Row name when a scenario reports one row per case.
+    pub label: String,
+    /// Machine name, prefixed to core names.
+    pub machine: String,
+    pub kinds: Vec<SimKind>,
+    /// (kind index, core name).
+    pub cores: Vec<(usize, String)>,
+    /// (thread name, profile).
+    pub threads: Vec<(String, Profile)>,
+    /// Whether the threads' hints and categories reach the balancer.
+    pub hints_given: bool,
+    pub base_watts: f64,
+}
+
+impl Case {
+    fn fastest_peak_ips(&self) -> f64 {
+        self.kinds
+            .iter()
+            .map(SimKind::peak_ips)
+            .fold(f64::MIN_POSITIVE, f64::max)
+    }
+
+    fn cores(&self) -> Vec<Core> {
+        self.cores
+            .iter()
+            .map(|&(kind, _)| Core {
+                kind,
+                caps: self.kinds[kind].caps,
+                allowed: true,
+            })
+            .collect()
+    }
+
+    /// The machine and threads with their true useful rates and power, for
+    /// running an epoch.
+    pub fn truth(&self) -> BalanceInput {
+        let fastest = self.fastest_peak_ips();
+        BalanceInput {
+            kinds: self.kinds.iter().map(|k| k.to_core_kind(fastest)).collect(),
+            cores: self.cores(),
+            threads: self
+                .threads
+                .iter()
+                .enumerate()
+                .map(|(i, (_, p))| {
+                    let mut t = ThreadObs::new(
+                        i as u64,
+                        self.kinds.iter().map(|k| p.useful_ips(k)).collect(),
+                        p.util,
+                    );
+                    t.watts = self.kinds.iter().map(|k| p.watts(k, fastest)).collect();
+                    t
+                })
+                .collect(),
+            base_watts: self.base_watts,
+        }
+    }
+}
+
+/// What one policy did on one case, summed over replicas and measured epochs.
+#[derive(Clone, Debug)]
+pub struct CaseOutcome {
+    /// Per thread: useful instructions retired while measured.
+    pub instructions: Vec<f64>,
+    /// Joules over the measured epochs (cores, sleeping cores and base).
+    pub energy_j: f64,
+    /// Simulated seconds measured (all replicas together).
+    pub measured_s: f64,
+    /// Per thread: migrations while measured.
+    pub migrations: Vec<u64>,
+    /// Per thread, per core: seconds of core time used while measured.
+    pub core_seconds: Vec<Vec<f64>>,
+    /// Per thread, per core: measured epochs spent there.
+    pub epochs_on: Vec<Vec<u64>>,
+    /// Per thread: epochs (of replica 0) before its first run of 10
+    /// consecutive epochs on one core.
+    pub settled_after: Vec<u64>,
+    /// Replica 0's core per thread per epoch, for the timeline.
+    pub trace: Vec<Vec<usize>>,
+    /// |predicted − true| / true useful IPS on the chosen core, when the
+    /// policy used predictions.
+    pub prediction_errors: Vec<f64>,
+}
+
+/// Per-policy state carried across epochs.
+struct PolicyState {
+    kinship: KinshipState,
+    hysteresis: HysteresisState,
+}
+
+/// What `smartbalance` maximises in the simulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Goal {
+    /// Whole-machine IPS/W, the figure the reports give (the default).
+    SystemEfficiency,
+    /// SmartBalance Eq. 11, the sum of per-core IPS/W.
+    PerCoreEfficiency,
+}
+
+/// Runs `policy` on `case`, SmartBalance maximising whole-machine IPS/W.
+pub fn run_case(case: &Case, policy: Policy, seed: u64) -> CaseOutcome {
+    run_case_with(case, policy, seed, Goal::SystemEfficiency)
+}
+
+/// Runs `policy` on `case` with SmartBalance maximising `goal`.
+pub fn run_case_with(case: &Case, policy: Policy, seed: u64, goal: Goal) -> CaseOutcome {
+    let m = case.threads.len();
+    let n = case.cores.len();
+    let truth = case.truth();
+    let mut out = CaseOutcome {
+        instructions: vec![0.0; m],
+        energy_j: 0.0,
+        measured_s: 0.0,
+        migrations: vec![0; m],
+        core_seconds: vec![vec![0.0; n]; m],
+        epochs_on: vec![vec![0; n]; m],
+        settled_after: vec![0; m],
+        trace: Vec::new(),
+        prediction_errors: Vec::new(),
+    };
+    let base_input = observed_template(case);
+    for replica in 0..REPLICAS {
+        // The start and the noise depend on the replica only, so every
+        // policy faces the same luck.
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (replica.wrapping_mul(0x9E37_79B9)));
+        let mut current: Vec<usize> = (0..m).map(|_| rng.random_range(0..n)).collect();
+        let mut fault_window: Vec<Vec<[u32; FAULT_WINDOW]>> =
+            vec![vec![[0; FAULT_WINDOW]; case.kinds.len()]; m];
+        let mut state = PolicyState {
+            kinship: KinshipState::default(),
+            hysteresis: HysteresisState::default(),
+        };
+        let mut run_len = vec![0u64; m];
+        let mut settled = vec![None::<u64>; m];
+        for epoch in 0..EPOCHS {
+            let input = observe(case, &base_input, &current, &fault_window, &mut rng);
+            let next = decide(
+                policy,
+                goal,
+                &input,
+                &mut state,
+                seed,
+                replica,
+                epoch as u64,
+            );
+            let moved: Vec<bool> = (0..m).map(|i| next[i] != current[i]).collect();
+            // Run the epoch on the true figures.
+            let alloc = Allocation {
+                core_of: next.clone(),
+            };
+            let ev = Evaluator::new(&truth, &Throughput, &alloc);
+            let mut demand = vec![0.0f64; n];
+            for i in 0..m {
+                demand[next[i]] += truth.threads[i].utilisation;
+            }
+            let measuring = epoch >= WARMUP_EPOCHS;
+            for i in 0..m {
+                let c = next[i];
+                let kind = case.cores[c].0;
+                let profile = &case.threads[i].1;
+                // The window's slot for this epoch: faults where it ran
+                // without the capability it needs, nothing elsewhere.
+                let lacking = !profile.capable(&case.kinds[kind]);
+                for (k, w) in fault_window[i].iter_mut().enumerate() {
+                    w[epoch % FAULT_WINDOW] = if k == kind && lacking {
+                        FAULTS_PER_EPOCH
+                    } else {
+                        0
+                    };
+                }
+                if replica == 0 {
+                    run_len[i] = if moved[i] || epoch == 0 {
+                        1
+                    } else {
+                        run_len[i] + 1
+                    };
+                    if run_len[i] >= 10 && settled[i].is_none() {
+                        settled[i] = Some(epoch as u64 + 1 - 10);
+                    }
+                }
+                if measuring {
+                    let penalty = if moved[i] {
+                        1.0 - MIGRATION_COST_S / EPOCH_S
+                    } else {
+                        1.0
+                    };
+                    out.instructions[i] += ev.thread_ips(i) * EPOCH_S * penalty;
+                    out.migrations[i] += u64::from(moved[i]);
+                    let share = truth.threads[i].utilisation / demand[c].max(1.0);
+                    out.core_seconds[i][c] += share * EPOCH_S;
+                    out.epochs_on[i][c] += 1;
+                    if policy == Policy::SmartBalance {
+                        let predicted = input.threads[i].ips[kind];
+                        let actual = truth.threads[i].ips[kind];
+                        if actual > 0.0 {
+                            out.prediction_errors
+                                .push((predicted - actual).abs() / actual);
+                        }
+                    }
+                }
+            }
+            if measuring {
+                out.energy_j += ev.total_watts() * EPOCH_S;
+                out.measured_s += EPOCH_S;
+            }
+            if replica == 0 {
+                out.trace.push(next.clone());
+            }
+            current = next;
+        }
+        if replica == 0 {
+            out.settled_after = settled.iter().map(|s| s.unwrap_or(EPOCHS as u64)).collect();
+        }
+    }
+    out
+}
+
+/// The parts of the sensed input that do not change between epochs.
+fn observed_template(case: &Case) -> BalanceInput {
+    let fastest = case.fastest_peak_ips();
+    BalanceInput {
+        kinds: case.kinds.iter().map(|k| k.to_core_kind(fastest)).collect(),
+        cores: case.cores(),
+        threads: case
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, (_, p))| {
+                let mut t = ThreadObs::new(i as u64, vec![0.0; case.kinds.len()], p.util);
+                if case.hints_given {
+                    t.category = p.category;
+                    t.hint = p.hint;
+                }
+                t
+            })
+            .collect(),
+        base_watts: case.base_watts,
+    }
+}
+
+/// What the balancer senses at the start of an epoch: IPS counted on the
+/// current kind (instructions, emulation path included), predicted with
+/// error on the others, and the fault counts of the window.
+fn observe(
+    case: &Case,
+    template: &BalanceInput,
+    current: &[usize],
+    faults: &[Vec<[u32; FAULT_WINDOW]>],
+    rng: &mut ChaCha8Rng,
+) -> BalanceInput {
+    let mut input = template.clone();
+    // Uniform noise of this half-width has standard deviation PREDICTION_ERROR.
+    let half_width = PREDICTION_ERROR * 3f64.sqrt();
+    for (i, t) in input.threads.iter_mut().enumerate() {
+        let here = case.cores[current[i]].0;
+        let profile = &case.threads[i].1;
+        t.current = Some(current[i]);
+        for (k, kind) in case.kinds.iter().enumerate() {
+            let ips = profile.ips(kind);
+            t.ips[k] = if k == here {
+                ips
+            } else {
+                ips * (1.0 + half_width * (2.0 * rng.random::<f64>() - 1.0))
+            };
+        }
+        let window: Vec<u32> = faults[i].iter().map(|w| w.iter().sum()).collect();
+        if window.iter().any(|&f| f > 0) {
+            t.faults = window;
+        }
+    }
+    input
+}
+
+fn decide(
+    policy: Policy,
+    goal: Goal,
+    input: &BalanceInput,
+    state: &mut PolicyState,
+    seed: u64,
+    replica: u64,
+    epoch: u64,
+) -> Vec<usize> {
+    let alloc = match policy {
+        Policy::LinuxDefault => LinuxDefault::default().allocate(input),
+        Policy::Gts => Gts::default().allocate(input),
+        Policy::Kinship => Kinship::default().allocate(input, &mut state.kinship),
+        Policy::SmartBalance => {
+            let params = AnnealParams::for_size(input.threads.len(), input.cores.len());
+            let seed = seed ^ (replica << 32) ^ epoch.wrapping_mul(0x2545_F491);
+            let current = input.current_allocation();
+            // The simulator reports whole-machine IPS/W, so by default that
+            // is what SmartBalance maximises here; Eq. 11 is the other goal.
+            let (proposed, stats) = match goal {
+                Goal::SystemEfficiency => {
+                    SmartBalance::new(SystemEfficiency, params).anneal_from(input, &current, seed)
+                }
+                Goal::PerCoreEfficiency => SmartBalance::new(PerCoreEfficiency::default(), params)
+                    .anneal_from(input, &current, seed),
+            };
+            let gain = if stats.start_value > 0.0 {
+                stats.best_value / stats.start_value - 1.0
+            } else {
+                f64::INFINITY
+            };
+            // Predictions carry 5 % error: demand a gain above that before
+            // moving anyone, so noise alone does not migrate threads.
+            Ok(Hysteresis::default().filter_plan(
+                input,
+                &proposed,
+                gain,
+                epoch,
+                &mut state.hysteresis,
+            ))
+        }
+    };
+    alloc
+        .expect("simulated inputs are valid by construction")
+        .core_of
+}
+
+/// The proportional-fair allocation of the true figures: per thread, its
+/// useful IPS there. The bound the reports call the oracle. Exact (every
+/// allocation tried) when there are at most [`EXHAUSTIVE_LIMIT`]
+/// allocations, else the best of long, hot annealing runs from Linux's and
+/// GTS's allocations (near-optimal, not proven).
+pub fn oracle(case: &Case, seed: u64) -> Vec<f64> {
+    let truth = case.truth();
+    let best = exhaustive_best(&truth).unwrap_or_else(|| annealed_best(&truth, seed));
+    let ev = Evaluator::new(&truth, &ProportionalFair, &best);
+    (0..case.threads.len()).map(|i| ev.thread_ips(i)).collect()
+}
+
+/// Largest number of allocations the oracle enumerates.
+pub const EXHAUSTIVE_LIMIT: u64 = 1 << 16;
+
+fn exhaustive_best(truth: &BalanceInput) -> Option<Allocation> {
+    let (m, n) = (truth.threads.len(), truth.cores.len());
+    let total = (n as u64).checked_pow(m as u32)?;
+    if total > EXHAUSTIVE_LIMIT {
+        return None;
+    }
+    let start = Allocation {
+        core_of: vec![0; m],
+    };
+    let mut ev = Evaluator::new(truth, &ProportionalFair, &start);
+    let mut best = (ev.value(), start.clone());
+    // An odometer over core indices: each step moves one thread, and a
+    // carry a few more, each an O(1) update.
+    let mut digits = vec![0usize; m];
+    for _ in 1..total {
+        for (i, d) in digits.iter_mut().enumerate() {
+            *d += 1;
+            if *d < n {
+                ev.apply_move(i, *d);
+                break;
+            }
+            *d = 0;
+            ev.apply_move(i, 0);
+        }
+        if ev.value() > best.0 {
+            best = (ev.value(), ev.allocation());
+        }
+    }
+    Some(best.1)
+}
+
+fn annealed_best(truth: &BalanceInput, seed: u64) -> Allocation {
+    let mut placed = truth.clone();
+    for (i, t) in placed.threads.iter_mut().enumerate() {
+        t.current = Some(i % truth.cores.len());
+    }
+    let starts = [
+        LinuxDefault::default().allocate(&placed),
+        Gts::default().allocate(&placed),
+    ];
+    // Hotter than the per-epoch policy: the oracle has time to climb out
+    // of the local optimum it starts in.
+    let mut params = AnnealParams::with_iterations(20_000);
+    params.initial_accept = 2.0;
+    let sb = SmartBalance::new(ProportionalFair, params);
+    starts
+        .into_iter()
+        .map(|s| s.expect("valid by construction"))
+        .enumerate()
+        .map(|(k, s)| sb.anneal_from(truth, &s, seed.wrapping_add(k as u64)))
+        .max_by(|a, b| a.1.best_value.total_cmp(&b.1.best_value))
+        .map(|(a, _)| a)
+        .expect("two starts")
+}
