@@ -38,6 +38,10 @@ pub struct LoadArgs {
     /// CPU unit), report completion.
     #[arg(long)]
     gate: bool,
+    /// Send the tasks through a call ring (Pegasus's per-client queue in
+    /// shared memory) instead of one `SubmitDevice` message each.
+    #[arg(long, conflicts_with = "gate")]
+    ring: bool,
     /// Name shown in `hetsched status`.
     #[arg(long, default_value = "hetsched-load")]
     name: String,
@@ -83,7 +87,25 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let start = Instant::now();
     let (mut tasks, mut unit_ns, mut wait_ns) = (0u64, 0u64, 0u64);
-    if info.emulated && !args.gate {
+    if info.emulated && args.ring {
+        let mut ring = client.open_call_ring(info.id)?;
+        let mut inflight = VecDeque::new();
+        while Instant::now() < until {
+            while inflight.len() < args.depth.max(1) as usize {
+                match client.push_call(&mut ring, exec_ns, args.bytes_in, args.bytes_out) {
+                    Some(task) => inflight.push_back(task),
+                    None => break,
+                }
+            }
+            let Some(task) = inflight.pop_front() else {
+                bail!("the call ring is full with nothing in flight");
+            };
+            let done = client.wait_device(task)?;
+            tasks += 1;
+            unit_ns += done.ran_ns;
+            wait_ns += done.waited_ns;
+        }
+    } else if info.emulated && !args.gate {
         let mut inflight = VecDeque::new();
         while Instant::now() < until {
             while inflight.len() < args.depth.max(1) as usize {

@@ -8,13 +8,16 @@ use std::process::Child;
 mod common;
 use common::{TestDaemon, load_report as report, unit_s};
 
-fn credits_split_the_device(policy: &str) {
+fn credits_split_the_device(policy: &str, ring: bool) {
     let config = format!(
         "{}\n[policies]\ngpu0 = \"{policy}\"\n",
         common::ONE_GPU.trim_end()
     );
-    let d = TestDaemon::start(&format!("backend-{policy}"), &config);
-    let load = ["--unit", "gpu0", "--seconds", "3", "--exec-ms", "5"];
+    let d = TestDaemon::start(&format!("backend-{policy}-{ring}"), &config);
+    let mut load = vec!["--unit", "gpu0", "--seconds", "3", "--exec-ms", "5"];
+    if ring {
+        load.push("--ring");
+    }
     let children: Vec<(f64, Child)> = [256.0, 512.0, 1024.0, 256.0]
         .into_iter()
         .map(|c: f64| {
@@ -45,12 +48,113 @@ fn credits_split_the_device(policy: &str) {
 
 #[test]
 fn accc_gives_device_time_in_proportion_to_credits() {
-    credits_split_the_device("accc");
+    credits_split_the_device("accc", false);
 }
 
 #[test]
 fn augc_without_a_cpu_schedule_follows_credits_too() {
-    credits_split_the_device("augc");
+    credits_split_the_device("augc", false);
+}
+
+/// Pegasus's real run: the four processes send their calls through call
+/// rings served by the daemon's backend.
+#[test]
+fn calls_through_rings_follow_credits_under_accc() {
+    credits_split_the_device("accc", true);
+}
+
+#[test]
+fn a_flooding_ring_cannot_starve_others_and_a_lying_one_is_cut_short() {
+    use hetsched_protocol::{Client, ClientOptions, ErrorCode};
+    use std::time::{Duration, Instant};
+    let config = format!(
+        "{}\n[policies]\ngpu0 = \"rr\"\n",
+        common::ONE_GPU.trim_end()
+    );
+    let d = TestDaemon::start("backend-flood", &config);
+    let connect = |name: &str| {
+        let opts = ClientOptions::application(name).unwrap().socket(&d.socket);
+        Client::connect(opts).unwrap()
+    };
+    let unit = hetsched_core::ids::UnitId(0);
+    // The flooder keeps its ring full: it pushes until the ring refuses,
+    // then waits for its oldest call, and again.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let flooder = {
+        let stop = stop.clone();
+        let mut flood = connect("flood");
+        std::thread::spawn(move || {
+            let mut ring = flood.open_call_ring(unit).unwrap();
+            let mut inflight = std::collections::VecDeque::new();
+            while let Some(t) = flood.push_call(&mut ring, 2_000_000, 0, 0) {
+                inflight.push_back(t);
+            }
+            ready_tx.send(inflight.len()).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = inflight.pop_front().unwrap();
+                flood.wait_device(t).unwrap();
+                while let Some(t) = flood.push_call(&mut ring, 2_000_000, 0, 0) {
+                    inflight.push_back(t);
+                }
+            }
+            flood // dropped by the test: leaving with calls queued
+        })
+    };
+    assert_eq!(
+        ready_rx.recv().unwrap(),
+        256,
+        "the ring holds what the daemon made it hold"
+    );
+    // A polite client still gets its calls through, about every other
+    // turn under round robin.
+    let mut polite = connect("polite");
+    let mut ring = polite.open_call_ring(unit).unwrap();
+    let start = Instant::now();
+    let mut done = 0;
+    while start.elapsed() < Duration::from_millis(600) {
+        let task = polite.push_call(&mut ring, 2_000_000, 0, 0).unwrap();
+        polite.wait_device(task).unwrap();
+        done += 1;
+    }
+    assert!(
+        done >= 40,
+        "only {done} calls of 2 ms in 0.6 s beside a flooder"
+    );
+    // The daemon took no more of the flooder's calls than it lets anyone
+    // have outstanding: the rest waits in the flooder's own ring.
+    let mut observer = d.observer().unwrap();
+    let status = observer.status().unwrap();
+    let f = status.clients.iter().find(|c| c.name == "flood").unwrap();
+    assert!(f.units[0].outstanding <= 64, "{:?}", f.units[0]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flood = flooder.join().unwrap();
+    // A client that lies about its ring (more calls than it holds) gets
+    // it closed, with a reason.
+    let mut liar = connect("liar");
+    let liar_ring = liar.open_call_ring(unit).unwrap();
+    liar_ring.publish_raw_tail(300);
+    match liar.wait_device(hetsched_core::ids::TaskId(1)) {
+        Err(hetsched_protocol::ClientError::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::CallRingCorrupt, "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The flooder leaves: everything it queued goes with it.
+    drop(flood);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = observer.status().unwrap();
+        if s.clients.iter().all(|c| c.name != "flood") && s.units[0].view.queued == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the flooder's calls outlived it: {:?}",
+            s.units[0]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

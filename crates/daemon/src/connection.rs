@@ -8,12 +8,13 @@ use crate::privilege::Peer;
 use crate::procfs;
 use crate::server::{Conn, Shared};
 use crate::store::ProcessKey;
-use hetsched_core::ids::{ClientId, TaskId};
+use hetsched_core::ids::{ClientId, TaskId, UnitId};
 use hetsched_protocol::{
     ClientMsg, DaemonMsg, ErrorCode, FrameReader, Role, SettingsRequest, decode_client,
     encode_frame, send_with_fds,
 };
 use hetsched_views::PrivateWriter;
+use hetsched_views::call_ring::RingConsumer;
 use rustix::net::SendFlags;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -177,6 +178,7 @@ fn hello(
         stream: Arc::clone(stream),
         private,
         cut_off: false,
+        rings: Vec::new(),
     };
     if let Some(p) = conn.private.as_mut() {
         let views = state.monitor.client_views(id, now);
@@ -196,6 +198,44 @@ fn hello(
         let _ = stream.shutdown(std::net::Shutdown::Both);
     }
     Some(id)
+}
+
+/// Calls a client may have queued in one ring; with `max_outstanding`
+/// per client taken from it at a time, a flooding client cannot hold
+/// more than this much daemon memory or crowd out others.
+const CALL_RING_CAPACITY: u64 = 256;
+
+/// Creates a call ring for `id` on `unit` and sends its fd with
+/// `CallRingOpened`. One ring per client and unit: asking again replaces
+/// the old one (and drops what was queued in it).
+fn open_call_ring(
+    st: &mut crate::server::State,
+    id: ClientId,
+    unit: UnitId,
+) -> Result<(), (ErrorCode, String)> {
+    st.monitor.check_call_ring(id, unit)?;
+    let ring = RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| {
+        (
+            ErrorCode::ViewsUnavailable,
+            format!("the daemon cannot create a call ring: {e}"),
+        )
+    })?;
+    let conn = st
+        .conns
+        .get_mut(&id)
+        .expect("a served client has a connection");
+    let frame = encode_frame(&DaemonMsg::CallRingOpened {
+        unit,
+        capacity: ring.capacity(),
+    });
+    if send_with_fds(&*conn.stream, &frame, &[ring.fd()]).is_err() {
+        conn.cut_off = true;
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        return Ok(());
+    }
+    conn.rings.retain(|(u, _)| *u != unit);
+    conn.rings.push((unit, ring));
+    Ok(())
 }
 
 fn refuse(
@@ -232,6 +272,12 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             (ErrorCode::BadSequence, "Hello may only be sent once".into()),
             None,
         ),
+        ClientMsg::OpenCallRing { unit } => {
+            if let Err(r) = open_call_ring(st, id, unit) {
+                refuse(&mut out, id, r, None);
+            }
+            wake = true;
+        }
         ClientMsg::RequestDispatch {
             unit,
             task,

@@ -409,6 +409,23 @@ impl Monitor {
         Ok(u)
     }
 
+    /// Whether `client` may have a call ring on `unit`: an application,
+    /// and a unit the daemon serves itself.
+    pub fn check_call_ring(&self, client: ClientId, unit: UnitId) -> Result<(), Refusal> {
+        self.application(client)?;
+        let u = self.unit_index(unit)?;
+        if !self.agents[u].setup.emulated {
+            return Err((
+                ErrorCode::NotEmulated,
+                format!(
+                    "unit {} is not served by the daemon: a call ring needs an emulated unit",
+                    self.agents[u].setup.unit.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// `RequestDispatch`: the dispatch gate.
     pub fn request_dispatch(
         &mut self,

@@ -71,6 +71,12 @@ pub(crate) struct Conn {
     /// A reply could not be sent whole: the socket is shut down and the
     /// connection's thread stops serving it.
     pub cut_off: bool,
+    /// Its call rings (Pegasus's per-client queues), drained by the timer
+    /// thread; dropped, with whatever was queued, when the client goes.
+    pub rings: Vec<(
+        hetsched_core::ids::UnitId,
+        hetsched_views::call_ring::RingConsumer,
+    )>,
 }
 
 /// Everything behind [`Shared::lock`].

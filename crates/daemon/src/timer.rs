@@ -7,12 +7,17 @@
 use crate::outbox::Outbox;
 use crate::procfs;
 use crate::server::{Shared, State};
-use hetsched_core::ids::Ns;
+use hetsched_core::ids::{Ns, TaskId};
+use hetsched_protocol::{DaemonMsg, ErrorCode};
 use hetsched_views::GlobalUnit;
 use std::time::Duration;
 
 /// How often stored settings of exited processes are dropped.
 const STORE_GC_EVERY: Duration = Duration::from_secs(5);
+
+/// How often call rings are polled while any exist (Pegasus's pollers):
+/// a call waits at most this long before its unit's policy sees it.
+const RING_POLL: Duration = Duration::from_micros(500);
 
 pub(crate) fn run(shared: &Shared) {
     let tick = shared.setup.tick.as_nanos() as Ns;
@@ -20,9 +25,11 @@ pub(crate) fn run(shared: &Shared) {
     let mut next_tick = shared.now() + tick;
     let mut next_gc = shared.now() + gc_every;
     let mut out = Outbox::default();
+    let ring_poll = RING_POLL.as_nanos() as Ns;
     let mut state = shared.lock();
     loop {
         let now = shared.now();
+        let has_rings = drain_rings(&mut state, now, &mut out);
         state.monitor.advance(now, &mut out);
         if now >= next_tick {
             state.monitor.tick(now, &mut out);
@@ -38,11 +45,14 @@ pub(crate) fn run(shared: &Shared) {
             next_gc = now + gc_every;
         }
         state.deliver(&mut out);
-        let deadline = state
+        let mut deadline = state
             .monitor
             .next_deadline(now)
             .map_or(next_tick, |d| d.min(next_tick))
             .min(next_gc);
+        if has_rings {
+            deadline = deadline.min(now + ring_poll);
+        }
         let wait = Duration::from_nanos(deadline.saturating_sub(shared.now()));
         if !wait.is_zero() {
             state = shared
@@ -52,6 +62,67 @@ pub(crate) fn run(shared: &Shared) {
                 .unwrap_or_else(|p| p.into_inner().0);
         }
     }
+}
+
+/// Moves calls from every client's rings into the units' policies, as if
+/// each had come as `SubmitDevice`. A client with as many requests
+/// outstanding as the daemon allows keeps the rest in its ring (back-
+/// pressure: it cannot crowd out others, and the daemon's memory for it
+/// stays bounded). A call the monitor refuses (too long, unknown unit)
+/// is dropped with an `Error` naming it; a ring whose producer broke the
+/// protocol is closed with `CallRingCorrupt`. Returns whether any ring
+/// exists (so the caller keeps polling).
+fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> bool {
+    let mut any = false;
+    let State { monitor, conns, .. } = state;
+    for (&id, conn) in conns.iter_mut() {
+        if conn.cut_off {
+            continue;
+        }
+        conn.rings.retain_mut(|(unit, ring)| {
+            loop {
+                let packet = match ring.peek() {
+                    Ok(Some(p)) => p,
+                    Ok(None) => return true,
+                    Err(e) => {
+                        // Its bookkeeping cannot be trusted any more: the ring
+                        // goes, with what was queued in it.
+                        out.push(
+                            id,
+                            DaemonMsg::Error {
+                                code: ErrorCode::CallRingCorrupt,
+                                message: format!(
+                                    "call ring on unit {}: {e}; it is closed, open a new one",
+                                    unit.0
+                                ),
+                                task: None,
+                            },
+                        );
+                        return false;
+                    }
+                };
+                let [task, exec_ns, bytes_in, bytes_out, ..] = packet.0;
+                let task = TaskId(task);
+                let submitted =
+                    monitor.submit_device(id, *unit, task, exec_ns, bytes_in, bytes_out, now, out);
+                match submitted {
+                    Ok(()) => {}
+                    Err((ErrorCode::TooManyOutstanding, _)) => return true,
+                    Err((code, message)) => out.push(
+                        id,
+                        DaemonMsg::Error {
+                            code,
+                            message,
+                            task: Some(task),
+                        },
+                    ),
+                }
+                let _ = ring.pop();
+            }
+        });
+        any |= !conn.rings.is_empty();
+    }
+    any
 }
 
 /// Publishes both pages of views.

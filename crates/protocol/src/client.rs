@@ -11,6 +11,7 @@ use crate::message::{
 use crate::paths::{default_socket_path, requested_settings_from_env};
 use crate::socket::recv_with_fds;
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_views::call_ring::{CallPacket, RingProducer};
 use hetsched_views::{GlobalReader, PrivateReader, ViewError};
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -250,6 +251,8 @@ pub struct Client {
     session: Session,
     /// Messages that arrived while waiting for something else.
     inbox: VecDeque<DaemonMsg>,
+    /// Descriptors received with frames, oldest first.
+    fds: VecDeque<std::os::fd::OwnedFd>,
     next_task: u64,
     reconnects: u32,
 }
@@ -264,6 +267,7 @@ impl Client {
             reader,
             session,
             inbox: VecDeque::new(),
+            fds: VecDeque::new(),
             next_task: 1,
             reconnects: 0,
         })
@@ -338,6 +342,7 @@ impl Client {
                     self.reader = reader;
                     self.session = session;
                     self.inbox.clear();
+                    self.fds.clear();
                     self.reconnects += 1;
                     return Ok(());
                 }
@@ -371,19 +376,64 @@ impl Client {
         Ok(())
     }
 
-    /// The next message from the daemon, blocking.
+    /// The next message from the daemon, blocking. Descriptors that come
+    /// with a frame (a call ring's) are kept for whoever waits for it.
     fn read_msg(&mut self) -> Result<DaemonMsg, ClientError> {
         loop {
             if let Some(payload) = self.reader.next_payload()? {
                 return Ok(decode_daemon(&payload)?);
             }
             let mut buf = [0u8; 16 * 1024];
-            let n = io::Read::read(&mut self.stream, &mut buf)?;
+            let (n, fds) = recv_with_fds(&self.stream, &mut buf)?;
             if n == 0 {
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
             }
+            self.fds.extend(fds);
             self.reader.push(&buf[..n]);
         }
+    }
+
+    /// Opens a call ring on emulated `unit`: calls pushed with
+    /// [`Client::push_call`] reach the daemon's backend without a system
+    /// call each, and are answered with `DeviceDone` ([`Client::wait_device`]).
+    pub fn open_call_ring(&mut self, unit: UnitId) -> Result<CallRing, ClientError> {
+        self.send(&ClientMsg::OpenCallRing { unit })?;
+        self.wait_for(|m| match m {
+            DaemonMsg::CallRingOpened { unit: u, .. } if *u == unit => Some(Ok(())),
+            DaemonMsg::Error {
+                code,
+                message,
+                task: None,
+            } => Some(Err(ClientError::Refused {
+                code: *code,
+                message: message.clone(),
+            })),
+            _ => None,
+        })?;
+        let fd = self.fds.pop_front().ok_or_else(|| {
+            ClientError::Unexpected("CallRingOpened came without its descriptor".into())
+        })?;
+        let producer = RingProducer::from_fd(fd)
+            .map_err(|e| ClientError::Unexpected(format!("the daemon's call ring: {e}")))?;
+        Ok(CallRing { unit, producer })
+    }
+
+    /// Queues modelled device work on `ring`; `None` when the ring is full
+    /// (the backend is that far behind: wait for a `DeviceDone` first).
+    pub fn push_call(
+        &mut self,
+        ring: &mut CallRing,
+        exec_ns: u64,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) -> Option<TaskId> {
+        let task = TaskId(self.next_task);
+        let packet = CallPacket([task.0, exec_ns, bytes_in, bytes_out, 0, 0, 0]);
+        if !ring.producer.push(&packet) {
+            return None;
+        }
+        self.next_task += 1;
+        Some(task)
     }
 
     /// Waits for the message `pick` accepts, keeping others for later.
@@ -491,6 +541,16 @@ impl Client {
                 waited_ns,
                 ran_ns,
             })),
+            // A broken call ring loses every call queued in it, this one
+            // perhaps among them: no waiter may wait on.
+            DaemonMsg::Error {
+                code: ErrorCode::CallRingCorrupt,
+                ref message,
+                task: None,
+            } => Some(Err(ClientError::Refused {
+                code: ErrorCode::CallRingCorrupt,
+                message: message.clone(),
+            })),
             ref other => refusal(other, Some(task)).map(Err),
         })
     }
@@ -567,5 +627,21 @@ impl Client {
     /// Says goodbye; the daemon releases everything this client held.
     pub fn goodbye(mut self) -> Result<(), ClientError> {
         self.send(&ClientMsg::Goodbye)
+    }
+}
+
+/// A client's call ring on one emulated unit (see [`Client::open_call_ring`]).
+#[derive(Debug)]
+pub struct CallRing {
+    pub unit: UnitId,
+    producer: RingProducer,
+}
+
+impl CallRing {
+    /// Publishes `tail` as the ring's tail, breaking its protocol: only for
+    /// tests of the daemon's defences against a lying client.
+    #[doc(hidden)]
+    pub fn publish_raw_tail(&self, tail: u64) {
+        self.producer.publish_raw_tail(tail);
     }
 }

@@ -14,7 +14,7 @@ mod mux;
 mod paths;
 mod socket;
 
-pub use client::{Client, ClientError, ClientOptions, DeviceDone, Grant, Session};
+pub use client::{CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, Session};
 pub use frame::{
     FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION, decode_client,
     decode_daemon, encode_frame,

@@ -152,6 +152,12 @@ pub enum ClientMsg {
     Status,
     /// Leaving; everything held is released.
     Goodbye,
+    // Appended after protocol 2: indices above stay as they were.
+    /// Ask for a call ring on an emulated `unit` (Pegasus's per-client
+    /// queue): answered with `CallRingOpened` and the ring's fd. Calls
+    /// pushed there are served like `SubmitDevice` and answered with
+    /// `DeviceDone`.
+    OpenCallRing { unit: UnitId },
 }
 
 /// What one unit is, as told to clients in `Welcome` and `Status`.
@@ -287,6 +293,10 @@ pub enum ErrorCode {
     /// memory or file descriptors); the connection is closed, a later
     /// connection may succeed.
     ViewsUnavailable,
+    /// The client broke its call ring's protocol (published more calls
+    /// than the ring holds, or overwrote a queued call); what was queued is
+    /// dropped.
+    CallRingCorrupt,
 }
 
 /// Daemon → client.
@@ -336,6 +346,12 @@ pub enum DaemonMsg {
         /// For errors about one request, which one.
         task: Option<TaskId>,
     },
+    // Appended after protocol 2.
+    /// Answer to `OpenCallRing`; the frame carries the ring's fd.
+    CallRingOpened {
+        unit: UnitId,
+        capacity: u64,
+    },
 }
 
 #[cfg(test)]
@@ -371,6 +387,7 @@ mod tests {
             ErrorCode::NotAnApplication,
             ErrorCode::WorkTooLong,
             ErrorCode::ViewsUnavailable,
+            ErrorCode::CallRingCorrupt,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();

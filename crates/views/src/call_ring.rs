@@ -135,8 +135,26 @@ impl RingConsumer {
         Ok(self.len()? == 0)
     }
 
+    /// The oldest packet, if any, left in the ring (a consumer that cannot
+    /// take it yet leaves it there: back-pressure on the producer).
+    pub fn peek(&self) -> Result<Option<CallPacket>, RingError> {
+        self.read_head()
+    }
+
     /// The oldest packet, if any.
     pub fn pop(&mut self) -> Result<Option<CallPacket>, RingError> {
+        let Some(p) = self.read_head()? else {
+            return Ok(None);
+        };
+        self.head += 1;
+        // Release: our reads of the packet happen before the producer may
+        // reuse its slot.
+        self.map.slots()[HEAD].store(self.head, Ordering::Release);
+        Ok(Some(p))
+    }
+
+    /// The packet at our head, checked, without taking it.
+    fn read_head(&self) -> Result<Option<CallPacket>, RingError> {
         if self.len()? == 0 {
             return Ok(None);
         }
@@ -155,10 +173,6 @@ impl RingConsumer {
         for (w, slot) in p.0.iter_mut().zip(&s[base + 1..base + PACKET_WORDS]) {
             *w = slot.load(Ordering::Relaxed);
         }
-        self.head += 1;
-        // Release: our reads of the packet happen before the producer may
-        // reuse its slot.
-        s[HEAD].store(self.head, Ordering::Release);
         Ok(Some(p))
     }
 

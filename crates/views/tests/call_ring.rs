@@ -32,6 +32,7 @@ proptest! {
                 }
                 next += 1;
             } else {
+                prop_assert_eq!(rx.peek().unwrap(), model.front().copied().map(packet));
                 let got = rx.pop().unwrap();
                 prop_assert_eq!(got, model.pop_front().map(packet));
             }
