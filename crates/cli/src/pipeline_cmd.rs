@@ -40,6 +40,10 @@ pub struct ScaleArgs {
     /// Print one JSON array instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also plot µs per chunk against the number of stages (controller per
+    /// lane limit, and the naive loop) to this SVG file.
+    #[arg(long)]
+    svg: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -530,10 +534,101 @@ fn scale(args: ScaleArgs) -> Result<()> {
             );
         }
     }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, scale_svg(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     if rows.iter().any(|r| r["outputs_verified"] != true) {
         bail!("outputs differ from the reference");
     }
     Ok(())
+}
+
+/// µs per chunk against stages: one line per lane limit for the
+/// controller, one for the naive loop (the same for every lane limit).
+fn scale_svg(rows: &[serde_json::Value]) -> Result<String> {
+    use plotters::prelude::*;
+    let num = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    let max_stages = rows.iter().map(|r| num(r, "stages")).fold(1.0, f64::max);
+    let top = rows
+        .iter()
+        .flat_map(|r| {
+            [
+                num(r, "controller_us_per_chunk"),
+                num(r, "naive_us_per_chunk"),
+            ]
+        })
+        .filter(|v| v.is_finite())
+        .fold(1.0, f64::max);
+    let mut lane_limits: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r["lane_limit"].as_u64())
+        .collect();
+    lane_limits.sort_unstable();
+    lane_limits.dedup();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 440)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "pipeline: µs per chunk by number of stages",
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.5..max_stages + 0.5, 0.0..top * 1.15)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc("stages")
+            .y_desc("µs per chunk")
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = lane_limits
+            .iter()
+            .map(|&l| {
+                let pts = rows
+                    .iter()
+                    .filter(|r| r["lane_limit"].as_u64() == Some(l))
+                    .map(|r| (num(r, "stages"), num(r, "controller_us_per_chunk")))
+                    .collect();
+                (format!("controller, up to {l} lane(s)"), pts)
+            })
+            .collect();
+        let first = lane_limits.first().copied();
+        series.push((
+            "naive loop".into(),
+            rows.iter()
+                .filter(|r| r["lane_limit"].as_u64() == first)
+                .map(|r| (num(r, "stages"), num(r, "naive_us_per_chunk")))
+                .collect(),
+        ));
+        for (i, (name, pts)) in series.into_iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), colour.stroke_width(2)))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 14, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, colour.filled())))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(svg)
 }
 
 #[cfg(test)]

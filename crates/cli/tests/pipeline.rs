@@ -85,10 +85,23 @@ fn pipeline_show_json_is_the_table() {
 }
 
 #[test]
-fn pipeline_scale_json_verifies_every_row() {
+fn pipeline_scale_json_verifies_every_row_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("scale.svg");
     let out = hetsched(&[
-        "pipeline", "scale", "--json", "--stages", "1,3", "--lanes", "1,2", "--chunks", "20",
-        "--work", "10",
+        "pipeline",
+        "scale",
+        "--json",
+        "--stages",
+        "1,3",
+        "--lanes",
+        "1,2",
+        "--chunks",
+        "20",
+        "--work",
+        "10",
+        "--svg",
+        svg.to_str().unwrap(),
     ]);
     assert!(
         out.status.success(),
@@ -102,4 +115,9 @@ fn pipeline_scale_json_verifies_every_row() {
         assert_eq!(r["outputs_verified"], true, "{r}");
         assert!(r["controller_us_per_chunk"].as_f64().unwrap() > 0.0);
     }
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        plot.starts_with("<svg") && plot.contains("naive loop"),
+        "{plot:.200}"
+    );
 }

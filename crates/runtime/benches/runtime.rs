@@ -17,11 +17,17 @@
 //!   (an emulated device) to weigh; the task's own model keeps every call
 //!   on the CPU so no device work is involved.
 //!
+//! * `pipeline/noop_stage_step_4_stages` — chunks streamed through a
+//!   pipeline of four no-op CPU stages on one lane, a feeder thread
+//!   pushing and the bench thread pulling, in batches of 256 chunks:
+//!   reported per stage step (the controller's own cost per step, issue
+//!   target ≤ 2 µs, plus its share of the hand-offs).
+//!
 //! Embedded monitor over a private config, no model persistence.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hetsched_core::unit::UnitClass;
-use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions, Task};
+use hetsched_runtime::{Mode, MonitorMode, PipelineBuilder, Runtime, RuntimeOptions, Stage, Task};
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -231,5 +237,51 @@ fn decide_bench(
     });
 }
 
-criterion_group!(benches, bench);
+/// Stages per chunk in the pipeline bench.
+const STAGES: usize = 4;
+const CHUNKS_PER_BATCH: u64 = 256;
+
+fn pipeline_bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path(), "");
+    let mut b = PipelineBuilder::new("bench").cpu_lanes(1);
+    for i in 0..STAGES {
+        b = b.stage(Stage::new(format!("noop{i}")).cpu(|x: u64| black_box(x)));
+    }
+    let mut p = b.build(&rt, &0u64).unwrap();
+    let mut g = c.benchmark_group("pipeline");
+    g.throughput(Throughput::Elements(STAGES as u64));
+    g.bench_function("noop_stage_step_4_stages", |bench| {
+        bench.iter_custom(|iters| {
+            let feeder = p.feeder().unwrap();
+            let start = Instant::now();
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(CHUNKS_PER_BATCH);
+                std::thread::scope(|scope| {
+                    let f = &feeder;
+                    scope.spawn(move || {
+                        for i in 0..n {
+                            f.push(i).unwrap();
+                        }
+                    });
+                    for _ in 0..n {
+                        black_box(p.pull().unwrap().unwrap());
+                    }
+                });
+                left -= n;
+            }
+            start.elapsed()
+        });
+    });
+    g.finish();
+    let stats = p.stats();
+    eprintln!(
+        "pipeline: controller overhead {:.0} ns per stage step ({} steps, from the controller's own accounting)",
+        stats.overhead_ns_per_stage_step(),
+        stats.stage_steps
+    );
+}
+
+criterion_group!(benches, bench, pipeline_bench);
 criterion_main!(benches);
