@@ -38,6 +38,10 @@ pub struct LoadArgs {
     /// CPU unit), report completion.
     #[arg(long)]
     gate: bool,
+    /// Pause after each completed task, ms: a request/response client that
+    /// thinks between requests (latency matters to it, throughput less).
+    #[arg(long, default_value_t = 0.0)]
+    think_ms: f64,
     /// Send the tasks through a call ring (Pegasus's per-client queue in
     /// shared memory) instead of one `SubmitDevice` message each.
     #[arg(long, conflicts_with = "gate")]
@@ -62,6 +66,9 @@ struct LoadReport {
     unit_ns: u64,
     wall_ns: u64,
     mean_wait_ns: f64,
+    /// Median and 99th percentile of the time tasks waited, ns.
+    p50_wait_ns: u64,
+    p99_wait_ns: u64,
     reconnects: u32,
     notice: Option<String>,
 }
@@ -87,6 +94,10 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let start = Instant::now();
     let (mut tasks, mut unit_ns, mut wait_ns) = (0u64, 0u64, 0u64);
+    let mut waits: Vec<u64> = Vec::new();
+    if !(args.think_ms >= 0.0 && args.think_ms.is_finite()) {
+        bail!("--think-ms must be a number ≥ 0");
+    }
     if info.emulated && args.ring {
         let mut ring = client.open_call_ring(info.id)?;
         let mut inflight = VecDeque::new();
@@ -104,6 +115,8 @@ pub fn run(args: LoadArgs) -> Result<()> {
             tasks += 1;
             unit_ns += done.ran_ns;
             wait_ns += done.waited_ns;
+            waits.push(done.waited_ns);
+            think(args.think_ms);
         }
     } else if info.emulated && !args.gate {
         let mut inflight = VecDeque::new();
@@ -122,6 +135,8 @@ pub fn run(args: LoadArgs) -> Result<()> {
                     tasks += 1;
                     unit_ns += done.ran_ns;
                     wait_ns += done.waited_ns;
+                    waits.push(done.waited_ns);
+                    think(args.think_ms);
                 }
                 Err(e) if e.is_disconnect() => {
                     // The daemon went away with everything queued; carry on
@@ -152,6 +167,8 @@ pub fn run(args: LoadArgs) -> Result<()> {
             tasks += 1;
             unit_ns += ran;
             wait_ns += grant.waited_ns;
+            waits.push(grant.waited_ns);
+            think(args.think_ms);
         }
     }
     let class = client
@@ -177,6 +194,8 @@ pub fn run(args: LoadArgs) -> Result<()> {
         } else {
             0.0
         },
+        p50_wait_ns: percentile(&mut waits, 0.50),
+        p99_wait_ns: percentile(&mut waits, 0.99),
         reconnects: client.reconnects(),
         notice: client.notice().map(str::to_string),
     };
@@ -185,7 +204,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "{} on {} ({}): {} tasks, {:.3} s of unit time in {:.3} s ({:.1} %), mean wait {:.2} ms",
+            "{} on {} ({}): {} tasks, {:.3} s of unit time in {:.3} s ({:.1} %), mean wait {:.2} ms, p99 {:.2} ms",
             report.pid,
             report.unit,
             report.class,
@@ -193,11 +212,27 @@ pub fn run(args: LoadArgs) -> Result<()> {
             report.unit_ns as f64 / 1e9,
             report.wall_ns as f64 / 1e9,
             100.0 * report.unit_ns as f64 / report.wall_ns.max(1) as f64,
-            report.mean_wait_ns / 1e6
+            report.mean_wait_ns / 1e6,
+            report.p99_wait_ns as f64 / 1e6
         );
         if let Some(n) = &report.notice {
             println!("notice: {n}");
         }
     }
     Ok(())
+}
+
+fn think(ms: f64) {
+    if ms > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(ms / 1e3));
+    }
+}
+
+/// The `p` quantile (nearest rank) of `v`, 0 when empty.
+fn percentile(v: &mut [u64], p: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * p).round() as usize]
 }

@@ -190,3 +190,62 @@ fn pegasus_scenarios_report_every_policy_against_none() {
         }
     }
 }
+
+/// p99 wait of a latency-sensitive client (1 ms calls, one at a time,
+/// 5 ms between them) beside three bulk clients (8 ms calls, two
+/// outstanding) on one emulated device under `policy`.
+fn light_p99_ms(policy: &str) -> f64 {
+    let config = format!(
+        "{}\n[policies]\ngpu0 = \"{policy}\"\n",
+        common::ONE_GPU.trim_end()
+    );
+    let d = TestDaemon::start(&format!("latency-{policy}"), &config);
+    let bulk = [
+        "--unit",
+        "gpu0",
+        "--seconds",
+        "2",
+        "--exec-ms",
+        "8",
+        "--depth",
+        "2",
+    ];
+    let heavy: Vec<Child> = (0..3).map(|_| d.load(&[], &bulk)).collect();
+    let light = d.load(
+        &[],
+        &[
+            "--unit",
+            "gpu0",
+            "--seconds",
+            "2",
+            "--exec-ms",
+            "1",
+            "--depth",
+            "1",
+            "--think-ms",
+            "5",
+        ],
+    );
+    let v = report(light);
+    for h in heavy {
+        report(h);
+    }
+    v["p99_wait_ns"].as_f64().unwrap() / 1e6
+}
+
+/// Pegasus's latency-sensitive real run: under FCFS the light client
+/// waits behind every queued bulk call; under RR and AugC each bulk
+/// client gets one tick per turn and a call that would overrun its tick
+/// waits for the next turn.
+#[test]
+fn a_latency_sensitive_client_waits_less_under_rr_and_augc_than_fcfs() {
+    let none = light_p99_ms("none");
+    for policy in ["rr", "augc"] {
+        let p = light_p99_ms(policy);
+        eprintln!("light p99: none {none:.1} ms, {policy} {p:.1} ms");
+        assert!(
+            p < 0.75 * none,
+            "{policy}: p99 {p:.1} ms vs none {none:.1} ms"
+        );
+    }
+}

@@ -28,6 +28,8 @@ pub struct CreditPolicy {
     queues: BTreeMap<ClientId, VecDeque<Request>>,
     /// The domain being served and until when.
     slot: Option<(ClientId, Ns)>,
+    /// Slot time each domain could not use last turn, added to its next.
+    carry: BTreeMap<ClientId, Ns>,
     cpu_credits: BTreeMap<ClientId, u32>,
     queued: usize,
 }
@@ -60,6 +62,7 @@ impl CreditPolicy {
             ledger: ClientLedger::new(slots, LedgerConfig::default()),
             queues: BTreeMap::new(),
             slot: None,
+            carry: BTreeMap::new(),
             cpu_credits: BTreeMap::new(),
             queued: 0,
         }
@@ -106,7 +109,8 @@ impl CreditPolicy {
         }
         let d = self.sched.next(now)?;
         let client = ClientId(d.domain.0);
-        self.slot = Some((client, now + u64::from(d.ticks) * CREDIT_TICK_NS));
+        let carried = self.carry.remove(&client).unwrap_or(0);
+        self.slot = Some((client, now + u64::from(d.ticks) * CREDIT_TICK_NS + carried));
         Some(client)
     }
 }
@@ -141,6 +145,7 @@ impl UnitPolicy for CreditPolicy {
         if self.slot.is_some_and(|(c, _)| c == client) {
             self.slot = None;
         }
+        self.carry.remove(&client);
         self.ledger.remove(client, now);
         dropped
     }
@@ -162,15 +167,39 @@ impl UnitPolicy for CreditPolicy {
         if self.queued == 0 {
             return None;
         }
-        // The slot's owner keeps the unit until its ticks are up or its
-        // queue is empty (work-conserving: nobody waits on an idle owner).
+        // The slot's owner keeps the unit while its next call fits in its
+        // ticks (calls are not preempted, so one that would run past the
+        // slot's end starts the next decision instead) and while it has
+        // calls at all (work-conserving: nobody waits on an idle owner).
+        let fits = |q: &VecDeque<Request>, until: Ns| {
+            q.front()
+                .is_some_and(|r| now + r.expected_ns.max(0.0) as Ns <= until)
+        };
         let owner = match self.slot {
             Some((c, until))
-                if now < until && self.queues.get(&c).is_some_and(|q| !q.is_empty()) =>
+                if now < until && self.queues.get(&c).is_some_and(|q| fits(q, until)) =>
             {
                 c
             }
-            _ => self.decide(now)?,
+            ended => {
+                // Time an owner with calls left could not use (its next
+                // call did not fit) carries to its next turn, as in
+                // deficit round robin: otherwise calls that do not divide
+                // a slot evenly would skew shares against domains with few
+                // ticks. Up to half a tick only, so a slot never grows by
+                // a whole extra call of a tick's length, which would undo
+                // what ticks do for others' latency.
+                if let Some((c, until)) = ended {
+                    let waiting = self.queues.get(&c).is_some_and(|q| !q.is_empty());
+                    let left = if waiting {
+                        until.saturating_sub(now).min(CREDIT_TICK_NS / 2)
+                    } else {
+                        0
+                    };
+                    self.carry.insert(c, left);
+                }
+                self.decide(now)?
+            }
         };
         let request = self.queues.get_mut(&owner)?.pop_front()?;
         self.queued -= 1;
