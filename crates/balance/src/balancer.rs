@@ -204,10 +204,8 @@ impl Balancer {
             // Kinship's moves follow functional matches the objective does
             // not see: judge its plan by its own total kinship.
             PolicyName::Kinship => {
-                let plan_gain = relative_gain(
-                    kinship_total(&input, &now),
-                    kinship_total(&input, &proposed),
-                );
+                let k = Kinship::new(KinshipWeights::default());
+                let plan_gain = relative_gain(k.total(&input, &now), k.total(&input, &proposed));
                 self.hysteresis.filter_plan(
                     &input,
                     &proposed,
@@ -369,7 +367,7 @@ impl Balancer {
                 obs.category = h.category();
                 obs.hint = h.hint();
             } else {
-                obs.hint = observed_hint(utilisation);
+                obs.hint = Hint::from_demand(utilisation);
             }
             threads.push(obs);
             kept.push(s);
@@ -417,25 +415,6 @@ impl Balancer {
     }
 }
 
-/// Total kinship of an allocation: Σ over threads of K(thread, its core)
-/// with the load the other threads put on that core. Rematches reorder
-/// threads (the fairness token), so a proposal often swaps threads of
-/// equal kinship between cores; the total does not change then, and the
-/// hysteresis margin on it keeps such swaps from being applied.
-fn kinship_total(input: &BalanceInput, alloc: &Allocation) -> f64 {
-    let k = Kinship::new(KinshipWeights::default());
-    let mut load = vec![0.0; input.cores.len()];
-    for (t, &c) in input.threads.iter().zip(&alloc.core_of) {
-        load[c] += t.utilisation;
-    }
-    (0..input.threads.len())
-        .map(|i| {
-            let c = alloc.core_of[i];
-            k.kinship(input, i, c, load[c] - input.threads[i].utilisation)
-        })
-        .sum()
-}
-
 /// A thread's demand in the policies' terms (the share of a core of the
 /// fastest kind it wants), from what it was seen to want on its current
 /// kind: time running or waiting for a CPU, over the epoch. A thread that
@@ -452,19 +431,6 @@ fn demand_on_fastest(demand: f64, kind: &crate::machine::Kind) -> f64 {
         // On an emulated kind `relative_speed` is `duty`: the thread ran
         // at full speed while it ran, so its wall demand stands as it is.
         (share_of_kind * kind.relative_speed).min(1.0)
-    }
-}
-
-/// Kinship's hint from observed intensity when the operator gave none: a
-/// thread that wants most of a core is CPU-bound, one that sleeps most of
-/// the epoch waits on something else (I/O, locks, a timer).
-fn observed_hint(utilisation: f64) -> Hint {
-    if utilisation >= 0.7 {
-        Hint::MOSTLY_CPU
-    } else if utilisation <= 0.3 {
-        Hint::MOSTLY_IO
-    } else {
-        Hint::UNKNOWN
     }
 }
 

@@ -4,7 +4,7 @@
 //! the dispatch gate and emulated-device work.
 
 use crate::error::{HsStatus, err, guard};
-use crate::handles::{Table, c_str, fill_name, opt_c_str, write_out};
+use crate::handles::{Table, c_str, fill_name, name_and_out, opt_c_str, write_out};
 use crate::runtime::{HS_NAME_MAX, HsUnitInfo};
 use hetsched_core::ids::{TaskId, UnitId};
 use hetsched_core::unit::UnitClass;
@@ -106,13 +106,7 @@ pub unsafe extern "C" fn hs_client_connect(
 ) -> HsStatus {
     guard(|| {
         // SAFETY: the caller's promise on `name`.
-        let name = unsafe { c_str(name, "name") }?;
-        if name.is_empty() {
-            return err(HsStatus::HsErrInvalid, "name is empty");
-        }
-        if out.is_null() {
-            return err(HsStatus::HsErrNull, "out is NULL");
-        }
+        let name = unsafe { name_and_out(name, "name", out) }?;
         let mut opts = ClientOptions::application(name).map_err(client_error)?;
         // SAFETY: the caller's promise on `socket`.
         if let Some(s) = unsafe { opt_c_str(socket, "socket") }? {

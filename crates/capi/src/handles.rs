@@ -82,6 +82,27 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char, arg: &str) -> HsResult<&'a str>
     })
 }
 
+/// The arguments of a constructor: a non-empty `name` (called `what` in
+/// messages) and an `out` pointer to write the new handle to.
+///
+/// # Safety
+/// As [`c_str`] for `name`; `out` is only checked for NULL here.
+pub(crate) unsafe fn name_and_out<'a, T>(
+    name: *const c_char,
+    what: &str,
+    out: *mut T,
+) -> HsResult<&'a str> {
+    // SAFETY: forwarded from the caller's promise.
+    let name = unsafe { c_str(name, "name") }?;
+    if name.is_empty() {
+        return err(HsStatus::HsErrInvalid, format!("{what} is empty"));
+    }
+    if out.is_null() {
+        return err(HsStatus::HsErrNull, "out is NULL");
+    }
+    Ok(name)
+}
+
 /// Like [`c_str`], but NULL means "not given".
 ///
 /// # Safety

@@ -2,7 +2,7 @@
 //! implementations, accelerate, wait, goals, status.
 
 use crate::error::{HsResult, HsStatus, err, guard};
-use crate::handles::{Table, c_str, fill_name, opt_c_str, write_out};
+use crate::handles::{Table, c_str, fill_name, name_and_out, opt_c_str, write_out};
 use hetsched_runtime::{
     Direction, Handle, Mode, MonitorMode, PerformanceGoal, Runtime, RuntimeError, RuntimeOptions,
     Task, TaskError,
@@ -216,13 +216,7 @@ pub unsafe extern "C" fn hs_runtime_connect_with(
 ) -> HsStatus {
     guard(|| {
         // SAFETY: the caller's promise on `name`.
-        let name = unsafe { c_str(name, "name") }?;
-        if name.is_empty() {
-            return err(HsStatus::HsErrInvalid, "name is empty");
-        }
-        if out.is_null() {
-            return err(HsStatus::HsErrNull, "out is NULL");
-        }
+        let name = unsafe { name_and_out(name, "name", out) }?;
         if opts.is_null() {
             return err(HsStatus::HsErrNull, "opts is NULL");
         }
@@ -339,13 +333,7 @@ pub unsafe extern "C" fn hs_runtime_unit_info(
 pub unsafe extern "C" fn hs_task_new(name: *const c_char, out: *mut HsTask) -> HsStatus {
     guard(|| {
         // SAFETY: the caller's promise on `name`.
-        let name = unsafe { c_str(name, "name") }?;
-        if name.is_empty() {
-            return err(HsStatus::HsErrInvalid, "task name is empty");
-        }
-        if out.is_null() {
-            return err(HsStatus::HsErrNull, "out is NULL");
-        }
+        let name = unsafe { name_and_out(name, "task name", out) }?;
         let id = TASKS.insert(TaskObj {
             task: Mutex::new(Task::new(name)),
             name: name.to_string(),

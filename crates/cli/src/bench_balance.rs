@@ -188,22 +188,12 @@ fn collect(children: Vec<std::process::Child>) -> Result<Vec<f64>> {
 }
 
 /// Units per second of each kernel alone on the big core at its duty.
-fn solo_rates(mix: &[(&str, f64)], seconds: f64) -> Result<Vec<f64>> {
+fn solo_rates(mix: &[(&str, f64)], seconds: f64, penalty: u32) -> Result<Vec<f64>> {
     let mut rates = Vec::new();
     for &(kernel, duty) in mix {
-        let child = Command::new("taskset")
-            .args(["-c", "0"])
-            .arg(std::env::current_exe()?)
-            .args(["balance-work", "--kernel", kernel])
-            .args([
-                "--duty",
-                &duty.to_string(),
-                "--seconds",
-                &seconds.to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("taskset is needed for the solo runs")?;
+        // Pinned to CPU 0 for the whole run (never released): the AES
+        // penalty of CPU 1 never applies.
+        let child = spawn_worker(kernel, duty, seconds, penalty, 0)?;
         rates.push(collect(vec![child])?[0] / seconds);
     }
     Ok(rates)
@@ -315,7 +305,7 @@ pub fn balance(args: BalanceBenchArgs) -> Result<()> {
             continue;
         }
         eprintln!("mix {name}: solo rates on the big core …");
-        let solo = solo_rates(mix, 1.0)?;
+        let solo = solo_rates(mix, 1.0, args.aes_penalty)?;
         let mut policies = BTreeMap::new();
         for policy in PolicyName::ALL {
             let mut cfg = base.clone();

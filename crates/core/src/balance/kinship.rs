@@ -199,6 +199,30 @@ impl Kinship {
         self.k(&terms[i], input, i, c, served, speeds, load)
     }
 
+    /// Total kinship of an allocation: Σ over threads of K(thread, its
+    /// core) with the load the other threads put on that core. Rematches
+    /// reorder threads (the fairness token), so a proposal often swaps
+    /// threads of equal kinship between cores; the total does not change
+    /// then, which lets a caller's hysteresis margin keep such swaps from
+    /// being applied.
+    pub fn total(&self, input: &BalanceInput, alloc: &Allocation) -> f64 {
+        let terms = self.terms(input);
+        let speeds = Speeds::of(input);
+        let mut load = vec![0.0; input.cores.len()];
+        for (t, &c) in terms.iter().zip(&alloc.core_of) {
+            load[c] += t.demand;
+        }
+        terms
+            .iter()
+            .zip(&alloc.core_of)
+            .enumerate()
+            .map(|(i, (t, &c))| {
+                let served = Category::served_by(input.cores[c].caps);
+                self.k(t, input, i, c, served, speeds, load[c] - t.demand)
+            })
+            .sum()
+    }
+
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn k(
@@ -382,6 +406,35 @@ mod tests {
             threads: Vec::new(),
             base_watts: 0.0,
         }
+    }
+
+    #[test]
+    fn swapping_equal_threads_leaves_the_total_and_a_functional_match_raises_it() {
+        let mut input = machine();
+        input.threads = (0..2)
+            .map(|i| ThreadObs::new(i, vec![2e9, 1.2e9], 1.0))
+            .collect();
+        let k = Kinship::new(KinshipWeights::default());
+        let a = Allocation {
+            core_of: vec![0, 1],
+        };
+        let swapped = Allocation {
+            core_of: vec![1, 0],
+        };
+        assert!((k.total(&input, &a) - k.total(&input, &swapped)).abs() < 1e-12);
+        // Sharing a core lowers the total: each gets half of what it wants.
+        let shared = Allocation {
+            core_of: vec![0, 0],
+        };
+        assert!(k.total(&input, &shared) < k.total(&input, &a));
+        input.threads[0].category = Category::CRYPTO;
+        let on_aes = Allocation {
+            core_of: vec![0, 3],
+        };
+        let off_aes = Allocation {
+            core_of: vec![2, 3],
+        };
+        assert!(k.total(&input, &on_aes) > k.total(&input, &off_aes));
     }
 
     #[test]

@@ -159,6 +159,20 @@ impl Hint {
     pub const MOSTLY_IO: Hint = Hint(1 << 1);
     pub const MOSTLY_MEM: Hint = Hint(1 << 2);
 
+    /// The hint observed intensity gives when an operator gave none: a
+    /// thread that wants most of a core (demand ≥ 0.7) is CPU-bound, one
+    /// that sleeps most of the time (≤ 0.3) waits on something else (I/O,
+    /// locks, a timer).
+    pub fn from_demand(demand: f64) -> Hint {
+        if demand >= 0.7 {
+            Hint::MOSTLY_CPU
+        } else if demand <= 0.3 {
+            Hint::MOSTLY_IO
+        } else {
+            Hint::UNKNOWN
+        }
+    }
+
     pub fn contains(self, other: Hint) -> bool {
         other.0 != 0 && self.0 & other.0 == other.0
     }
