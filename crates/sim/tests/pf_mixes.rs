@@ -10,65 +10,12 @@
 use hetsched_sim::engine;
 use hetsched_sim::metrics::ReportApp;
 use hetsched_sim::oracle;
-use hetsched_sim::scenario::{Scenario, parse};
+use hetsched_sim::scenario::Scenario;
 use hetsched_sim::strategy::StrategyKind;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use std::fmt::Write;
 
-const MIXES: u64 = 100;
+mod mixgen;
 
-/// One random mix: 2–5 units (the first a time-shared CPU group, the rest
-/// FIFO devices behind a copy link), 3–10 apps with one task in flight,
-/// base task times over two orders of magnitude (0.1–10 ms) and per-unit
-/// speedups over two orders of magnitude (0.1×–10× the base).
-fn random_mix(seed: u64) -> Scenario {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let units = rng.random_range(2..=5);
-    let apps = rng.random_range(3..=10);
-    let mut toml = String::new();
-    writeln!(
-        toml,
-        "name = \"mix-{seed}\"\nduration_s = 2\nwarmup_s = 1\npolicies = [\"native\", \"hetsched\", \"hetsched-pf\"]"
-    )
-    .unwrap();
-    for u in 0..units {
-        if u == 0 {
-            writeln!(
-                toml,
-                "[[units]]\nname = \"u0\"\nclass = \"cpu\"\npolicy = \"time-share\"\ndispatch_us = 5"
-            )
-            .unwrap();
-        } else {
-            writeln!(
-                toml,
-                "[[units]]\nname = \"u{u}\"\nclass = \"gpu\"\npolicy = \"fifo\"\ndispatch_us = 20\ncopy = {{ latency_us = 10, in_gb_s = 6, out_gb_s = 6 }}"
-            )
-            .unwrap();
-        }
-    }
-    for a in 0..apps {
-        let base_ms = 10f64.powf(rng.random_range(-1.0..1.0));
-        let kib = rng.random_range(16..=512);
-        let mut exec = Vec::new();
-        for u in 0..units {
-            // Every app runs on the CPU group; a device lacks an
-            // implementation with probability 1/5.
-            if u > 0 && rng.random_bool(0.2) {
-                continue;
-            }
-            let ms = base_ms * 10f64.powf(rng.random_range(-1.0..1.0));
-            exec.push(format!("u{u} = {ms:.5}"));
-        }
-        writeln!(
-            toml,
-            "[[apps]]\nname = \"a{a}\"\nbytes = {{ kib = {kib} }}\nexec_ms = {{ {} }}",
-            exec.join(", ")
-        )
-        .unwrap();
-    }
-    parse("mix.toml", &toml).expect("generated scenario parses")
-}
+use mixgen::{MIXES, random_mix};
 
 struct Outcome {
     bound: f64,
@@ -142,11 +89,11 @@ fn hetsched_pf_on_random_mixes() {
         floor_mins.len()
     );
     // What hetsched-pf reaches today, a little below the measured values
-    // (0.845 / 0.514 / 0.270): the targets are 0.9 / 0.75 / 0.98,
-    // see docs/sim.md for the gap. It must also beat selfish placement on
-    // every count.
-    assert!(mean >= 0.82, "mean fraction {mean:.3}");
-    assert!(worst >= 0.48, "worst fraction {worst:.3}");
+    // (0.863 / 0.576 / 0.274; the simulation is deterministic): the issue's
+    // targets are 0.9 / 0.75 / 0.98, see docs/sim.md for the gap. It must
+    // also beat selfish placement on every count.
+    assert!(mean >= 0.855, "mean fraction {mean:.3}");
+    assert!(worst >= 0.56, "worst fraction {worst:.3}");
     assert!(
         mean > selfish_mean,
         "pf {mean:.3} vs selfish {selfish_mean:.3}"
@@ -160,7 +107,7 @@ fn hetsched_pf_on_random_mixes() {
         "below the floor: pf {below}, selfish {selfish_below}"
     );
     assert!(
-        worst_min >= 0.25,
+        worst_min >= 0.26,
         "min_relative {worst_min:.3} in mix {worst_mix}"
     );
     assert!(
