@@ -2,7 +2,10 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use hetsched_protocol::{Client, ClientOptions, SettingsRequest, StatusReport, parse_class};
+use hetsched_core::ids::UnitId;
+use hetsched_protocol::{
+    Client, ClientOptions, CoordinationStatus, SettingsRequest, StatusReport, parse_class,
+};
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -144,6 +147,9 @@ fn table(r: &StatusReport) -> String {
             u.view.running
         );
     }
+    if let Some(c) = &r.coordination {
+        coordination_table(&mut s, r, c);
+    }
     if r.clients.is_empty() {
         let _ = writeln!(s, "\nno clients");
         return s;
@@ -184,6 +190,48 @@ fn table(r: &StatusReport) -> String {
         }
     }
     s
+}
+
+/// The proportional-fair coordinator's state: the floor it could hold
+/// everyone to (and whether "nobody below native" was feasible) and each
+/// app's targets.
+fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) {
+    let floor = match (c.floor, c.floor_feasible) {
+        (Some(_), Some(true)) => "nobody below native: feasible".to_string(),
+        (Some(f), Some(false)) => format!(
+            "nobody below native: INFEASIBLE, largest common floor {:.2}x native",
+            f
+        ),
+        _ => "not solved yet (apps still profiling)".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "\ncoordination: proportional-fair, {} solve(s); {floor}",
+        c.solves
+    );
+    for a in &c.apps {
+        let mix: Vec<String> = a
+            .fractions
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f > 0.0)
+            .map(|(u, f)| format!("{} {}%", unit_name(r, UnitId(u as u16)), pct(*f)))
+            .collect();
+        let lied = if a.over_reported > 0 {
+            format!(" (over-reported CPU time {}x, capped)", a.over_reported)
+        } else {
+            String::new()
+        };
+        let targets = match a.rate {
+            Some(rate) => format!("{rate:.1} calls/s; {}", mix.join(", ")),
+            None => "no targets yet".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "  client {} (pid {}): {targets}{lied}",
+            a.client.0, a.pid
+        );
+    }
 }
 
 fn prometheus(r: &StatusReport) -> String {

@@ -1,7 +1,9 @@
 //! `hetsched pipeline`: the streaming-pipeline demo (APC) — an image
 //! pipeline (grayscale → sepia → alpha-blend over generated RGBA images)
 //! driven by the runtime's controller thread, against the naive loop in
-//! which the application issues every stage and waits for it.
+//! which the application issues every stage and waits for it. Built with
+//! feature `opencl`, grayscale also has an OpenCL kernel, and the demo runs
+//! it on each OpenCL device against the same reference.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -181,12 +183,53 @@ fn sizes(img: &Image) -> (u64, u64) {
     (img.len() as u64, img.len() as u64)
 }
 
+/// Grayscale in OpenCL C: one work-item per pixel, the same integer
+/// weights as [`grayscale`].
+#[cfg(feature = "opencl")]
+const GRAYSCALE_CL: &str = r#"
+__kernel void grayscale_rgba(__global const uchar4 *in, __global uchar4 *out) {
+    size_t i = get_global_id(0);
+    uchar4 p = in[i];
+    uchar y = (uchar)((77u * p.x + 150u * p.y + 29u * p.z) >> 8);
+    out[i] = (uchar4)(y, y, y, p.w);
+}
+"#;
+
+/// The OpenCL grayscale stage: explicit copy in, launch, copy out.
+#[cfg(feature = "opencl")]
+fn grayscale_opencl(
+    dev: &hetsched_runtime::opencl::OpenClDevice,
+    img: Image,
+) -> std::result::Result<Image, hetsched_runtime::opencl::OpenClError> {
+    use hetsched_runtime::opencl::KernelArg;
+    let kernel = dev.build(GRAYSCALE_CL, "grayscale_rgba")?;
+    let (input, _) = dev.buffer_from(&img)?;
+    let output = dev.buffer(img.len())?;
+    dev.launch(
+        &kernel,
+        img.len() / 4,
+        None,
+        &[KernelArg::Buffer(&input), KernelArg::Buffer(&output)],
+    )?;
+    let mut out = vec![0u8; img.len()];
+    dev.read(&output, &mut out)?;
+    Ok(out)
+}
+
+fn opencl_units(rt: &Runtime) -> Vec<String> {
+    rt.units()
+        .iter()
+        .filter(|u| u.name.starts_with("opencl"))
+        .map(|u| u.name.clone())
+        .collect()
+}
+
 fn runtime(common: &CommonArgs) -> Result<Runtime> {
     let mut opts = RuntimeOptions::new("pipeline-demo")
         .map_err(anyhow::Error::msg)?
         .monitor(MonitorMode::Embedded)
         .persist_models(false)
-        .opencl(false);
+        .opencl(cfg!(feature = "opencl"));
     if let Some(c) = &common.config {
         opts = opts.config(c);
     }
@@ -220,16 +263,24 @@ fn demo_pipeline(
     rt: &Runtime,
     common: &CommonArgs,
     overlay: &Arc<Image>,
+    assign: Option<Vec<String>>,
 ) -> Result<Pipeline<Image>> {
     let side = common.side.max(1);
     let kinds = emulated_kinds(rt);
     let mut b = PipelineBuilder::new("image-demo").cpu_lanes(common.cpu_lanes);
+    if let Some(units) = assign {
+        b = b.assign(units);
+    }
     for (name, f) in stage_impls(overlay) {
         let g = Arc::clone(&f);
         let mut st = Stage::new(name).cpu(move |img: Image| g(&img)).sizes(sizes);
         for k in &kinds {
             let g = Arc::clone(&f);
             st = st.emulated(k.clone(), device_cost, move |img: Image| g(&img));
+        }
+        #[cfg(feature = "opencl")]
+        if name == "grayscale" {
+            st = st.opencl(grayscale_opencl);
         }
         b = b.stage(st);
     }
@@ -336,7 +387,7 @@ fn demo(args: DemoArgs) -> Result<()> {
     let naive_out = naive(&rt, &tasks, &inputs)?;
     let naive_us = t.elapsed().as_secs_f64() * 1e6 / inputs.len() as f64;
 
-    let mut p = demo_pipeline(&rt, &args.common, &overlay)?;
+    let mut p = demo_pipeline(&rt, &args.common, &overlay, None)?;
     through_pipeline(&mut p, &inputs[..warm])?;
     let before = p.stats();
     let t = Instant::now();
@@ -358,11 +409,60 @@ fn demo(args: DemoArgs) -> Result<()> {
             })
         })
         .collect();
+    let replans: Vec<serde_json::Value> = p
+        .replans()
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "at_ms": r.at.as_secs_f64() * 1e3,
+                "chunks_out": r.chunks_out,
+                "from": r.from,
+                "to": r.to,
+                "from_period_us": r.from_period_ns / 1e3,
+                "to_period_us": r.to_period_ns / 1e3,
+                "decide_us": r.decide_ns as f64 / 1e3,
+            })
+        })
+        .collect();
     drop(p);
+
+    // Grayscale on each OpenCL device (the other stages where the planner
+    // puts them), timed and checked against the same reference.
+    let mut opencl = Vec::new();
+    for unit in opencl_units(&rt) {
+        let probe = demo_pipeline(&rt, &args.common, &overlay, None)?;
+        let mut units = probe.assignment();
+        drop(probe);
+        units[0] = unit.clone();
+        let mut p = demo_pipeline(&rt, &args.common, &overlay, Some(units))?;
+        through_pipeline(&mut p, &inputs[..warm])?;
+        let t = Instant::now();
+        let out = through_pipeline(&mut p, &inputs)?;
+        let us = t.elapsed().as_secs_f64() * 1e6 / inputs.len() as f64;
+        let kind = p.units().iter().find(|u| u.name == unit).map(|u| u.kind);
+        let profiled = |k: Option<hetsched_core::KindId>| {
+            k.and_then(|k| p.stage_specs()[0].time_ns.get(k.index()).copied().flatten())
+        };
+        let cpu_kind = p
+            .units()
+            .iter()
+            .find(|u| u.name.starts_with("cpu"))
+            .map(|u| u.kind);
+        opencl.push(serde_json::json!({
+            "unit": unit,
+            "assignment": p.assignment(),
+            "us_per_chunk": us,
+            "grayscale_profiled_us": profiled(kind).map(|ns| ns / 1e3),
+            "grayscale_cpu_profiled_us": profiled(cpu_kind).map(|ns| ns / 1e3),
+            "outputs_verified": out == expected,
+        }));
+    }
     let noop_overhead = overhead(&rt, args.overhead_chunks.max(1), usize::MAX)?;
     let noop_overhead_one_lane = overhead(&rt, args.overhead_chunks.max(1), 1)?;
 
-    let verified = naive_out == expected && ctrl_out == expected;
+    let verified = naive_out == expected
+        && ctrl_out == expected
+        && opencl.iter().all(|o| o["outputs_verified"] == true);
     let report = serde_json::json!({
         "chunks": args.chunks,
         "image": format!("{side}x{side} rgba"),
@@ -377,6 +477,13 @@ fn demo(args: DemoArgs) -> Result<()> {
         "controller_overhead_one_lane_ns_per_stage_step": noop_overhead_one_lane,
         "image_controller_overhead_ns_per_stage_step": image_overhead,
         "outputs_verified": verified,
+        "replans": after.replans - before.replans,
+        "replan_checks": after.replan_checks - before.replan_checks,
+        "replan_check_us_per_check": (after.replan_check_ns - before.replan_check_ns) as f64
+            / 1e3
+            / (after.replan_checks - before.replan_checks).max(1) as f64,
+        "replan_events": replans,
+        "opencl": opencl,
     });
     if args.json {
         println!("{report}");
@@ -393,6 +500,19 @@ fn demo(args: DemoArgs) -> Result<()> {
         println!(
             "controller overhead: {noop_overhead:.0} ns per stage step (no-op stages; {noop_overhead_one_lane:.0} ns on one lane), {image_overhead:.0} ns (image stages)"
         );
+        println!(
+            "re-plans during the run: {} ({} checks)",
+            after.replans - before.replans,
+            after.replan_checks - before.replan_checks
+        );
+        for o in &opencl {
+            println!(
+                "grayscale on {}: {:.1} us/chunk through the pipeline ({})",
+                o["unit"].as_str().unwrap_or("?"),
+                o["us_per_chunk"].as_f64().unwrap_or(f64::NAN),
+                o["assignment"]
+            );
+        }
         println!("outputs verified against the reference: {verified}");
     }
     if !verified {
@@ -405,7 +525,7 @@ fn show(args: ShowArgs) -> Result<()> {
     let side = args.common.side.max(1);
     let rt = runtime(&args.common)?;
     let overlay = Arc::new(image(side, 0xA11CE));
-    let p = demo_pipeline(&rt, &args.common, &overlay)?;
+    let p = demo_pipeline(&rt, &args.common, &overlay, None)?;
     let table = p.table(args.chunks.max(1));
     if args.json {
         println!("{}", serde_json::to_string(&table)?);

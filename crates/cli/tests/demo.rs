@@ -87,7 +87,19 @@ fn demo_ends_with_the_throughput_ratio_and_writes_its_results() {
     );
     let runs_json = json["runs"].as_array().expect("runs");
     assert_eq!(runs_json.len(), 1);
-    for policy in ["native", "hetsched"] {
+    // hetsched-pf's line comes just before the last one.
+    let pf_line = stdout.trim_end().lines().rev().nth(1).unwrap_or_default();
+    let pf = pf_line
+        .strip_prefix("system throughput: hetsched-pf/native = ")
+        .and_then(|r| r.split_once(' '))
+        .and_then(|(r, _)| r.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no hetsched-pf line before the last: {pf_line:?}\n{stdout}"));
+    let pf_json = json["median_system_ratio_by_policy"]["hetsched-pf"]
+        .as_f64()
+        .expect("hetsched-pf's median");
+    assert!((pf_json - pf).abs() <= 0.005 + 1e-9, "{pf_json} vs {pf}");
+    assert!(pf > 1.0, "hetsched-pf did not beat native: {pf}\n{stdout}");
+    for policy in ["native", "hetsched", "hetsched-pf"] {
         let p = &runs_json[0][policy];
         assert!(p["checked"].as_u64().unwrap() > 0, "{policy}: {p}");
         assert_eq!(p["wrong"], 0, "{policy}: {p}");

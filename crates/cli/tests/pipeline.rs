@@ -42,6 +42,46 @@ fn pipeline_demo_json_reports_both_ways_and_verifies_outputs() {
     }
     assert_eq!(v["outputs_verified"], true);
     assert_eq!(v["assignment"].as_array().unwrap().len(), 3);
+    // Re-planning is reported (additive fields).
+    let replans = v["replans"].as_u64().expect("replans");
+    assert_eq!(v["replan_events"].as_array().unwrap().len() as u64, replans);
+    assert!(v["replan_checks"].as_u64().is_some(), "{v}");
+    assert!(v["opencl"].is_array(), "{v}");
+}
+
+/// Built with `--features opencl` on a machine with an OpenCL device, the
+/// demo runs grayscale as an OpenCL kernel and checks it.
+#[cfg(feature = "opencl")]
+#[test]
+fn pipeline_demo_runs_an_opencl_stage() {
+    if let Err(e) = hetsched_runtime::opencl::devices() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let out = hetsched(&[
+        "pipeline",
+        "demo",
+        "--json",
+        "--chunks",
+        "20",
+        "--side",
+        "32",
+        "--overhead-chunks",
+        "200",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["opencl"].as_array().unwrap();
+    assert!(!runs.is_empty(), "an OpenCL device but no OpenCL run: {v}");
+    for r in runs {
+        assert_eq!(r["outputs_verified"], true, "{r}");
+        assert_eq!(r["assignment"][0], r["unit"], "{r}");
+        assert!(r["grayscale_profiled_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]

@@ -8,12 +8,14 @@
 pub mod backend_policy;
 pub mod balance;
 pub mod coordination;
+pub mod demand_meter;
 pub mod fairness;
 pub mod ids;
 pub mod ips_model;
 pub mod local_view;
 pub mod min_funding;
 pub mod optimizer;
+pub mod pipeline_replan;
 pub mod pipeline_table;
 pub mod placement;
 pub mod policy;

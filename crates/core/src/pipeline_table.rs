@@ -21,6 +21,7 @@
 
 use crate::ids::UnitId;
 use crate::unit::Unit;
+use crate::view::ClientUnitView;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::fmt;
@@ -169,6 +170,20 @@ fn place_of(units: &[Unit], p: Option<usize>) -> Place {
 
 /// The operations of one chunk for an assignment (unit positions per stage).
 fn ops_for(stages: &[StageSpec], units: &[Unit], at: &[usize]) -> Vec<Op> {
+    ops_under(stages, units, at, None)
+}
+
+/// [`ops_for`] with each compute stretched by its unit's view (indexed like
+/// `units`): the wall time the stage takes there given everyone else, as
+/// placement predicts it (`exec / expected utilisation`). Copies are not
+/// stretched: on a device they ride on the stage's submission, which waits
+/// once.
+fn ops_under(
+    stages: &[StageSpec],
+    units: &[Unit],
+    at: &[usize],
+    views: Option<&[ClientUnitView]>,
+) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut links: Vec<(Place, Place)> = Vec::new();
     let mut copy = |ops: &mut Vec<Op>, a: Option<usize>, b: Option<usize>, bytes, for_stage| {
@@ -194,10 +209,15 @@ fn ops_for(stages: &[StageSpec], units: &[Unit], at: &[usize]) -> Vec<Op> {
     let mut prev = None;
     for (s, stage) in stages.iter().enumerate() {
         copy(&mut ops, prev, Some(at[s]), stage.bytes_in, s);
+        let exec = stage.time_on(&units[at[s]]).unwrap_or(0.0);
+        let time_ns = match views.and_then(|v| v.get(at[s])) {
+            Some(v) => v.stretched_ns(exec),
+            None => exec,
+        };
         ops.push(Op::Compute {
             stage: s,
             unit: at[s],
-            time_ns: stage.time_on(&units[at[s]]).unwrap_or(0.0),
+            time_ns,
         });
         prev = Some(at[s]);
     }
@@ -214,8 +234,13 @@ fn op_time(op: &Op) -> f64 {
 }
 
 /// Steady-state cost of an assignment: (bottleneck per chunk, total per chunk).
-fn cost(stages: &[StageSpec], units: &[Unit], at: &[usize]) -> (f64, f64) {
-    let ops = ops_for(stages, units, at);
+fn cost(
+    stages: &[StageSpec],
+    units: &[Unit],
+    at: &[usize],
+    views: Option<&[ClientUnitView]>,
+) -> (f64, f64) {
+    let ops = ops_under(stages, units, at, views);
     let mut unit_load = vec![0.0; units.len()];
     let mut link_load: Vec<f64> = Vec::new();
     let mut total = 0.0;
@@ -243,6 +268,63 @@ fn cost(stages: &[StageSpec], units: &[Unit], at: &[usize]) -> (f64, f64) {
 /// (the busiest unit or link per chunk), then the total time of one chunk.
 /// Exhaustive for small pipelines, greedy stage by stage beyond.
 pub fn assign(stages: &[StageSpec], units: &[Unit]) -> Result<Vec<UnitId>, PlanError> {
+    assign_inner(stages, units, None)
+}
+
+/// [`assign`] under contention: each unit's stage times stretched by its
+/// view (`views[i]` for `units[i]`; a missing view is an idle unit), as
+/// the monitor publishes them. The pipeline controller re-plans with this
+/// between steps.
+pub fn assign_under(
+    stages: &[StageSpec],
+    units: &[Unit],
+    views: &[ClientUnitView],
+) -> Result<Vec<UnitId>, PlanError> {
+    assign_inner(stages, units, Some(views))
+}
+
+/// Predicted steady-state period of `assignment` (the busiest unit or link
+/// per chunk, ns), with stage times stretched by `views` when given.
+pub fn period_ns(
+    stages: &[StageSpec],
+    units: &[Unit],
+    assignment: &[UnitId],
+    views: Option<&[ClientUnitView]>,
+) -> Result<f64, PlanError> {
+    let at = positions(stages, units, assignment)?;
+    Ok(cost(stages, units, &at, views).0)
+}
+
+/// Unit positions of an assignment, checked: every stage on a unit of
+/// `units` where it has an implementation.
+fn positions(
+    stages: &[StageSpec],
+    units: &[Unit],
+    assignment: &[UnitId],
+) -> Result<Vec<usize>, PlanError> {
+    if stages.is_empty() {
+        return Err(PlanError::NoStages);
+    }
+    if units.is_empty() {
+        return Err(PlanError::NoUnits);
+    }
+    stages
+        .iter()
+        .enumerate()
+        .map(|(s, st)| {
+            let unit = assignment.get(s).copied().unwrap_or(UnitId(u16::MAX));
+            position(units, unit)
+                .filter(|&p| st.time_on(&units[p]).is_some())
+                .ok_or(PlanError::BadAssignment { stage: s, unit })
+        })
+        .collect()
+}
+
+fn assign_inner(
+    stages: &[StageSpec],
+    units: &[Unit],
+    views: Option<&[ClientUnitView]>,
+) -> Result<Vec<UnitId>, PlanError> {
     if stages.is_empty() {
         return Err(PlanError::NoStages);
     }
@@ -276,7 +358,7 @@ pub fn assign(stages: &[StageSpec], units: &[Unit]) -> Result<Vec<UnitId>, PlanE
         let mut idx = vec![0usize; stages.len()];
         let mut at: Vec<usize> = options.iter().map(|o| o[0]).collect();
         let mut best = at.clone();
-        let mut best_cost = cost(stages, units, &at);
+        let mut best_cost = cost(stages, units, &at, views);
         'outer: loop {
             // Next combination (odometer).
             let mut s = 0;
@@ -293,7 +375,7 @@ pub fn assign(stages: &[StageSpec], units: &[Unit]) -> Result<Vec<UnitId>, PlanE
                 at[s] = options[s][0];
                 s += 1;
             }
-            let c = cost(stages, units, &at);
+            let c = cost(stages, units, &at, views);
             if better(c, best_cost) {
                 best_cost = c;
                 best.clone_from(&at);
@@ -307,7 +389,7 @@ pub fn assign(stages: &[StageSpec], units: &[Unit]) -> Result<Vec<UnitId>, PlanE
             let mut pick_cost = (f64::INFINITY, f64::INFINITY);
             for &u in o {
                 at.push(u);
-                let c = cost(&stages[..=s], units, &at);
+                let c = cost(&stages[..=s], units, &at, views);
                 at.pop();
                 if better(c, pick_cost) {
                     pick_cost = c;
@@ -321,10 +403,22 @@ pub fn assign(stages: &[StageSpec], units: &[Unit]) -> Result<Vec<UnitId>, PlanE
     Ok(best.into_iter().map(|u| units[u].id).collect())
 }
 
+fn link_count(ops: &[Op]) -> usize {
+    ops.iter()
+        .filter_map(|o| match o {
+            Op::Copy { link, .. } => Some(*link + 1),
+            Op::Compute { .. } => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Builds the pipelining table one step at a time.
 #[derive(Clone, Debug)]
 pub struct Stepper {
     ops: Vec<Op>,
+    /// Unit position of each stage.
+    at: Vec<usize>,
     units: Vec<UnitId>,
     links: usize,
     /// Next operation of each chunk started and not finished (`ops.len()`:
@@ -348,33 +442,12 @@ impl Stepper {
         assignment: &[UnitId],
         max_in_flight: usize,
     ) -> Result<Stepper, PlanError> {
-        if stages.is_empty() {
-            return Err(PlanError::NoStages);
-        }
-        if units.is_empty() {
-            return Err(PlanError::NoUnits);
-        }
-        let at = stages
-            .iter()
-            .enumerate()
-            .map(|(s, st)| {
-                let unit = assignment.get(s).copied().unwrap_or(UnitId(u16::MAX));
-                position(units, unit)
-                    .filter(|&p| st.time_on(&units[p]).is_some())
-                    .ok_or(PlanError::BadAssignment { stage: s, unit })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let at = positions(stages, units, assignment)?;
         let ops = ops_for(stages, units, &at);
-        let links = ops
-            .iter()
-            .filter_map(|o| match o {
-                Op::Copy { link, .. } => Some(*link + 1),
-                Op::Compute { .. } => None,
-            })
-            .max()
-            .unwrap_or(0);
+        let links = link_count(&ops);
         Ok(Stepper {
             ops,
+            at,
             units: units.iter().map(|u| u.id).collect(),
             links,
             pos: VecDeque::new(),
@@ -384,6 +457,70 @@ impl Stepper {
             unit_busy: vec![false; units.len()],
             link_busy: vec![false; links],
         })
+    }
+
+    /// Switches to another assignment between steps (same `stages` and
+    /// `units` as at [`Stepper::new`]), keeping every chunk's progress: a
+    /// chunk keeps the stages it has done and goes on with the first one
+    /// it has not, under the new assignment. When that stage, or the one
+    /// before it, moved, the chunk goes through the copy that feeds the
+    /// stage under the new assignment (its data comes back through the
+    /// host); a chunk with only its final copy left makes that copy from
+    /// the new last unit. Chunk numbering, order and the in-flight bound
+    /// are unchanged.
+    pub fn reassign(
+        &mut self,
+        stages: &[StageSpec],
+        units: &[Unit],
+        assignment: &[UnitId],
+    ) -> Result<(), PlanError> {
+        let at = positions(stages, units, assignment)?;
+        if self.units.len() != units.len() || self.units.iter().zip(units).any(|(a, b)| *a != b.id)
+        {
+            return Err(PlanError::BadAssignment {
+                stage: 0,
+                unit: assignment.first().copied().unwrap_or(UnitId(u16::MAX)),
+            });
+        }
+        let ops = ops_for(stages, units, &at);
+        let first_op_of = |s: usize| {
+            ops.iter()
+                .position(|o| match o {
+                    Op::Compute { stage, .. } => *stage == s,
+                    Op::Copy { for_stage, .. } => *for_stage == s,
+                })
+                .unwrap_or(ops.len())
+        };
+        let compute_of = |s: usize| {
+            ops.iter()
+                .position(|o| matches!(o, Op::Compute { stage, .. } if *stage == s))
+                .unwrap_or(ops.len())
+        };
+        let n_old = self.ops.len();
+        for p in &mut self.pos {
+            if *p >= n_old {
+                *p = ops.len();
+                continue;
+            }
+            *p = match &self.ops[*p] {
+                Op::Compute { stage, .. } => {
+                    let s = *stage;
+                    let same = at[s] == self.at[s] && (s == 0 || at[s - 1] == self.at[s - 1]);
+                    if same { compute_of(s) } else { first_op_of(s) }
+                }
+                Op::Copy { for_stage, .. } => first_op_of(*for_stage),
+            };
+        }
+        self.links = link_count(&ops);
+        self.link_busy = vec![false; self.links];
+        self.ops = ops;
+        self.at = at;
+        Ok(())
+    }
+
+    /// The assignment this stepper follows.
+    pub fn assignment(&self) -> Vec<UnitId> {
+        self.at.iter().map(|&p| self.units[p]).collect()
     }
 
     /// Operations each chunk goes through (computes and copies).

@@ -101,6 +101,8 @@ pub struct ClientUse {
     pub outstanding: u32,
     /// Slot time charged, ns.
     pub busy_ns: u64,
+    /// Requests that finished (their slot time is in `busy_ns`).
+    pub completed: u64,
 }
 
 #[derive(Debug)]
@@ -291,6 +293,7 @@ impl Agent {
             let u = self.uses.entry(client).or_default();
             u.outstanding = u.outstanding.saturating_sub(1);
             u.busy_ns += held;
+            u.completed += 1;
         }
     }
 

@@ -36,6 +36,11 @@ pub struct DaemonConfig {
     /// shares → the matching CFS weight), never above the thread's own
     /// priority. Needs root; nothing is restored when the daemon exits.
     pub cpu_nice_from_shares: bool,
+    /// Proportional-fair coordination of the applications' placement
+    /// (issue 10): `"pf"` solves the allocation from measured task times
+    /// and publishes per-client unit fractions and a rate in the private
+    /// views; `"off"` leaves every application to place for itself.
+    pub coordination: Coordination,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,
     /// Policy per unit name (`gpu0 = "fifo"`).
@@ -62,6 +67,7 @@ impl Default for DaemonConfig {
             tick_ms: 10,
             cpu_scan_ms: 500,
             cpu_nice_from_shares: false,
+            coordination: Coordination::Off,
             default_policy: PolicyKind::Share,
             policies: BTreeMap::new(),
             include_cpus: true,
@@ -70,6 +76,17 @@ impl Default for DaemonConfig {
             emulated: Vec::new(),
         }
     }
+}
+
+/// Whether the daemon coordinates placement (`coordination = "..."`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coordination {
+    /// Applications place for themselves (Rinnegan).
+    #[default]
+    Off,
+    /// Proportional-fair targets (`hetsched-pf`).
+    Pf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +209,7 @@ mod tests {
             admin_group = "hetsched"
             max_outstanding = 16
             cpu_nice_from_shares = true
+            coordination = "pf"
             default_policy = "share"
             [policies]
             gpu1 = "fifo"
@@ -210,6 +228,7 @@ mod tests {
         assert_eq!(cfg.emulated.len(), 2);
         assert!(cfg.cpu_nice_from_shares);
         assert!(!DaemonConfig::default().cpu_nice_from_shares);
+        assert_eq!(cfg.coordination, Coordination::Pf);
         assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
         assert_eq!(
             cfg.unknown_policy_units(&["gpu0", "gpu1"]),

@@ -3,6 +3,7 @@
 //! (goodbye, EOF, a bad frame, or being cut off for not reading) releases
 //! everything the client held.
 
+use crate::config::Coordination;
 use crate::outbox::Outbox;
 use crate::privilege::Peer;
 use crate::procfs;
@@ -337,8 +338,34 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             wake = true;
         }
         ClientMsg::Status => {
-            let report = st.monitor.status(shared.status_header(), now);
+            let mut report = st.monitor.status(shared.status_header(), now);
+            report.coordination = st.coordination.clone();
             out.push(id, DaemonMsg::Status(report));
+        }
+        ClientMsg::ReportDemand {
+            units,
+            in_flight,
+            implemented,
+        } => {
+            let checked = st.monitor.check_application(id).and_then(|()| {
+                crate::coordinator::check_report(&units, &implemented, st.monitor.agents().len())
+                    .map_err(|m| (ErrorCode::UnknownUnit, m))
+            });
+            match checked {
+                Ok(()) if shared.setup.coordination == Coordination::Off => {}
+                // Cumulative counters: the latest report is all that matters.
+                Ok(()) => {
+                    st.demand_reports.insert(
+                        id,
+                        crate::coordinator::DemandReport {
+                            units,
+                            in_flight,
+                            implemented,
+                        },
+                    );
+                }
+                Err(r) => refuse(&mut out, id, r, None),
+            }
         }
         ClientMsg::Goodbye => {}
     }

@@ -133,6 +133,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         tick: Duration::from_millis(cfg.tick_ms),
         cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
         cpu_nice_from_shares: cfg.cpu_nice_from_shares,
+        coordination: cfg.coordination,
         max_frame_bytes: cfg.max_frame_bytes,
         kind_of_cpu,
     };

@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod config;
 mod connection;
+mod coordinator;
 mod cpu_agent;
 pub mod launch;
 pub mod monitor;

@@ -387,6 +387,11 @@ impl Monitor {
         }
     }
 
+    /// Whether `client` said Hello as an application.
+    pub fn check_application(&self, client: ClientId) -> Result<(), Refusal> {
+        self.application(client).map(|_| ())
+    }
+
     fn outstanding(&self, client: ClientId) -> u32 {
         self.agents
             .iter()
@@ -677,6 +682,8 @@ impl Monitor {
                         .collect(),
                 })
                 .collect(),
+            // The coordinator thread's state, filled in by the server.
+            coordination: None,
         }
     }
 }

@@ -19,9 +19,25 @@ fn stat_fields(text: &str) -> Option<Vec<&str>> {
 }
 
 const STATE: usize = 0; // field 3
+const UTIME: usize = 11; // field 14
+const STIME: usize = 12; // field 15
 const NICE: usize = 16; // field 19
 const START_TIME: usize = 19; // field 22
 const PROCESSOR: usize = 36; // field 39
+
+/// CPU time (user + system) the process has consumed, all threads, ns.
+/// Resolution is one clock tick (10 ms on most systems).
+pub fn cpu_time_ns(pid: u32) -> Option<f64> {
+    stat_cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+        .map(|t| t as f64 * 1e9 / rustix::param::clock_ticks_per_second() as f64)
+}
+
+fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let f = stat_fields(stat)?;
+    let user: u64 = f.get(UTIME)?.parse().ok()?;
+    let system: u64 = f.get(STIME)?.parse().ok()?;
+    Some(user + system)
+}
 
 pub fn start_time(pid: u32) -> Option<u64> {
     stat_start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
@@ -202,6 +218,24 @@ mod tests {
         // This thread is running while it reads its own stat.
         assert!(runnable_threads(me) >= 1);
         assert_eq!(LiveProcesses.lookup(me).map(|(k, _)| k), Some(key));
+    }
+
+    #[test]
+    fn cpu_time_counts_user_and_system_ticks_of_this_process() {
+        // Fields 14 and 15 (utime 11, stime 12) of a command with spaces.
+        let stat = "7 (a b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14";
+        assert_eq!(stat_cpu_ticks(stat), Some(11 + 12));
+        assert_eq!(stat_cpu_ticks("7 (x) S 1 2"), None);
+        let me = std::process::id();
+        let before = cpu_time_ns(me).expect("own stat");
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(60) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = cpu_time_ns(me).expect("own stat");
+        // 60 ms of spinning shows as at least one 10 ms tick.
+        assert!(after > before, "{before} -> {after}");
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct DaemonSetup {
     /// The CPU agent maps each application's class to the nice level of
     /// its threads ([`crate::nice_map`]).
     pub cpu_nice_from_shares: bool,
+    /// Proportional-fair coordination ([`crate::coordinator`]).
+    pub coordination: crate::config::Coordination,
     pub max_frame_bytes: usize,
     /// OS CPU number → index among the CPU units (for the CPU agent).
     pub kind_of_cpu: Vec<Option<usize>>,
@@ -88,6 +90,12 @@ pub(crate) struct State {
     pub cpu_kinds: Vec<CpuKindView>,
     /// The min-funding hint per client, for the private pages.
     pub exclusive: BTreeMap<ClientId, Vec<u32>>,
+    /// Latest `ReportDemand` per client, not yet taken by the coordinator.
+    pub demand_reports: BTreeMap<ClientId, crate::coordinator::DemandReport>,
+    /// The coordinator's targets per client, for the private pages.
+    pub targets: BTreeMap<ClientId, hetsched_views::Targets>,
+    /// The coordinator's state for `status` (`None` when it is off).
+    pub coordination: Option<hetsched_protocol::CoordinationStatus>,
 }
 
 impl State {
@@ -184,6 +192,9 @@ impl Server {
             global,
             cpu_kinds: vec![CpuKindView::default(); cpu_unit_slots.len()],
             exclusive: BTreeMap::new(),
+            demand_reports: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            coordination: None,
         };
         Ok(Server {
             shared: Arc::new(Shared {
@@ -211,6 +222,12 @@ impl Server {
         std::thread::Builder::new()
             .name("hetsched-cpu".into())
             .spawn(move || crate::cpu_agent::run(agent))?;
+        if self.shared.setup.coordination == crate::config::Coordination::Pf {
+            let coordinator = Arc::clone(&self.shared);
+            std::thread::Builder::new()
+                .name("hetsched-coord".into())
+                .spawn(move || crate::coordinator::run(coordinator))?;
+        }
         for stream in self.listener.incoming() {
             match stream {
                 Ok(stream) => {

@@ -143,7 +143,8 @@ fn publish(shared: &Shared, state: &mut State, now: Ns) {
         if let Some(p) = conn.private.as_mut() {
             let views = state.monitor.client_views(*id, now);
             let excl = state.exclusive.get(id).unwrap_or(&zeros);
-            let _ = p.publish(now, id.0, &views, excl);
+            let targets = state.targets.get(id);
+            let _ = p.publish_with_targets(now, id.0, &views, excl, targets);
         }
     }
 }

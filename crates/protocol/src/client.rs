@@ -508,6 +508,22 @@ impl Client {
         }
     }
 
+    /// Tells the daemon what this client ran on units it drives itself
+    /// (cumulative counters since it connected) and its mean calls in
+    /// flight, for proportional-fair coordination. Not answered.
+    pub fn report_demand(
+        &mut self,
+        units: Vec<crate::message::UnitDemand>,
+        in_flight: f64,
+        implemented: Vec<UnitId>,
+    ) -> Result<(), ClientError> {
+        self.send(&ClientMsg::ReportDemand {
+            units,
+            in_flight,
+            implemented,
+        })
+    }
+
     /// Queues modelled work on an emulated device; see [`Client::wait_device`].
     pub fn submit_device(
         &mut self,

@@ -20,8 +20,9 @@ pub use frame::{
     decode_daemon, encode_frame,
 };
 pub use message::{
-    ClientMsg, ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role,
-    SettingsRequest, StatusReport, UnitInfo, UnitStatus, WireClass, WireSettings,
+    ClientMsg, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus, DaemonMsg,
+    DaemonStatus, ErrorCode, Role, SettingsRequest, StatusReport, UnitDemand, UnitInfo, UnitStatus,
+    WireClass, WireSettings,
 };
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};

@@ -158,6 +158,29 @@ pub enum ClientMsg {
     /// pushed there are served like `SubmitDevice` and answered with
     /// `DeviceDone`.
     OpenCallRing { unit: UnitId },
+    // Appended in protocol 3.
+    /// What the client ran itself (CPU kinds), for proportional-fair
+    /// coordination: cumulative counters per unit since the client
+    /// connected, and its mean calls in flight. Not answered unless it is
+    /// malformed. The daemon checks CPU time claimed against the CPU time
+    /// the process consumed, and ignores entries for units it serves.
+    ReportDemand {
+        units: Vec<UnitDemand>,
+        in_flight: f64,
+        /// Units the client has implementations for: the daemon solves for
+        /// it only once it has figures for every one of them.
+        implemented: Vec<UnitId>,
+    },
+}
+
+/// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitDemand {
+    pub unit: UnitId,
+    /// Calls finished on the unit.
+    pub calls: u64,
+    /// Their execution time, ns.
+    pub exec_ns: f64,
 }
 
 /// What one unit is, as told to clients in `Welcome` and `Status`.
@@ -257,6 +280,37 @@ pub struct StatusReport {
     pub daemon: DaemonStatus,
     pub units: Vec<UnitStatus>,
     pub clients: Vec<ClientStatus>,
+    /// Proportional-fair coordination, when the daemon runs it.
+    pub coordination: Option<CoordinationStatus>,
+}
+
+/// The state of proportional-fair coordination (`coordination = "pf"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoordinationStatus {
+    /// Times the allocation was solved.
+    pub solves: u64,
+    /// The floor of the last solve (× each app's native estimate), if any.
+    pub floor: Option<f64>,
+    /// Whether "nobody below native" was feasible at the last solve; when
+    /// not, `floor` is the largest common floor.
+    pub floor_feasible: Option<bool>,
+    /// Every application the coordinator tracks (with targets once solved).
+    pub apps: Vec<CoordinatedApp>,
+}
+
+/// One app's coordination targets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoordinatedApp {
+    pub client: ClientId,
+    pub pid: u32,
+    /// Calls per second the allocation gives it; `None` until it has
+    /// targets (still profiling, or nothing measured yet).
+    pub rate: Option<f64>,
+    /// Per unit (in unit order), the fraction of its calls to run there;
+    /// empty without targets.
+    pub fractions: Vec<f64>,
+    /// Reports in which it claimed more CPU time than its process used.
+    pub over_reported: u64,
 }
 
 /// Why the daemon refused something.

@@ -12,7 +12,9 @@
 use crate::ClientError;
 use crate::client::{Client, ClientOptions, DeviceDone, Grant, Session, refusal};
 use crate::frame::{FrameReader, decode_daemon, encode_frame};
-use crate::message::{ClientMsg, DaemonMsg, SettingsRequest, StatusReport, WireSettings};
+use crate::message::{
+    ClientMsg, DaemonMsg, SettingsRequest, StatusReport, UnitDemand, WireSettings,
+};
 use hetsched_core::ids::{TaskId, UnitId};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -247,6 +249,22 @@ impl SharedClient {
             unit: grant.unit,
             task: grant.task,
             ran_ns,
+        })
+    }
+
+    /// Tells the daemon what this client ran on units it drives itself
+    /// (cumulative counters), for proportional-fair coordination. Not
+    /// answered.
+    pub fn report_demand(
+        &self,
+        units: Vec<UnitDemand>,
+        in_flight: f64,
+        implemented: Vec<UnitId>,
+    ) -> Result<(), ClientError> {
+        self.shared.send(&ClientMsg::ReportDemand {
+            units,
+            in_flight,
+            implemented,
         })
     }
 

@@ -47,6 +47,7 @@
 //!   hetsched-core's `optimizer`).
 
 mod buffer;
+mod coordination;
 mod cpu_exec;
 mod device_exec;
 mod embedded;

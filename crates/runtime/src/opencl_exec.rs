@@ -42,7 +42,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
         let unit = UnitInfo {
             // Renumbered after the monitor's units by the scheduler.
             id: UnitId(0),
-            name: format!("opencl{}", info.index),
+            name: unit_name(info.index),
             kind: format!("opencl:{}", info.name.trim()),
             class: if info.kind == DeviceKind::Gpu {
                 UnitClass::Gpu
@@ -69,6 +69,18 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
         out.push((unit, backend, device));
     }
     out
+}
+
+/// The unit name of OpenCL device `index` of [`hetsched_opencl::devices`].
+fn unit_name(index: usize) -> String {
+    format!("opencl{index}")
+}
+
+/// The device index behind an OpenCL unit's name (for the pipeline
+/// controller, which opens its own handle on the device).
+pub(crate) fn device_index(unit: &str) -> Option<usize> {
+    let index = unit.strip_prefix("opencl")?.parse().ok()?;
+    (unit_name(index) == unit).then_some(index)
 }
 
 /// Starts one worker per device; `devices[i]` drives unit `first_unit + i`.

@@ -51,6 +51,10 @@ pub struct RuntimeOptions {
     pub inflight_per_slot: u32,
     /// Use OpenCL devices as units (feature `opencl`).
     pub opencl: bool,
+    /// Follow the daemon's proportional-fair targets when it publishes
+    /// them (`coordination = "pf"` in its config); off with
+    /// `HETSCHED_COORDINATION=off`.
+    pub follow_coordination: bool,
 }
 
 impl RuntimeOptions {
@@ -71,7 +75,14 @@ impl RuntimeOptions {
             queue_per_slot: 2,
             inflight_per_slot: 2,
             opencl: true,
+            follow_coordination: follow_coordination_from_env()?,
         })
+    }
+
+    /// Whether to follow the daemon's coordination targets.
+    pub fn follow_coordination(mut self, on: bool) -> Self {
+        self.follow_coordination = on;
+        self
     }
 
     pub fn monitor(mut self, mode: MonitorMode) -> Self {
@@ -138,5 +149,37 @@ impl RuntimeOptions {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
             .unwrap_or_else(std::env::temp_dir);
         cache.join("hetsched").join("models")
+    }
+}
+
+/// `HETSCHED_COORDINATION`: `on` (the default) or `off`.
+fn follow_coordination_from_env() -> Result<bool, String> {
+    parse_coordination(std::env::var("HETSCHED_COORDINATION").ok().as_deref())
+}
+
+fn parse_coordination(value: Option<&str>) -> Result<bool, String> {
+    match value.map(str::trim) {
+        None | Some("") | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(format!(
+            "HETSCHED_COORDINATION={other:?}: use \"on\" or \"off\""
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_coordination;
+
+    #[test]
+    fn coordination_switch_takes_on_or_off_and_names_a_typo() {
+        assert_eq!(parse_coordination(None), Ok(true));
+        assert_eq!(parse_coordination(Some("on")), Ok(true));
+        assert_eq!(parse_coordination(Some(" off ")), Ok(false));
+        let err = parse_coordination(Some("of")).unwrap_err();
+        assert!(
+            err.contains("HETSCHED_COORDINATION") && err.contains("\"of\""),
+            "{err}"
+        );
     }
 }

@@ -123,7 +123,6 @@ impl Runtime {
         } else {
             (ModelSet::new(), None)
         };
-        #[allow(unused_mut)]
         let mut workers = crate::cpu_exec::spawn_workers(&sched)?;
         #[cfg(feature = "opencl")]
         workers.extend(crate::opencl_exec::spawn_workers(
@@ -133,6 +132,9 @@ impl Runtime {
         )?);
         #[cfg(not(feature = "opencl"))]
         let _ = monitor_units;
+        if opts.follow_coordination {
+            workers.push(crate::coordination::spawn(&sched)?);
+        }
         Ok(Runtime {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             sched,
@@ -298,6 +300,9 @@ impl Runtime {
             return Ok(Arc::clone(slot));
         }
         let implemented = self.implemented(task)?;
+        self.sched
+            .implemented_any
+            .fetch_or(implemented.0, Ordering::Relaxed);
         let kinds = self.sched.kinds.len();
         let learned = self
             .loaded

@@ -167,6 +167,8 @@ pub(crate) struct Queues {
     /// nothing to place (saves rescanning an unchanged queue).
     failed_scan: Option<(u64, usize)>,
     pub shutdown: bool,
+    /// Following the daemon's proportional-fair targets, when enabled.
+    pub follow: Option<crate::coordination::Following>,
 }
 
 /// What one finished call teaches the models.
@@ -190,6 +192,11 @@ pub(crate) struct Scheduler {
     queues: Mutex<Queues>,
     /// Wakes idle workers (CPU, OpenCL), one condvar per unit.
     pub wake: Vec<Condvar>,
+    /// Wakes the coordination thread (a call waits for the pacer).
+    pub coord_wake: Condvar,
+    /// Units some task of this runtime has an implementation for (an
+    /// [`ImplSet`] mask), for the daemon's coordination.
+    pub implemented_any: std::sync::atomic::AtomicU64,
     pub link: Link,
     pub outstanding: Outstanding,
     pub goal: Goal,
@@ -254,8 +261,13 @@ impl Scheduler {
                 views: vec![ClientUnitView::default(); n],
                 failed_scan: None,
                 shutdown: false,
+                follow: opts
+                    .follow_coordination
+                    .then(crate::coordination::Following::new),
             }),
             wake: (0..n).map(|_| Condvar::new()).collect(),
+            coord_wake: Condvar::new(),
+            implemented_any: std::sync::atomic::AtomicU64::new(0),
             link,
             outstanding: Outstanding::default(),
             goal: opts.goal,
@@ -331,6 +343,15 @@ impl Scheduler {
     /// Places calls from the central queue while their units have room,
     /// then starts device work. Called with the queues locked.
     pub fn pump(self: &Arc<Self>, q: &mut Queues) {
+        // Targets are read once per pump: they change every few hundred
+        // ms at most, and the page read is a few ns per unit.
+        let coordinated = match q.follow.as_mut() {
+            Some(f) if f.paced_until.is_none() => f.refresh(self),
+            // A call already waits for the pacer's next token: nothing is
+            // placed until the coordination thread says it is due.
+            Some(_) => return self.start_device_work(q),
+            None => false,
+        };
         // The first call (in arrival order) that one of its units has room
         // for; calls for full units keep their place without holding up
         // calls that could run elsewhere.
@@ -350,11 +371,15 @@ impl Scheduler {
                 q.failed_scan = Some((room, q.central.len()));
                 break;
             };
+            if coordinated && !q.follow.as_mut().is_some_and(|f| f.admit(Instant::now())) {
+                self.coord_wake.notify_one();
+                break;
+            }
             let Some((job, accepted_at)) = q.central.remove(i) else {
                 break;
             };
             let bytes = job.bytes();
-            match self.place(q, job.as_ref(), bytes) {
+            match self.place(q, job.as_ref(), bytes, coordinated) {
                 Ok((unit, predicted_ns, exec_ns, profiling)) => {
                     let u = unit.index();
                     let queue = &mut q.units[u];
@@ -382,6 +407,10 @@ impl Scheduler {
                 }
             }
         }
+        self.start_device_work(q);
+    }
+
+    fn start_device_work(self: &Arc<Self>, q: &mut Queues) {
         for u in 0..self.units.len() {
             if self.backends[u] == Backend::Emulated {
                 crate::device_exec::start(self, q, u);
@@ -389,13 +418,50 @@ impl Scheduler {
         }
     }
 
-    /// Chooses the unit for one call: views of every unit, then the placer.
+    /// The unit the daemon's targets give a call of a task whose every
+    /// unit has been profiled (a task still profiling places on its own).
+    fn follow_targets(&self, q: &mut Queues, job: &dyn Job, bytes: u64) -> Option<(UnitId, f64)> {
+        let slot = job.slot();
+        let st = slot.lock();
+        let implemented =
+            |u: usize| u < ImplSet::MAX_UNITS && slot.implemented.contains(self.units[u].id);
+        let profiled = (0..self.units.len())
+            .filter(|&u| implemented(u))
+            .all(|u| st.model.predict(self.units[u].kind, bytes).is_some());
+        if !profiled {
+            return None;
+        }
+        let room: Vec<bool> = (0..self.units.len()).map(|u| self.has_room(q, u)).collect();
+        let exec: Vec<f64> = (0..self.units.len())
+            .map(|u| {
+                st.model
+                    .predict(self.units[u].kind, bytes)
+                    .unwrap_or(f64::NAN)
+            })
+            .collect();
+        let f = q.follow.as_mut()?;
+        let u = f.pick(Instant::now(), &exec, |u| {
+            implemented(u) && room.get(u).copied().unwrap_or(false)
+        })?;
+        Some((self.units[u].id, exec[u]))
+    }
+
+    /// Chooses the unit for one call: the daemon's targets when it
+    /// coordinates, else views of every unit and the placer.
     fn place(
         &self,
         q: &mut Queues,
         job: &dyn Job,
         (bytes, out_bytes): (u64, u64),
+        coordinated: bool,
     ) -> Result<(UnitId, f64, f64, bool), PlacementError> {
+        if coordinated {
+            if let Some((unit, exec_ns)) = self.follow_targets(q, job, bytes) {
+                // No turnaround prediction: the placer's miss statistics
+                // (ping-pong damping) only learn from its own decisions.
+                return Ok((unit, f64::NAN, exec_ns, false));
+            }
+        }
         let slot = job.slot();
         let buffer = job.buffer();
         let request = TaskRequest {
@@ -510,6 +576,7 @@ impl Scheduler {
         for cv in &self.wake {
             cv.notify_all();
         }
+        self.coord_wake.notify_all();
         q.central.drain(..).map(|(j, _)| j).collect()
     }
 }

@@ -325,3 +325,428 @@ fn a_panicking_device_cost_fails_its_chunk_only() {
     ));
     assert_eq!(out[3].clone().unwrap(), vec![4; 8]);
 }
+
+/// A daemon on a private socket, served by threads of this test process:
+/// the machine's CPUs and one emulated device `dev0` (one stream, FIFO),
+/// so that a second client can contend for the device.
+fn start_daemon(dir: &std::path::Path) -> std::path::PathBuf {
+    use hetsched_daemon::config::DaemonConfig;
+    use hetsched_daemon::launch;
+    use hetsched_daemon::server::Server;
+    let config = dir.join("hetsched.toml");
+    std::fs::write(
+        &config,
+        "default_policy = \"fifo\"\n[[emulated]]\nname = \"dev0\"\nkind = \"dev\"\nclass = \"gpu\"\nspeed = 10.0\ncopy_gbps = 12.0\n",
+    )
+    .unwrap();
+    let cfg = DaemonConfig::load_or_default(Some(&config)).unwrap();
+    let (mut setup, _platform) = launch::prepare(&cfg).unwrap();
+    let socket = dir.join("hetsched.sock");
+    setup.socket = socket.clone();
+    setup.state_path = dir.join("state.json");
+    let server = Server::bind(setup).unwrap();
+    std::thread::spawn(move || {
+        let _ = server.run();
+    });
+    socket
+}
+
+/// Another client saturates `dev0`: the controller reads the contention
+/// from its private view, moves the device stage to the CPU between steps
+/// (no chunk lost or reordered), and moves it back once the device is
+/// free again.
+#[test]
+fn a_contended_device_loses_its_stage_and_gets_it_back() {
+    use hetsched_protocol::{ClientOptions, SharedClient};
+    use hetsched_runtime::{MonitorMode, Runtime, RuntimeOptions};
+    use std::sync::atomic::AtomicBool;
+
+    let dir = tempfile::tempdir().unwrap();
+    let socket = start_daemon(dir.path());
+    let opts = RuntimeOptions::new("pipe-contended")
+        .unwrap()
+        .monitor(MonitorMode::Daemon)
+        .socket(&socket)
+        .persist_models(false)
+        .opencl(false);
+    let rt = Runtime::with_options(opts).unwrap();
+    // The heavy stage: 1 ms on a CPU (sleeping, so a busy test machine
+    // does not change it), 100 µs on the device.
+    let heavy = |v: Vec<u64>| {
+        std::thread::sleep(Duration::from_millis(1));
+        mul(5)(v)
+    };
+    let mut p = PipelineBuilder::new("contended")
+        .stage(Stage::new("add1").cpu(add(1)).sizes(sizes))
+        .stage(
+            Stage::new("heavy")
+                .cpu(heavy)
+                .emulated("dev", |_: &Vec<u64>| Duration::from_micros(100), mul(5))
+                .sizes(sizes),
+        )
+        .stage(Stage::new("add2").cpu(add(2)).sizes(sizes))
+        .replan_every(Duration::from_millis(2))
+        .build(&rt, &vec![0; 64])
+        .unwrap();
+    assert_eq!(p.assignment()[1], "dev0", "{:?}", p.stage_specs());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = p.feeder().unwrap();
+    let halt = Arc::clone(&stop);
+    let producer = std::thread::spawn(move || {
+        let mut k = 0u64;
+        while !halt.load(Ordering::Relaxed) {
+            if feeder.push(vec![k; 64]).is_err() {
+                return;
+            }
+            k += 1;
+        }
+    });
+    let mut next = 0u64;
+    let mut pull_checked = |p: &mut hetsched_runtime::Pipeline<Vec<u64>>| {
+        let out = p.pull().unwrap().unwrap();
+        assert_eq!(out, vec![(next + 1) * 5 + 2; 64], "chunk {next}");
+        next += 1;
+    };
+    let per_chunk =
+        |p: &mut hetsched_runtime::Pipeline<Vec<u64>>,
+         pull: &mut dyn FnMut(&mut hetsched_runtime::Pipeline<Vec<u64>>)| {
+            let t = Instant::now();
+            for _ in 0..40 {
+                pull(p);
+            }
+            t.elapsed() / 40
+        };
+    let alone = per_chunk(&mut p, &mut pull_checked);
+    assert_eq!(p.stats().replans, 0, "{:?}", p.replans());
+
+    // The hog: two threads keep a 20 ms call each queued on dev0.
+    let hog = Arc::new(
+        SharedClient::connect(ClientOptions::application("hog").unwrap().socket(&socket)).unwrap(),
+    );
+    let dev0 = hog.unit_by_name("dev0").unwrap().id;
+    let hog_stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            let (hog, halt) = (Arc::clone(&hog), Arc::clone(&hog_stop));
+            std::thread::spawn(move || {
+                while !halt.load(Ordering::Relaxed) {
+                    hog.run_device(dev0, 20_000_000, 0, 0).unwrap();
+                }
+            })
+        })
+        .collect();
+    let contended_at = Instant::now();
+    while p.assignment()[1] == "dev0" {
+        assert!(
+            contended_at.elapsed() < Duration::from_secs(10),
+            "the stage stayed on the swamped device: {:?}",
+            p.stats()
+        );
+        pull_checked(&mut p);
+    }
+    let moved_after = contended_at.elapsed();
+    let moved = p.replans();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert!(moved[0].to_period_ns < 0.75 * moved[0].from_period_ns);
+    let contended = per_chunk(&mut p, &mut pull_checked);
+    assert_ne!(p.assignment()[1], "dev0");
+
+    hog_stop.store(true, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    let freed_at = Instant::now();
+    while p.assignment()[1] != "dev0" {
+        assert!(
+            freed_at.elapsed() < Duration::from_secs(10),
+            "the stage never came back to the idle device: {:?}",
+            p.replans()
+        );
+        pull_checked(&mut p);
+    }
+    let back_after = freed_at.elapsed();
+    let again = per_chunk(&mut p, &mut pull_checked);
+    stop.store(true, Ordering::Relaxed);
+    // Unblock the producer, then drain: everything still in order.
+    while !producer.is_finished() {
+        pull_checked(&mut p);
+    }
+    producer.join().unwrap();
+    for r in p.finish() {
+        assert_eq!(r.unwrap(), vec![(next + 1) * 5 + 2; 64], "chunk {next}");
+        next += 1;
+    }
+    eprintln!(
+        "per chunk: {alone:?} alone on dev0, {contended:?} on the CPU while dev0 is swamped, \
+         {again:?} back on dev0; moved off {moved_after:?} after the hog started \
+         (decision {} us), back {back_after:?} after it stopped; {next} chunks in order",
+        moved[0].decide_ns as f64 / 1e3
+    );
+}
+
+/// A pipeline that does not re-plan keeps its assignment whatever the
+/// views say.
+#[test]
+fn an_explicit_assignment_is_never_replanned() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = embedded(dir.path(), "pipe-fixed", "fifo", Models::None);
+    let mut p = PipelineBuilder::new("fixed")
+        .stage(Stage::new("slow-dev").cpu(add(1)).emulated(
+            "dev",
+            |_: &Vec<u64>| Duration::from_millis(2),
+            add(1),
+        ))
+        .assign(vec!["dev0".into()])
+        .replan_every(Duration::ZERO)
+        .build(&rt, &vec![0; 8])
+        .unwrap();
+    for k in 0..20u64 {
+        p.push(vec![k; 8]).unwrap();
+        assert_eq!(p.pull().unwrap().unwrap(), vec![k + 1; 8]);
+    }
+    let s = p.stats();
+    assert_eq!((s.replan_checks, s.replans), (0, 0));
+    assert_eq!(p.assignment(), vec!["dev0".to_string()]);
+}
+
+/// OpenCL stages (feature `opencl`): a stage with a CPU and an OpenCL
+/// implementation gives the CPU's answer on the OpenCL unit, with its own
+/// explicit copies, and the planner sees the device as a unit. Skips,
+/// saying why, where no OpenCL device exists.
+#[cfg(feature = "opencl")]
+mod opencl {
+    use super::*;
+    use hetsched_runtime::opencl::{KernelArg, OpenClDevice, OpenClError};
+
+    const MIX: &str = r#"
+        __kernel void mix_bytes(__global const uchar *in, __global uchar *out, uint salt) {
+            size_t i = get_global_id(0);
+            out[i] = (uchar)((in[i] ^ (uchar)salt) + (uchar)(i & 7));
+        }
+    "#;
+
+    fn mix_cpu(v: Vec<u8>) -> Vec<u8> {
+        v.iter()
+            .enumerate()
+            .map(|(i, &b)| (b ^ 0x5a).wrapping_add((i & 7) as u8))
+            .collect()
+    }
+
+    /// Explicit buffers: copy in, launch, copy out.
+    fn mix_opencl(dev: &OpenClDevice, v: Vec<u8>) -> Result<Vec<u8>, OpenClError> {
+        let kernel = dev.build(MIX, "mix_bytes")?;
+        let (input, _) = dev.buffer_from(&v)?;
+        let output = dev.buffer(v.len())?;
+        dev.launch(
+            &kernel,
+            v.len(),
+            None,
+            &[
+                KernelArg::Buffer(&input),
+                KernelArg::Buffer(&output),
+                KernelArg::U32(0x5a),
+            ],
+        )?;
+        let mut out = vec![0u8; v.len()];
+        dev.read(&output, &mut out)?;
+        Ok(out)
+    }
+
+    fn runtime(dir: &std::path::Path, name: &str) -> Option<hetsched_runtime::Runtime> {
+        if let Err(e) = hetsched_runtime::opencl::devices() {
+            eprintln!("skipping: {e}");
+            return None;
+        }
+        let rt = embedded(dir, name, "fifo", Models::None);
+        assert!(
+            rt.units().iter().any(|u| u.name.starts_with("opencl")),
+            "an OpenCL device exists but the runtime has no OpenCL unit: {:?}",
+            rt.units()
+        );
+        Some(rt)
+    }
+
+    fn input(k: u64) -> Vec<u8> {
+        (0..4096u32)
+            .map(|i| (i as u64 * 31 + k * 7) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn an_opencl_stage_gives_the_cpu_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(rt) = runtime(dir.path(), "pipe-opencl") else {
+            return;
+        };
+        let ocl = rt
+            .units()
+            .iter()
+            .find(|u| u.name.starts_with("opencl"))
+            .unwrap()
+            .name
+            .clone();
+        let p = PipelineBuilder::new("opencl")
+            .stage(Stage::new("rev").cpu(|mut v: Vec<u8>| {
+                v.reverse();
+                v
+            }))
+            .stage(Stage::new("mix").cpu(mix_cpu).opencl(mix_opencl))
+            .assign(vec!["cpu".into(), ocl.clone()])
+            .build(&rt, &input(0))
+            .unwrap();
+        assert_eq!(p.assignment()[1], ocl);
+        // The planner knows the stage's time on the OpenCL kind.
+        let kind = p.units().iter().find(|u| u.name == ocl).unwrap().kind;
+        assert!(p.stage_specs()[1].time_ns[kind.index()].is_some());
+        let feeder = p.feeder().unwrap();
+        let producer = std::thread::spawn(move || {
+            for k in 0..30 {
+                feeder.push(input(k)).unwrap();
+            }
+        });
+        let mut p = p;
+        let out: Vec<_> = (0..30).map(|_| p.pull().unwrap()).collect();
+        producer.join().unwrap();
+        assert_eq!(out.len(), 30);
+        for (k, r) in out.into_iter().enumerate() {
+            let mut want = input(k as u64);
+            want.reverse();
+            assert_eq!(r.unwrap(), mix_cpu(want), "chunk {k}");
+        }
+    }
+
+    #[test]
+    fn an_opencl_error_fails_its_chunk_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(rt) = runtime(dir.path(), "pipe-opencl-err") else {
+            return;
+        };
+        let ocl = rt
+            .units()
+            .iter()
+            .find(|u| u.name.starts_with("opencl"))
+            .unwrap()
+            .name
+            .clone();
+        // Chunk 2 is empty: the kernel launch over no work-items fails.
+        let p = PipelineBuilder::new("opencl-err")
+            .stage(Stage::new("mix").cpu(mix_cpu).opencl(mix_opencl))
+            .assign(vec![ocl])
+            .build(&rt, &input(0))
+            .unwrap();
+        for k in 0..4 {
+            p.push(if k == 2 { Vec::new() } else { input(k) }).unwrap();
+        }
+        let out = p.finish();
+        assert!(
+            matches!(
+                &out[2],
+                Err(PipelineError::StageFailed {
+                    stage: 0,
+                    chunk: 2,
+                    ..
+                })
+            ),
+            "{:?}",
+            out[2]
+        );
+        assert_eq!(out[3].clone().unwrap(), mix_cpu(input(3)));
+    }
+}
+
+/// Lanes on an emulated slow kind run in the kind's throttle cgroup, so a
+/// stage placed there really runs at the kind's speed. Needs root and the
+/// cgroup v1 cpu controller; skips, saying why, elsewhere.
+#[test]
+fn lanes_on_a_slow_kind_join_its_throttle() {
+    use hetsched_runtime::{MonitorMode, Runtime, RuntimeOptions};
+    let quota = std::path::Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT)
+        .join("cpu.cfs_quota_us");
+    let why_not = if !rustix::process::getuid().is_root() {
+        Some("needs root for a cgroup".to_string())
+    } else if !quota.exists() {
+        Some(format!("no cgroup v1 cpu controller ({})", quota.display()))
+    } else if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        Some("needs two CPUs".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hetsched.toml");
+    std::fs::write(
+        &config,
+        "[[slow_cores]]\ncpus = [1]\nspeed = 0.25\nkind = \"little\"\n",
+    )
+    .unwrap();
+    let opts = RuntimeOptions::new("pipe-slow")
+        .unwrap()
+        .monitor(MonitorMode::Embedded)
+        .config(&config)
+        .persist_models(false)
+        .opencl(false);
+    let rt = Runtime::with_options(opts).unwrap();
+    let little = rt.units().iter().find(|u| u.name == "little").unwrap();
+    let throttle = little.throttle.clone().expect("a throttled kind");
+    let cgroup_dir = std::path::Path::new(&throttle)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+
+    /// What the stage saw of its thread: its cgroups, and the share of a
+    /// 60 ms wall-clock window it got on a CPU.
+    #[derive(Clone, Debug, Default)]
+    struct Probe {
+        cgroups: String,
+        share: f64,
+    }
+    let probe = |_: Probe| {
+        let cgroups = std::fs::read_to_string("/proc/thread-self/cgroup").unwrap_or_default();
+        let (t0, c0) = (Instant::now(), common::thread_cpu());
+        while t0.elapsed() < Duration::from_millis(60) {
+            std::hint::spin_loop();
+        }
+        let share = (common::thread_cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
+        Probe { cgroups, share }
+    };
+    // Planned, the stage avoids the slow kind (profiled 4× slower there).
+    let planned = PipelineBuilder::new("planned")
+        .stage(Stage::new("probe").cpu(probe))
+        .build(&rt, &Probe::default())
+        .unwrap();
+    assert_ne!(planned.assignment(), vec!["little".to_string()]);
+    let specs = planned.stage_specs()[0].clone();
+    drop(planned);
+    let times: Vec<f64> = specs.time_ns.iter().flatten().copied().collect();
+    assert!(times.len() >= 2, "{specs:?}");
+    let (lo, hi) = times
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
+    assert!((hi / lo - 4.0).abs() < 0.01, "{specs:?}");
+
+    // Put there, it runs in the kind's cgroup at a quarter of a core.
+    let p = PipelineBuilder::new("slow")
+        .stage(Stage::new("probe").cpu(probe))
+        .assign(vec!["little".into()])
+        .build(&rt, &Probe::default())
+        .unwrap();
+    for _ in 0..8 {
+        p.push(Probe::default()).unwrap();
+    }
+    let out: Vec<Probe> = p.finish().into_iter().map(Result::unwrap).collect();
+    for o in &out {
+        assert!(
+            o.cgroups.contains(&cgroup_dir),
+            "the lane is not in {throttle}: {}",
+            o.cgroups
+        );
+    }
+    let mean = out.iter().map(|o| o.share).sum::<f64>() / out.len() as f64;
+    assert!(mean < 0.4, "the little lane got {mean:.2} of a core");
+    eprintln!("little lane: {mean:.2} of a core (kind speed 0.25)");
+}

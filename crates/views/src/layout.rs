@@ -56,9 +56,11 @@
 //!
 //! # Private page payload
 //!
-//! `n_units` unit records of [`private_unit::SLOTS`] = 5 slots from slot 8,
-//! then one slot per CPU kind. Unit `u` starts at slot `8 + 5u`; CPU kind
-//! `k`'s slot is `8 + 5·n_units + k`. Total: `8 + 5·n_units + n_cpu_kinds` slots.
+//! `n_units` unit records of [`private_unit::SLOTS`] = 6 slots from slot 8,
+//! then one slot per CPU kind, then one tail slot. Unit `u` starts at slot
+//! `8 + 6u`; CPU kind `k`'s slot is `8 + 6·n_units + k`; the tail is at
+//! `8 + 6·n_units + n_cpu_kinds`. Total: `8 + 6·n_units + n_cpu_kinds + 1`
+//! slots.
 //!
 //! | unit slot | field | type |
 //! |---:|---|---|
@@ -67,10 +69,15 @@
 //! | +2 | `current_utilisation` | f64 |
 //! | +3 | `throttled` | bool |
 //! | +4 | `max_utilisation` | f64 |
+//! | +5 | `target_fraction`: proportional-fair coordination, the fraction of this client's calls the unit should run; NaN when there is no target | f64 |
 //!
 //! | CPU-kind slot | field | type |
 //! |---:|---|---|
 //! | +0 | `exclusive_cores` (cores this client may use exclusively under min-funding) | u32 |
+//!
+//! | tail slot | field | type |
+//! |---:|---|---|
+//! | +0 | `target_rate`: calls per second the coordinated allocation gives this client (what it paces itself to); NaN when there are no targets | f64 |
 //!
 //! # Seqlock protocol
 //!
@@ -84,7 +91,7 @@
 use std::fmt;
 
 /// Version of the layout above. Bumped on any change to slot meaning or order.
-pub const LAYOUT_VERSION: u64 = 1;
+pub const LAYOUT_VERSION: u64 = 2;
 
 /// `"HSGLOBAL"` as a little-endian `u64`.
 pub const GLOBAL_MAGIC: u64 = u64::from_le_bytes(*b"HSGLOBAL");
@@ -141,7 +148,14 @@ pub mod private_unit {
     pub const CURRENT_UTILISATION: usize = 2;
     pub const THROTTLED: usize = 3;
     pub const MAX_UTILISATION: usize = 4;
-    pub const SLOTS: usize = 5;
+    pub const TARGET_FRACTION: usize = 5;
+    pub const SLOTS: usize = 6;
+}
+
+/// Slot offsets in the private page's tail (after the CPU-kind records).
+pub mod private_tail {
+    pub const TARGET_RATE: usize = 0;
+    pub const SLOTS: usize = 1;
 }
 
 /// Slot offsets inside one private-page CPU-kind record.
@@ -181,6 +195,13 @@ impl PageKind {
         }
     }
 
+    const fn tail_slots(self) -> usize {
+        match self {
+            PageKind::Global => 0,
+            PageKind::Private => private_tail::SLOTS,
+        }
+    }
+
     const fn cpu_kind_slots(self) -> usize {
         match self {
             PageKind::Global => cpu_kind::SLOTS,
@@ -217,8 +238,14 @@ impl Layout {
         self.unit_at(self.n_units) + k * self.kind.cpu_kind_slots()
     }
 
-    pub fn total_slots(&self) -> usize {
+    /// The private page's tail (its end on the global page, which has none).
+    #[inline]
+    pub fn tail_at(&self) -> usize {
         self.cpu_kind_at(self.n_cpu_kinds)
+    }
+
+    pub fn total_slots(&self) -> usize {
+        self.tail_at() + self.kind.tail_slots()
     }
 
     pub fn bytes(&self) -> usize {
@@ -239,8 +266,9 @@ mod tests {
         assert_eq!(g.cpu_kind_at(1), 8 + 27 + 81);
         assert_eq!(g.total_slots(), 8 + 27 + 162);
         let p = Layout::new(PageKind::Private, 3, 2).unwrap();
-        assert_eq!(p.cpu_kind_at(1), 8 + 15 + 1);
-        assert_eq!(p.bytes(), (8 + 15 + 2) * 8);
+        assert_eq!(p.cpu_kind_at(1), 8 + 18 + 1);
+        assert_eq!(p.tail_at(), 8 + 18 + 2);
+        assert_eq!(p.bytes(), (8 + 18 + 2 + 1) * 8);
         assert_eq!(&GLOBAL_MAGIC.to_le_bytes(), b"HSGLOBAL");
         assert!(Layout::new(PageKind::Global, MAX_UNITS + 1, 0).is_none());
     }

@@ -41,7 +41,7 @@ pub use global::{
     GlobalSnapshot, GlobalUnit, GlobalWriter, NICE_LEVELS, NICE_MIN,
 };
 pub use layout::{LAYOUT_VERSION, PageKind};
-pub use private::{PrivateReader, PrivateSnapshot, PrivateWriter};
+pub use private::{PrivateReader, PrivateSnapshot, PrivateWriter, Targets};
 pub use seqlock::STALL_TIMEOUT;
 
 #[cfg(test)]

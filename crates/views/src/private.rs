@@ -8,7 +8,7 @@ use hetsched_core::view::ClientUnitView;
 
 use crate::error::ViewError;
 use crate::global::{check_index, check_len};
-use crate::layout::{PageKind, header, private_cpu_kind, private_unit};
+use crate::layout::{Layout, PageKind, header, private_cpu_kind, private_tail, private_unit};
 use crate::page::{PageReader, PageWriter, load, load_f64, store, store_f64};
 
 /// Everything on one private page, read at one instant.
@@ -24,6 +24,21 @@ pub struct PrivateSnapshot {
     pub units: Vec<ClientUnitView>,
     /// Per CPU kind: cores this client may use exclusively (min-funding).
     pub exclusive_cores: Vec<u32>,
+    /// Proportional-fair coordination, when the daemon runs it and has
+    /// solved for this client.
+    pub targets: Option<Targets>,
+}
+
+/// What proportional-fair coordination asks of one client
+/// ([`hetsched_core::coordination`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Targets {
+    /// Calls per second the allocation gives the client (it paces itself
+    /// to this).
+    pub rate: f64,
+    /// Per unit, the fraction of the client's calls it should run (0 where
+    /// none).
+    pub fractions: Vec<f64>,
 }
 
 /// The daemon's side of one client's private page.
@@ -72,8 +87,26 @@ impl PrivateWriter {
         units: &[ClientUnitView],
         exclusive_cores: &[u32],
     ) -> Result<(), ViewError> {
+        self.publish_with_targets(now_ns, client_id, units, exclusive_cores, None)
+    }
+
+    /// [`PrivateWriter::publish`], with the client's coordination targets
+    /// (`None`: no targets, the client places on its own).
+    ///
+    /// Fails, writing nothing, unless `targets` has one fraction per unit.
+    pub fn publish_with_targets(
+        &mut self,
+        now_ns: u64,
+        client_id: u32,
+        units: &[ClientUnitView],
+        exclusive_cores: &[u32],
+        targets: Option<&Targets>,
+    ) -> Result<(), ViewError> {
         check_len("units", units.len(), self.n_units())?;
         check_len("CPU kinds", exclusive_cores.len(), self.n_cpu_kinds())?;
+        if let Some(t) = targets {
+            check_len("target fractions", t.fractions.len(), self.n_units())?;
+        }
         self.page.publish(now_ns, |layout, slots| {
             store(slots, header::CLIENT_ID, client_id.into());
             for (i, u) in units.iter().enumerate() {
@@ -86,6 +119,12 @@ impl PrivateWriter {
                     c.into(),
                 );
             }
+            for i in 0..layout.n_units {
+                let f = targets.map_or(f64::NAN, |t| t.fractions[i]);
+                store_f64(slots, layout.unit_at(i) + private_unit::TARGET_FRACTION, f);
+            }
+            let rate = targets.map_or(f64::NAN, |t| t.rate);
+            store_f64(slots, layout.tail_at() + private_tail::TARGET_RATE, rate);
         });
         Ok(())
     }
@@ -143,6 +182,17 @@ impl PrivateReader {
             .map(|(c, _)| c)
     }
 
+    /// The coordination targets of the last publish, into `fractions` (one
+    /// per unit); returns the rate, or `None` when the daemon published no
+    /// targets for this client (or the writer stalled).
+    pub fn targets_into(&self, fractions: &mut Vec<f64>) -> Option<f64> {
+        let (rate, _) = self
+            .page
+            .read(|layout, slots| read_targets(slots, layout, fractions))
+            .ok()?;
+        rate
+    }
+
     /// The client id of the last publish; `None` before the first publish
     /// or when stalled.
     pub fn client_id(&self) -> Option<u32> {
@@ -182,10 +232,28 @@ impl PrivateReader {
                     layout.cpu_kind_at(k) + private_cpu_kind::EXCLUSIVE_CORES,
                 ) as u32
             }));
+            let mut fractions = Vec::new();
+            out.targets =
+                read_targets(slots, layout, &mut fractions).map(|rate| Targets { rate, fractions });
         })?;
         out.seq = seq;
         Ok(())
     }
+}
+
+/// Reads the tail's rate and every unit's target fraction; `None` (and
+/// `fractions` left empty) when no targets are published.
+fn read_targets(slots: &[AtomicU64], layout: &Layout, fractions: &mut Vec<f64>) -> Option<f64> {
+    fractions.clear();
+    let rate = load_f64(slots, layout.tail_at() + private_tail::TARGET_RATE);
+    if !rate.is_finite() || rate <= 0.0 {
+        return None;
+    }
+    fractions.extend((0..layout.n_units).map(|i| {
+        let f = load_f64(slots, layout.unit_at(i) + private_unit::TARGET_FRACTION);
+        if f.is_finite() && f > 0.0 { f } else { 0.0 }
+    }));
+    Some(rate)
 }
 
 fn write_unit(slots: &[AtomicU64], at: usize, u: &ClientUnitView) {

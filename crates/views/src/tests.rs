@@ -177,6 +177,47 @@ fn private_page_round_trips_every_field_including_infinity_and_nan() {
     assert_eq!(s.exclusive_cores, vec![4, 0]);
 }
 
+#[test]
+fn private_page_carries_coordination_targets_until_they_are_withdrawn() {
+    let mut w = PrivateWriter::create(3, 1).unwrap();
+    let r = PrivateReader::from_fd(dup(w.fd())).unwrap();
+    let units: Vec<_> = (0..3).map(sample_client_unit).collect();
+    let mut fractions = Vec::new();
+    // Before any publish, and after a plain publish: no targets.
+    assert_eq!(r.targets_into(&mut fractions), None);
+    w.publish(1, 5, &units, &[0]).unwrap();
+    assert_eq!(r.targets_into(&mut fractions), None);
+    assert!(fractions.is_empty());
+    assert_eq!(r.snapshot().unwrap().targets, None);
+
+    let t = Targets {
+        rate: 42.5,
+        fractions: vec![0.25, 0.0, 0.75],
+    };
+    w.publish_with_targets(2, 5, &units, &[0], Some(&t))
+        .unwrap();
+    assert_eq!(r.targets_into(&mut fractions), Some(42.5));
+    assert_eq!(fractions, t.fractions);
+    assert_eq!(r.snapshot().unwrap().targets, Some(t.clone()));
+    // The other fields are untouched by the targets.
+    assert_eq!(r.unit(1).unwrap(), units[1]);
+
+    // A wrong number of fractions writes nothing.
+    let short = Targets {
+        rate: 1.0,
+        fractions: vec![1.0],
+    };
+    assert!(
+        w.publish_with_targets(3, 5, &units, &[0], Some(&short))
+            .is_err()
+    );
+    assert_eq!(r.targets_into(&mut fractions), Some(42.5));
+
+    // Withdrawn: the next plain publish clears them.
+    w.publish(4, 5, &units, &[0]).unwrap();
+    assert_eq!(r.targets_into(&mut fractions), None);
+}
+
 // ---------------------------------------------------------------- rejection
 
 /// A memfd of `size` bytes starting with `head`, sealed against shrinking

@@ -17,7 +17,8 @@ pub struct AppArgs {
     /// Which Table 3 workload (aes, lbm, dxt, lavamd, grep, histogram).
     #[arg(long)]
     pub app: String,
-    /// `native` (its fastest unit only) or `hetsched` (placed by the runtime).
+    /// `native` (its fastest unit only), `hetsched` (placed by the runtime)
+    /// or `hetsched-pf` (the same, following the daemon's targets).
     #[arg(long)]
     pub policy: String,
     #[arg(long, default_value_t = 8.0)]
@@ -64,14 +65,15 @@ fn build_task(spec: AppSpec, policy: &str) -> Result<Task<Call, u64>> {
         .sizes(move |_| (bytes_in, bytes_out));
     match policy {
         "native" => Ok(task),
-        "hetsched" => Ok(task
+        // hetsched-pf runs the same app; the daemon's coordination differs.
+        "hetsched" | "hetsched-pf" => Ok(task
             .emulated(
                 "gpu-wimpy",
                 move |_: &Call| wimpy,
                 move |c: &Call| kernel(&c.data),
             )
             .cpu(move |c: &Call| apps::run_on_cpu(kernel, &c.data, cpu))),
-        other => bail!("unknown demo policy {other:?}: use native or hetsched"),
+        other => bail!("unknown demo policy {other:?}: use native, hetsched or hetsched-pf"),
     }
 }
 

@@ -35,7 +35,17 @@ pub struct DemoArgs {
     out: PathBuf,
 }
 
-const POLICIES: [&str; 2] = ["native", "hetsched"];
+/// Native first (the other policies are measured against it); hetsched-pf
+/// is hetsched with the daemon's proportional-fair coordination on.
+const POLICIES: [&str; 3] = ["native", "hetsched", "hetsched-pf"];
+
+/// The daemon config file of a policy.
+fn config_file(dir: &Path, policy: &str) -> PathBuf {
+    match policy {
+        "hetsched-pf" => dir.join("hetsched-pf.toml"),
+        _ => dir.join("hetsched.toml"),
+    }
+}
 
 /// The demo machine: this machine's CPUs plus two emulated GPUs with
 /// Rinnegan's GPU-Bulky / GPU-Wimpy copy links; FIFO agents, as in its
@@ -75,7 +85,7 @@ impl Drop for Reaped {
     }
 }
 
-fn start_daemon(exe: &Path, dir: &Path, socket: &Path) -> Result<Reaped> {
+fn start_daemon(exe: &Path, dir: &Path, config: &Path, socket: &Path) -> Result<Reaped> {
     let _ = std::fs::remove_file(socket);
     // The daemon's start-up banner would drown the demo's table; it goes
     // to a log that is shown if the daemon fails to come up.
@@ -84,7 +94,7 @@ fn start_daemon(exe: &Path, dir: &Path, socket: &Path) -> Result<Reaped> {
     let child = Command::new(exe)
         .arg("daemon")
         .arg("--config")
-        .arg(dir.join("hetsched.toml"))
+        .arg(config)
         .arg("--socket")
         .arg(socket)
         .arg("--state")
@@ -110,7 +120,7 @@ fn start_daemon(exe: &Path, dir: &Path, socket: &Path) -> Result<Reaped> {
 
 fn run_policy(args: &DemoArgs, exe: &Path, dir: &Path, policy: &str) -> Result<Vec<AppReport>> {
     let socket = dir.join("hetsched.sock");
-    let _daemon = start_daemon(exe, dir, &socket)?;
+    let _daemon = start_daemon(exe, dir, &config_file(dir, policy), &socket)?;
     let mut children = Vec::new();
     for app in apps::APPS {
         let child = Command::new(exe)
@@ -161,14 +171,22 @@ pub fn run(args: DemoArgs) -> Result<()> {
         "calibration_cache = {:?}\n{DEMO_CONFIG}",
         dir.path().join("calibration.json")
     );
-    std::fs::write(dir.path().join("hetsched.toml"), config)?;
+    std::fs::write(config_file(dir.path(), "hetsched"), &config)?;
+    std::fs::write(
+        config_file(dir.path(), "hetsched-pf"),
+        format!("coordination = \"pf\"\n{config}"),
+    )?;
     println!(
         "hetsched demo: {} apps (Rinnegan Table 3) on this machine's CPUs + emulated gpu-big and gpu-wimpy",
         apps::APPS.len()
     );
     println!(
-        "{} run(s) x {{native, hetsched}}, {:.0} s each ({:.0} s warm-up), {} calls in flight per app\n",
-        args.runs, args.seconds, args.warmup, args.inflight
+        "{} run(s) x {{{}}}, {:.0} s each ({:.0} s warm-up), {} calls in flight per app\n",
+        args.runs,
+        POLICIES.join(", "),
+        args.seconds,
+        args.warmup,
+        args.inflight
     );
     let mut runs = Vec::new();
     for run in 1..=args.runs {
@@ -179,12 +197,21 @@ pub fn run(args: DemoArgs) -> Result<()> {
             println!("run {run}/{}: {}", args.runs, summary.one_line());
             by_policy.push((reports, summary));
         }
-        let ratio = report::system_ratio(&by_policy[0].1, &by_policy[1].1);
+        let ratios: Vec<f64> = by_policy[1..]
+            .iter()
+            .map(|(_, s)| report::system_ratio(&by_policy[0].1, s))
+            .collect();
+        let said: Vec<String> = POLICIES[1..]
+            .iter()
+            .zip(&ratios)
+            .map(|(p, r)| format!("{p}/native = {r:.2}"))
+            .collect();
         println!(
-            "run {run}/{}: system throughput hetsched/native = {ratio:.2}\n",
-            args.runs
+            "run {run}/{}: system throughput {}\n",
+            args.runs,
+            said.join(", ")
         );
-        runs.push((by_policy, ratio));
+        runs.push((by_policy, ratios));
     }
     let out = report::finish(&args.out, &runs, args.warmup, args.seconds)?;
     print!("{out}");

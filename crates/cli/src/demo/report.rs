@@ -124,41 +124,54 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-type Run = (Vec<(Vec<AppReport>, PolicySummary)>, f64);
+/// One run: every policy's reports and summary (native first), and each
+/// other policy's system ratio against native, in the same order.
+pub type Run = (Vec<(Vec<AppReport>, PolicySummary)>, Vec<f64>);
 
-/// The final table, files and the checkable last line.
+/// The final table, files and the checkable last line
+/// (`system throughput: hetsched/native = …`, printed last; other
+/// policies' ratios come just before it).
 pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<String> {
     let mut text = String::new();
-    let summaries: Vec<(&PolicySummary, &PolicySummary)> =
-        runs.iter().map(|(p, _)| (&p[0].1, &p[1].1)).collect();
-    let (checked, wrong, failed) = summaries.iter().fold((0, 0, 0), |acc, (n, h)| {
-        (
-            acc.0 + n.checked + h.checked,
-            acc.1 + n.wrong + h.wrong,
-            acc.2 + n.failed + h.failed,
-        )
-    });
+    let policies: Vec<String> = runs
+        .first()
+        .map(|(p, _)| p.iter().map(|(_, s)| s.policy.clone()).collect())
+        .unwrap_or_default();
+    let all = || runs.iter().flat_map(|(p, _)| p.iter().map(|(_, s)| s));
+    let checked: u64 = all().map(|s| s.checked).sum();
+    let wrong: u64 = all().map(|s| s.wrong).sum();
+    let failed: u64 = all().map(|s| s.failed).sum();
+    write!(text, "{:<10}", "app")?;
+    for p in &policies {
+        write!(text, " {:>13}", format!("{p} /s"))?;
+    }
+    for p in policies.iter().skip(1) {
+        write!(text, " {:>13}", format!("{p}/nat"))?;
+    }
     writeln!(
         text,
-        "{:<10} {:>12} {:>12} {:>8}   hetsched unit mix (last run)",
-        "app", "native /s", "hetsched /s", "ratio"
+        "   {} unit mix (last run)",
+        policies.last().map_or("", |p| p)
     )?;
-    let last = summaries.last().map(|s| s.1);
+    let last = runs.last().and_then(|(p, _)| p.last()).map(|(_, s)| s);
     for app in super::apps::APPS {
-        let nat = median(
-            summaries
-                .iter()
-                .filter_map(|s| s.0.app(app.name))
-                .map(|a| a.tasks_per_s)
-                .collect(),
-        );
-        let het = median(
-            summaries
-                .iter()
-                .filter_map(|s| s.1.app(app.name))
-                .map(|a| a.tasks_per_s)
-                .collect(),
-        );
+        let per_policy: Vec<f64> = (0..policies.len())
+            .map(|i| {
+                median(
+                    runs.iter()
+                        .filter_map(|(p, _)| p.get(i)?.1.app(app.name))
+                        .map(|a| a.tasks_per_s)
+                        .collect(),
+                )
+            })
+            .collect();
+        write!(text, "{:<10}", app.name)?;
+        for t in &per_policy {
+            write!(text, " {t:>13.1}")?;
+        }
+        for t in per_policy.iter().skip(1) {
+            write!(text, " {:>13.2}", t / per_policy[0])?;
+        }
         let mix = last
             .and_then(|s| s.app(app.name))
             .map(|a| {
@@ -169,12 +182,7 @@ pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<Str
                     .join(", ")
             })
             .unwrap_or_default();
-        writeln!(
-            text,
-            "{:<10} {nat:>12.1} {het:>12.1} {:>8.2}   {mix}",
-            app.name,
-            het / nat
-        )?;
+        writeln!(text, "   {mix}")?;
     }
     writeln!(
         text,
@@ -182,13 +190,32 @@ pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<Str
         runs.len()
     )?;
     std::fs::create_dir_all(out)?;
+    let medians: Vec<f64> = (1..policies.len())
+        .map(|i| {
+            median(
+                runs.iter()
+                    .filter_map(|r| r.1.get(i - 1).copied())
+                    .collect(),
+            )
+        })
+        .collect();
     let json = serde_json::json!({
-        "runs": runs.iter().map(|(p, ratio)| serde_json::json!({
-            "system_ratio": ratio,
-            "native": p[0].1,
-            "hetsched": p[1].1,
-        })).collect::<Vec<_>>(),
-        "median_system_ratio": median(runs.iter().map(|r| r.1).collect()),
+        "runs": runs.iter().map(|(p, ratios)| {
+            let mut run = serde_json::Map::new();
+            for (_, s) in p {
+                run.insert(s.policy.clone(), serde_json::to_value(s).unwrap_or_default());
+            }
+            for (name, r) in policies.iter().skip(1).zip(ratios) {
+                run.insert(format!("system_ratio_{name}"), serde_json::json!(r));
+            }
+            serde_json::Value::Object(run)
+        }).collect::<Vec<_>>(),
+        // hetsched's, as the checkable line says it.
+        "median_system_ratio": policies.iter().skip(1).zip(&medians)
+            .find(|(p, _)| *p == "hetsched").map(|(_, m)| *m),
+        "median_system_ratio_by_policy": policies.iter().skip(1).zip(&medians)
+            .map(|(p, m)| (p.clone(), serde_json::json!(m)))
+            .collect::<serde_json::Map<_, _>>(),
     });
     std::fs::write(
         out.join("results.json"),
@@ -207,12 +234,22 @@ pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<Str
     if wrong > 0 || failed > 0 {
         bail!("{text}\ndemo results are wrong: {wrong} wrong, {failed} failed calls");
     }
-    let ratio = median(runs.iter().map(|r| r.1).collect());
-    writeln!(
-        text,
-        "system throughput: hetsched/native = {ratio:.2} (median of {} runs)",
-        runs.len()
-    )?;
+    let line = |text: &mut String, name: &str, ratio: f64| {
+        writeln!(
+            text,
+            "system throughput: {name}/native = {ratio:.2} (median of {} runs)",
+            runs.len()
+        )
+    };
+    let named = |name: &str| policies.iter().skip(1).position(|p| p == name);
+    for (i, name) in policies.iter().skip(1).enumerate() {
+        if name != "hetsched" {
+            line(&mut text, name, medians[i])?;
+        }
+    }
+    if let Some(i) = named("hetsched") {
+        line(&mut text, "hetsched", medians[i])?;
+    }
     Ok(text)
 }
 

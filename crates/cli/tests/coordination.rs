@@ -1,0 +1,226 @@
+//! Proportional-fair coordination (issue 10) with real processes: a daemon
+//! with `coordination = "pf"`, three demo applications (separate
+//! processes, hetsched-runtime inside) on this machine's CPUs and two
+//! emulated GPUs. The daemon must solve, publish per-app targets that
+//! `hetsched status` shows, and the apps' runtimes must follow them.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{BIN, Reaped, TestDaemon};
+
+/// Two emulated GPUs with Rinnegan's Bulky/Wimpy speeds, FIFO, plus CPUs.
+const CONFIG: &str = r#"
+coordination = "pf"
+tick_ms = 10
+cpu_scan_ms = 50
+default_policy = "fifo"
+[[emulated]]
+name = "gpu-big"
+kind = "gpu-big"
+class = "gpu"
+speed = 30.0
+copy_gbps = 6.0
+[[emulated]]
+name = "gpu-wimpy"
+kind = "gpu-wimpy"
+class = "gpu"
+speed = 10.0
+copy_gbps = 3.0
+"#;
+
+const SECONDS: f64 = 5.0;
+
+#[test]
+fn the_daemon_publishes_targets_and_the_apps_follow_them() {
+    let daemon = TestDaemon::start("coordination", CONFIG);
+    let models = daemon.dir.join("models");
+    let apps = ["aes", "lbm", "histogram"];
+    let children: Vec<Reaped> = apps
+        .iter()
+        .map(|app| {
+            Reaped(
+                daemon
+                    .cmd()
+                    .args(["demo-app", "--app", app, "--policy", "hetsched-pf"])
+                    .arg("--seconds")
+                    .arg(SECONDS.to_string())
+                    .arg("--socket")
+                    .arg(&daemon.socket)
+                    .arg("--model-dir")
+                    .arg(&models)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+
+    // The last status that had targets for all three apps, taken while
+    // they run.
+    let start = Instant::now();
+    let mut last = None;
+    while start.elapsed() < Duration::from_secs_f64(SECONDS - 0.5) {
+        let out = Command::new(BIN)
+            .args(["status", "--json", "--socket"])
+            .arg(&daemon.socket)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = &status["coordination"];
+        let with_targets = c["apps"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter(|a| a["rate"].is_number()).count());
+        if with_targets == apps.len() {
+            last = Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = last.expect("the daemon never published targets for all three apps");
+    let c = &status["coordination"];
+    assert!(c["solves"].as_u64().unwrap() >= 1, "{c}");
+    assert_eq!(c["floor_feasible"], true, "{c}");
+    let units: Vec<String> = status["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["info"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let clients = status["clients"].as_array().unwrap();
+    let name_of_pid = |pid: u64| {
+        clients
+            .iter()
+            .find(|c| c["pid"].as_u64() == Some(pid))
+            .map(|c| {
+                c["name"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("demo-")
+                    .to_string()
+            })
+            .unwrap()
+    };
+    let targets: Vec<(String, Vec<f64>)> = c["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let fractions: Vec<f64> = a["fractions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_f64().unwrap())
+                .collect();
+            assert!((fractions.iter().sum::<f64>() - 1.0).abs() < 1e-6, "{a}");
+            assert!(a["rate"].as_f64().unwrap() > 0.0, "{a}");
+            assert_eq!(a["over_reported"], 0, "{a}");
+            (name_of_pid(a["pid"].as_u64().unwrap()), fractions)
+        })
+        .collect();
+
+    // Each app's calls in its last 1.5 s ran where its targets said.
+    for (app, mut child) in apps.iter().zip(children) {
+        let mut line = String::new();
+        let mut stdout = child.0.stdout.take().unwrap();
+        std::io::Read::read_to_string(&mut stdout, &mut line).unwrap();
+        assert!(child.0.wait().unwrap().success(), "{app} failed");
+        let report: serde_json::Value =
+            serde_json::from_str(line.lines().last().unwrap_or_default()).unwrap();
+        assert_eq!(report["wrong"], 0, "{app}: {report}");
+        assert_eq!(report["failed"], 0, "{app}: {report}");
+        let report_units: Vec<String> = report["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u.as_str().unwrap().to_string())
+            .collect();
+        let mut mix = vec![0.0; units.len()];
+        let calls: Vec<&serde_json::Value> = report["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c[0].as_f64().unwrap() >= SECONDS - 1.5)
+            .collect();
+        assert!(
+            calls.len() >= 10,
+            "{app}: only {} calls late in the run",
+            calls.len()
+        );
+        for call in &calls {
+            let name = &report_units[call[1].as_u64().unwrap() as usize];
+            let u = units.iter().position(|n| n == name).unwrap();
+            mix[u] += 1.0 / calls.len() as f64;
+        }
+        let target = &targets.iter().find(|(n, _)| n == app).unwrap().1;
+        for (u, (got, want)) in mix.iter().zip(target).enumerate() {
+            assert!(
+                (got - want).abs() <= 0.2,
+                "{app} on {}: ran {got:.2} of its calls there, target {want:.2} (mix {mix:?}, targets {target:?})",
+                units[u]
+            );
+        }
+    }
+}
+
+#[test]
+fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
+    use hetsched_protocol::UnitDemand;
+    let daemon = TestDaemon::start("coordination-liar", CONFIG);
+    let mut liar = daemon.app("liar");
+    let cpu = liar
+        .units()
+        .iter()
+        .find(|u| u.class == hetsched_core::unit::UnitClass::Cpu)
+        .expect("a CPU unit")
+        .id;
+    // Some real CPU time, then a claim of 20 calls of 500 ms each on the
+    // CPU: 10 s this test process has not used.
+    let spin = Instant::now();
+    let mut x = 0u64;
+    while spin.elapsed() < Duration::from_millis(100) {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+    let claim = UnitDemand {
+        unit: cpu,
+        calls: 20,
+        exec_ns: 10e9,
+    };
+    liar.report_demand(vec![claim], 1.0, vec![cpu]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = daemon.observer().unwrap().status().unwrap();
+        let seen = status
+            .coordination
+            .as_ref()
+            .and_then(|c| c.apps.iter().find(|a| a.pid == std::process::id()))
+            .map(|a| (a.over_reported, a.rate));
+        // Caught, and still given targets from what it really used.
+        if let Some((over, Some(rate))) = seen
+            && over >= 1
+        {
+            assert!(rate > 0.0, "{status:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lying client was not caught, or got no targets: {:?}",
+            status.coordination
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A report naming a unit that does not exist is refused by name.
+    let bogus = UnitDemand {
+        unit: hetsched_core::ids::UnitId(999),
+        ..claim
+    };
+    liar.report_demand(vec![bogus], 1.0, vec![]).unwrap();
+    let err = liar.status().unwrap_err().to_string();
+    assert!(err.contains("unknown unit 999"), "{err}");
+}

@@ -1,0 +1,297 @@
+//! What the monitor believes about one app's demand, for proportional-fair
+//! coordination ([`crate::coordination`]).
+//!
+//! The monitor times the work it serves itself (emulated devices: the slot
+//! time it held at completion), so those figures cannot be lied about. Work
+//! an application runs on its own CPU threads is only *reported* by the
+//! application, as cumulative counters (calls finished and their total
+//! execution time per unit). A client that over-reports its CPU time would
+//! look CPU-poor and be given more accelerator time; the meter therefore
+//! holds the client's *cumulative* CPU claim to the CPU time its process
+//! was measured to consume since it started (the daemon reads it from
+//! `/proc`), scales what it learns down when the claim is larger, and
+//! remembers that it had to. Cumulative, because a call is reported whole
+//! when it ends while the process consumed its time over several report
+//! intervals: an honest client's interval can exceed that interval's CPU
+//! time, never its whole history's.
+//!
+//! Cumulative counters make a report idempotent: a lost or repeated report
+//! changes nothing, and the meter works on the differences. Counters that go
+//! backwards (the client restarted its runtime) start a new baseline.
+//! Pure: no I/O or clocks.
+
+use crate::coordination::AppDemand;
+
+/// Weight of a new interval's mean in the running mean: enough smoothing to
+/// ride out a noisy interval, fast enough that a phase change shows within
+/// a few reports.
+const EWMA_WEIGHT: f64 = 0.3;
+
+/// Slack allowed when comparing claimed CPU time with measured CPU time:
+/// the two are sampled at slightly different instants, and a process's
+/// measured time is in clock ticks (10 ms).
+const CPU_SLACK_NS: f64 = 20e6;
+/// Relative tolerance on the same comparison.
+const CPU_TOLERANCE: f64 = 1.10;
+
+/// Where the figures for one unit come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The monitor serves the unit and times the work itself.
+    Measured,
+    /// The application runs the work and reports it (CPU kinds).
+    Reported,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct UnitMeter {
+    /// Cumulative (calls, exec ns) at the last observation.
+    last: Option<(u64, f64)>,
+    /// Running mean exec time per call, ns.
+    mean_ns: Option<f64>,
+}
+
+impl UnitMeter {
+    /// Takes cumulative counters; returns the interval's (calls, exec ns).
+    fn delta(&mut self, calls: u64, total_ns: f64) -> Option<(u64, f64)> {
+        if !total_ns.is_finite() || total_ns < 0.0 {
+            return None;
+        }
+        let before = self.last.replace((calls, total_ns));
+        match before {
+            Some((c0, t0)) if calls >= c0 && total_ns >= t0 => Some((calls - c0, total_ns - t0)),
+            // First report, or counters went backwards: a new baseline whose
+            // whole count is the interval.
+            _ => Some((calls, total_ns)),
+        }
+    }
+
+    fn learn(&mut self, calls: u64, exec_ns: f64) {
+        if calls == 0 || exec_ns <= 0.0 {
+            return;
+        }
+        let mean = exec_ns / calls as f64;
+        self.mean_ns = Some(match self.mean_ns {
+            Some(m) => m + EWMA_WEIGHT * (mean - m),
+            None => mean,
+        });
+    }
+}
+
+/// One application's demand as the monitor sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemandMeter {
+    sources: Vec<Source>,
+    units: Vec<UnitMeter>,
+    in_flight: f64,
+    /// Units the client said it implements (`None`: it never said).
+    implemented: Option<Vec<usize>>,
+    /// Intervals in which reported CPU time exceeded measured CPU time.
+    caught_over_reporting: u64,
+}
+
+impl DemandMeter {
+    /// `sources[u]`: how unit `u`'s figures are obtained.
+    pub fn new(sources: Vec<Source>) -> Self {
+        DemandMeter {
+            units: vec![UnitMeter::default(); sources.len()],
+            sources,
+            in_flight: 1.0,
+            implemented: None,
+            caught_over_reporting: 0,
+        }
+    }
+
+    /// The monitor's own cumulative figures for a unit it serves.
+    pub fn measured(&mut self, unit: usize, calls: u64, total_ns: f64) {
+        if self.sources.get(unit) != Some(&Source::Measured) {
+            return;
+        }
+        if let Some((c, t)) = self.units[unit].delta(calls, total_ns) {
+            self.units[unit].learn(c, t);
+        }
+    }
+
+    /// A client's report: cumulative `(unit, calls, exec ns)` for the units
+    /// it runs itself, its mean calls in flight, and the CPU time its
+    /// process has consumed since it started, as the monitor measured it
+    /// (`None` when it could not be read: the claim is then taken as it
+    /// is). Entries for units the monitor measures itself are ignored.
+    pub fn reported(
+        &mut self,
+        entries: &[(usize, u64, f64)],
+        in_flight: f64,
+        process_cpu_ns: Option<f64>,
+        max_in_flight: f64,
+    ) {
+        if in_flight.is_finite() && in_flight > 0.0 {
+            self.in_flight = in_flight.clamp(1.0, max_in_flight.max(1.0));
+        }
+        let mut intervals = Vec::new();
+        for &(unit, calls, total) in entries {
+            if self.sources.get(unit) != Some(&Source::Reported) {
+                continue;
+            }
+            if let Some(d) = self.units[unit].delta(calls, total) {
+                intervals.push((unit, d));
+            }
+        }
+        // Everything claimed so far on the units the client runs itself.
+        let claimed: f64 = (0..self.units.len())
+            .filter(|&u| self.sources[u] == Source::Reported)
+            .filter_map(|u| self.units[u].last.map(|(_, t)| t))
+            .sum();
+        let scale = match process_cpu_ns {
+            Some(m) if claimed > m.max(0.0) * CPU_TOLERANCE + CPU_SLACK_NS => {
+                self.caught_over_reporting += 1;
+                m.max(0.0) / claimed
+            }
+            _ => 1.0,
+        };
+        for (unit, (c, t)) in intervals {
+            self.units[unit].learn(c, t * scale);
+        }
+    }
+
+    /// The demand for [`crate::coordination::Coordinator::set_app`]: mean
+    /// exec per unit where known, no per-call overhead outside the unit (the
+    /// monitor's device hold already includes dispatch and copies).
+    pub fn demand(&self) -> AppDemand {
+        AppDemand {
+            exec_ns: self.units.iter().map(|m| m.mean_ns).collect(),
+            overhead_ns: vec![0.0; self.units.len()],
+            in_flight: self.in_flight,
+        }
+    }
+
+    /// Whether anything was learned yet.
+    pub fn is_known(&self) -> bool {
+        self.units.iter().any(|m| m.mean_ns.is_some())
+    }
+
+    /// The units the client has implementations for (out-of-range indices
+    /// are dropped).
+    pub fn set_implemented(&mut self, units: Vec<usize>) {
+        let n = self.units.len();
+        self.implemented = Some(units.into_iter().filter(|&u| u < n).collect());
+    }
+
+    /// Whether every unit the client implements has figures (for a client
+    /// that never said what it implements: whether anything is known).
+    pub fn is_complete(&self) -> bool {
+        match &self.implemented {
+            Some(units) => {
+                self.is_known() && units.iter().all(|&u| self.units[u].mean_ns.is_some())
+            }
+            None => self.is_known(),
+        }
+    }
+
+    /// How many report intervals claimed more CPU time than was consumed.
+    pub fn caught_over_reporting(&self) -> u64 {
+        self.caught_over_reporting
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meter() -> DemandMeter {
+        DemandMeter::new(vec![Source::Reported, Source::Measured])
+    }
+
+    #[test]
+    fn means_come_from_differences_of_cumulative_counters() {
+        let mut m = meter();
+        m.measured(1, 10, 10e6);
+        m.measured(1, 20, 20e6);
+        assert_eq!(m.demand().exec_ns[1], Some(1e6));
+        // A repeated report adds nothing.
+        m.measured(1, 20, 20e6);
+        assert_eq!(m.demand().exec_ns[1], Some(1e6));
+    }
+
+    #[test]
+    fn a_restarted_counter_is_a_new_baseline() {
+        let mut m = meter();
+        m.measured(1, 100, 100e6);
+        m.measured(1, 5, 10e6);
+        let e = m.demand().exec_ns[1].unwrap();
+        // 1 ms, then an interval of 2 ms per call.
+        assert!((e - (1e6 + EWMA_WEIGHT * 1e6)).abs() < 1.0, "{e}");
+    }
+
+    #[test]
+    fn honest_cpu_reports_are_taken_as_they_are() {
+        let mut m = meter();
+        m.reported(&[(0, 10, 50e6)], 2.0, Some(52e6), 8.0);
+        assert_eq!(m.demand().exec_ns[0], Some(5e6));
+        assert_eq!(m.demand().in_flight, 2.0);
+        assert_eq!(m.caught_over_reporting(), 0);
+    }
+
+    #[test]
+    fn over_reported_cpu_time_is_capped_by_what_the_process_used() {
+        let mut m = meter();
+        // Claims 10 calls of 50 ms; the process used 100 ms of CPU.
+        m.reported(&[(0, 10, 500e6)], 2.0, Some(100e6), 8.0);
+        assert_eq!(m.demand().exec_ns[0], Some(10e6));
+        assert_eq!(m.caught_over_reporting(), 1);
+    }
+
+    #[test]
+    fn a_long_call_reported_whole_in_one_interval_is_not_a_lie() {
+        let mut m = meter();
+        // 100 ms of CPU used so far, 60 ms of it by calls finished.
+        m.reported(&[(0, 6, 60e6)], 1.0, Some(100e6), 8.0);
+        // A 90 ms call ends: 90 ms claimed in an interval in which the
+        // process used 40 ms, but 150 ms in all against 140 ms used.
+        m.reported(&[(0, 7, 150e6)], 1.0, Some(140e6), 8.0);
+        assert_eq!(m.caught_over_reporting(), 0);
+        let e = m.demand().exec_ns[0].unwrap();
+        assert!((e - (10e6 + EWMA_WEIGHT * 80e6)).abs() < 1.0, "{e}");
+    }
+
+    #[test]
+    fn reports_cannot_override_what_the_monitor_measures() {
+        let mut m = meter();
+        m.measured(1, 10, 10e6);
+        m.reported(&[(1, 10, 900e6)], 1.0, None, 8.0);
+        assert_eq!(m.demand().exec_ns[1], Some(1e6));
+    }
+
+    #[test]
+    fn in_flight_is_clamped_to_what_the_daemon_allows() {
+        let mut m = meter();
+        m.reported(&[], 1e9, None, 8.0);
+        assert_eq!(m.demand().in_flight, 8.0);
+        m.reported(&[], f64::NAN, None, 8.0);
+        assert_eq!(m.demand().in_flight, 8.0);
+        m.reported(&[], 0.2, None, 8.0);
+        assert_eq!(m.demand().in_flight, 1.0);
+    }
+
+    #[test]
+    fn complete_only_once_every_implemented_unit_has_figures() {
+        let mut m = meter();
+        m.measured(1, 10, 10e6);
+        assert!(m.is_complete(), "nothing said about implementations");
+        m.set_implemented(vec![0, 1, 9]);
+        assert!(!m.is_complete(), "the CPU has no figures yet");
+        m.reported(&[(0, 4, 8e6)], 1.0, None, 8.0);
+        assert!(m.is_complete());
+    }
+
+    #[test]
+    fn garbage_counters_are_ignored() {
+        let mut m = meter();
+        m.reported(
+            &[(0, 3, f64::NAN), (0, 3, -1.0), (7, 1, 1.0)],
+            1.0,
+            None,
+            8.0,
+        );
+        assert!(!m.is_known());
+    }
+}

@@ -1,0 +1,408 @@
+//! Proportional-fair coordination (`coordination = "pf"`, issue 10): the
+//! daemon's side of `hetsched-pf`, the same [`Coordinator`] the simulator
+//! runs.
+//!
+//! Every tick this thread gathers what each application did: the monitor's
+//! own timing of the units it serves (slot time at completion) and the
+//! application's `ReportDemand` for the CPU kinds it runs itself, checked
+//! against the CPU time its process consumed (`/proc/PID/stat`). It feeds
+//! one [`DemandMeter`] per application, lets the [`Coordinator`] re-solve
+//! when apps come or go or their figures drift, and stores per-client
+//! targets that the timer thread publishes in the private pages.
+//!
+//! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
+//! runs outside the state lock, so the dispatch gate never waits for it.
+
+use crate::server::Shared;
+use hetsched_core::coordination::{Coordinator, CoordinatorConfig, UnitSupply};
+use hetsched_core::demand_meter::{DemandMeter, Source};
+use hetsched_core::ids::{ClientId, UnitId};
+use hetsched_core::unit::UnitClass;
+use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role, UnitDemand};
+use hetsched_views::Targets;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A client's latest `ReportDemand`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemandReport {
+    pub units: Vec<UnitDemand>,
+    pub in_flight: f64,
+    pub implemented: Vec<UnitId>,
+}
+
+/// What one tick copies out of the state under the lock.
+struct Gathered {
+    apps: Vec<GatheredApp>,
+}
+
+/// One application's figures at one tick.
+struct GatheredApp {
+    id: ClientId,
+    pid: u32,
+    /// Cumulative (calls, busy ns) per unit, as the monitor measured them.
+    measured: Vec<(u64, f64)>,
+    /// Its report, if a new one came.
+    report: Option<DemandReport>,
+}
+
+/// Per application, what the thread keeps between ticks.
+struct Tracked {
+    meter: DemandMeter,
+}
+
+pub(crate) fn run(shared: Arc<Shared>) {
+    let sources: Vec<Source> = shared
+        .setup
+        .units
+        .iter()
+        .map(|u| match u.unit.class {
+            UnitClass::Cpu => Source::Reported,
+            _ => Source::Measured,
+        })
+        .collect();
+    let supply: Vec<UnitSupply> = shared
+        .setup
+        .units
+        .iter()
+        .map(|u| UnitSupply {
+            slots: u.unit.slots.max(1) as f64,
+            time_shared: u.unit.class == UnitClass::Cpu,
+        })
+        .collect();
+    let max_in_flight = shared.setup.monitor.max_outstanding as f64;
+    let mut coordinator = Coordinator::new(CoordinatorConfig::default(), supply);
+    let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
+    loop {
+        std::thread::sleep(shared.setup.tick);
+        let gathered = gather(&shared);
+        let now = shared.now();
+        step(
+            &mut coordinator,
+            &mut tracked,
+            &sources,
+            max_in_flight,
+            gathered,
+            crate::procfs::cpu_time_ns,
+        );
+        coordinator.update(now);
+        store(&shared, &coordinator, &tracked);
+    }
+}
+
+fn gather(shared: &Shared) -> Gathered {
+    let mut state = shared.lock();
+    let st = &mut *state;
+    let apps = st
+        .monitor
+        .clients()
+        .filter(|c| c.role == Role::Application)
+        .map(|c| {
+            let measured = st
+                .monitor
+                .agents()
+                .iter()
+                .map(|a| {
+                    let u = a.use_of(c.id);
+                    (u.completed, u.busy_ns as f64)
+                })
+                .collect();
+            GatheredApp {
+                id: c.id,
+                pid: c.peer.pid,
+                measured,
+                report: None,
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut apps = apps;
+    for app in &mut apps {
+        app.report = st.demand_reports.remove(&app.id);
+    }
+    // Reports of clients that left meanwhile are dropped with them.
+    st.demand_reports.clear();
+    Gathered { apps }
+}
+
+/// Feeds one tick's figures to the meters and the coordinator. `cpu_time`
+/// reads a process's consumed CPU time (ns), `/proc` in the daemon.
+fn step(
+    coordinator: &mut Coordinator,
+    tracked: &mut BTreeMap<ClientId, Tracked>,
+    sources: &[Source],
+    max_in_flight: f64,
+    gathered: Gathered,
+    cpu_time: impl Fn(u32) -> Option<f64>,
+) {
+    let present: Vec<ClientId> = gathered.apps.iter().map(|a| a.id).collect();
+    tracked.retain(|id, _| {
+        let keep = present.contains(id);
+        if !keep {
+            coordinator.remove_app(*id);
+        }
+        keep
+    });
+    for GatheredApp {
+        id,
+        pid,
+        measured,
+        report,
+    } in gathered.apps
+    {
+        let t = tracked.entry(id).or_insert_with(|| Tracked {
+            meter: DemandMeter::new(sources.to_vec()),
+        });
+        for (u, &(calls, busy)) in measured.iter().enumerate() {
+            t.meter.measured(u, calls, busy);
+        }
+        if let Some(r) = report {
+            let entries: Vec<(usize, u64, f64)> = r
+                .units
+                .iter()
+                .map(|d| (d.unit.index(), d.calls, d.exec_ns))
+                .collect();
+            t.meter
+                .reported(&entries, r.in_flight, cpu_time(pid), max_in_flight);
+            t.meter
+                .set_implemented(r.implemented.iter().map(|u| u.index()).collect());
+        }
+        // Solving before every unit the app implements has figures would
+        // leave the others out of its targets for good: an app that
+        // follows its targets is never measured where they do not send it.
+        if t.meter.is_complete() {
+            coordinator.set_app(id, t.meter.demand());
+        }
+    }
+}
+
+/// Stores the targets for the timer's next publish and the status summary.
+fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId, Tracked>) {
+    let mut state = shared.lock();
+    let st = &mut *state;
+    st.targets.clear();
+    let mut apps = Vec::new();
+    for (id, t) in tracked {
+        let target = coordinator.target(*id).zip(coordinator.rate(*id));
+        if let Some((fractions, rate)) = target {
+            st.targets.insert(
+                *id,
+                Targets {
+                    rate,
+                    fractions: fractions.to_vec(),
+                },
+            );
+        }
+        apps.push(CoordinatedApp {
+            client: *id,
+            pid: st.monitor.client(*id).map_or(0, |c| c.peer.pid),
+            rate: target.map(|t| t.1),
+            fractions: target.map(|t| t.0.to_vec()).unwrap_or_default(),
+            over_reported: t.meter.caught_over_reporting(),
+        });
+    }
+    let floor = coordinator.floor();
+    st.coordination = Some(CoordinationStatus {
+        solves: coordinator.solves(),
+        floor: floor.map(|f| f.0),
+        floor_feasible: floor.map(|f| f.1),
+        apps,
+    });
+}
+
+/// Checks a `ReportDemand` before it is kept: every unit must exist.
+pub(crate) fn check_report(
+    units: &[UnitDemand],
+    implemented: &[UnitId],
+    n_units: usize,
+) -> Result<(), String> {
+    let named = units
+        .iter()
+        .map(|d| d.unit)
+        .chain(implemented.iter().copied());
+    if let Some(bad) = named.clone().find(|u| u.index() >= n_units) {
+        return Err(format!("unknown unit {} in the demand report", bad.0));
+    }
+    if named.count() > n_units * 4 {
+        return Err(format!(
+            "{} entries in a demand report for {n_units} units",
+            units.len()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::ids::UnitId;
+
+    fn sources() -> Vec<Source> {
+        vec![Source::Reported, Source::Measured, Source::Measured]
+    }
+
+    fn supply() -> Vec<UnitSupply> {
+        vec![
+            UnitSupply {
+                slots: 2.0,
+                time_shared: true,
+            },
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            },
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            },
+        ]
+    }
+
+    fn report(cpu_calls: u64, cpu_ns: f64) -> Option<DemandReport> {
+        Some(DemandReport {
+            units: vec![UnitDemand {
+                unit: UnitId(0),
+                calls: cpu_calls,
+                exec_ns: cpu_ns,
+            }],
+            in_flight: 2.0,
+            implemented: vec![UnitId(0), UnitId(1), UnitId(2)],
+        })
+    }
+
+    /// Two apps, both measured on both devices and reporting CPU work;
+    /// returns the coordinator after a few ticks.
+    fn run_ticks(
+        cpu_used: impl Fn(u32) -> Option<f64>,
+        claim_factor: f64,
+    ) -> (Coordinator, BTreeMap<ClientId, Tracked>) {
+        let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
+        let mut tracked = BTreeMap::new();
+        for tick in 1..=5u64 {
+            let t = tick as f64;
+            let g = Gathered {
+                apps: vec![
+                    GatheredApp {
+                        id: ClientId(1),
+                        pid: 100,
+                        measured: vec![
+                            (0, 0.0),
+                            (tick * 10, t * 10.0 * 2e6),
+                            (tick * 5, t * 5.0 * 6e6),
+                        ],
+                        report: report(tick * 4, t * 4.0 * 5e6 * claim_factor),
+                    },
+                    GatheredApp {
+                        id: ClientId(2),
+                        pid: 200,
+                        measured: vec![
+                            (0, 0.0),
+                            (tick * 10, t * 10.0 * 1e6),
+                            (tick * 5, t * 5.0 * 3e6),
+                        ],
+                        report: report(tick * 4, t * 4.0 * 20e6),
+                    },
+                ],
+            };
+            step(&mut c, &mut tracked, &sources(), 8.0, g, &cpu_used);
+        }
+        c.update(0);
+        (c, tracked)
+    }
+
+    #[test]
+    fn measured_and_reported_figures_give_every_app_targets() {
+        let (c, tracked) = run_ticks(cpu_used_honestly, 1.0);
+        for id in [ClientId(1), ClientId(2)] {
+            let t = c.target(id).expect("solved");
+            assert_eq!(t.len(), 3);
+            assert!((t.iter().sum::<f64>() - 1.0).abs() < 1e-6, "{t:?}");
+            assert!(c.rate(id).unwrap() > 0.0);
+        }
+        assert_eq!(c.floor().map(|f| f.1), Some(true));
+        assert!(
+            tracked
+                .values()
+                .all(|t| t.meter.caught_over_reporting() == 0)
+        );
+        let cpu = tracked[&ClientId(1)].meter.demand().exec_ns[0].unwrap();
+        assert!((cpu - 5e6).abs() < 1.0, "{cpu}");
+    }
+
+    /// Cumulative CPU time of each process: 20 ms (app 1) and 80 ms
+    /// (app 2) per tick, what they do on the CPU. Each call reads the next
+    /// tick's value.
+    fn cpu_used_honestly(pid: u32) -> Option<f64> {
+        thread_local!(static CALLS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) });
+        CALLS.with(|c| {
+            let mut n = c.get();
+            let i = usize::from(pid != 100);
+            n[i] += 1;
+            c.set(n);
+            Some(n[i] as f64 * if pid == 100 { 20e6 } else { 80e6 })
+        })
+    }
+
+    #[test]
+    fn an_app_claiming_more_cpu_time_than_it_used_is_held_to_what_it_used() {
+        // App 1 claims 4x the CPU time its process consumed.
+        let (_, tracked) = run_ticks(cpu_used_honestly, 4.0);
+        let liar = &tracked[&ClientId(1)].meter;
+        assert!(
+            liar.caught_over_reporting() >= 3,
+            "{}",
+            liar.caught_over_reporting()
+        );
+        // Every interval was capped to the CPU time the process used.
+        let cpu = liar.demand().exec_ns[0].unwrap();
+        assert!((cpu - 5e6).abs() < 1.0, "{cpu}");
+        assert_eq!(tracked[&ClientId(2)].meter.caught_over_reporting(), 0);
+    }
+
+    #[test]
+    fn an_app_that_leaves_loses_its_targets() {
+        let (mut c, _) = run_ticks(|_| None, 1.0);
+        let mut tracked = BTreeMap::new();
+        // Rebuild tracking with only app 2 present.
+        let g = Gathered {
+            apps: vec![GatheredApp {
+                id: ClientId(2),
+                pid: 200,
+                measured: vec![(0, 0.0), (10, 10e6), (5, 15e6)],
+                report: None,
+            }],
+        };
+        // App 1 is tracked, then gone.
+        tracked.insert(
+            ClientId(1),
+            Tracked {
+                meter: DemandMeter::new(sources()),
+            },
+        );
+        step(&mut c, &mut tracked, &sources(), 8.0, g, |_| None);
+        c.update(1);
+        assert!(c.target(ClientId(1)).is_none());
+        assert!(c.target(ClientId(2)).is_some());
+        assert!(!tracked.contains_key(&ClientId(1)));
+    }
+
+    #[test]
+    fn reports_naming_unknown_units_are_refused() {
+        let ok = [UnitDemand {
+            unit: UnitId(1),
+            calls: 1,
+            exec_ns: 1.0,
+        }];
+        assert!(check_report(&ok, &[UnitId(0)], 2).is_ok());
+        assert!(
+            check_report(&ok, &[], 1)
+                .unwrap_err()
+                .contains("unknown unit 1")
+        );
+        assert!(
+            check_report(&[], &[UnitId(5)], 2)
+                .unwrap_err()
+                .contains("unknown unit 5")
+        );
+        assert!(check_report(&[ok[0]; 9], &[], 2).is_err());
+    }
+}
