@@ -189,7 +189,48 @@ fn table(r: &StatusReport) -> String {
             );
         }
     }
+    backend_table(&mut s, r);
     s
+}
+
+/// Clients of units under a Pegasus backend policy: credits, ticks
+/// granted, accelerator time served and, under SLAF, the SLO state.
+fn backend_table(s: &mut String, r: &StatusReport) {
+    let rows: Vec<_> = r
+        .clients
+        .iter()
+        .flat_map(|c| c.units.iter().map(move |cu| (c, cu)))
+        .filter_map(|(c, cu)| cu.backend.map(|b| (c, cu.unit, b)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<6} {:>8} {:<12} {:<8} {:>10} {:>10} {:>8} {:>9} {:<12}",
+        "CLIENT", "PID", "UNIT", "BACKEND", "ACC-CRED", "CPU-CRED", "TICKS", "SERVED-S", "SLO"
+    );
+    for (c, unit, b) in rows {
+        let slo = match (b.config.slo, b.slo_met) {
+            (Some(t), Some(true)) => format!("{}% met", pct(t)),
+            (Some(t), Some(false)) => format!("{}% MISSED", pct(t)),
+            (Some(t), None) => format!("{}%", pct(t)),
+            (None, _) => "-".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<6} {:>8} {:<12} {:<8} {:>10} {:>10} {:>8} {:>9.3} {:<12}",
+            c.id.0,
+            c.pid,
+            unit_name(r, unit),
+            b.policy.name(),
+            b.config.acc_credits,
+            b.config.cpu_credits,
+            b.ticks_granted,
+            b.served_ns as f64 / 1e9,
+            slo
+        );
+    }
 }
 
 /// The proportional-fair coordinator's state: the floor it could hold

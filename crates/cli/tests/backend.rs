@@ -26,6 +26,28 @@ fn credits_split_the_device(policy: &str, ring: bool) {
             (c, d.load(&class, &load))
         })
         .collect();
+    // Midway, status shows each client's credits and the ticks it was given.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let status = d.observer().unwrap().status().unwrap();
+    let mut ticks_by_credits: Vec<(u32, u64)> = status
+        .clients
+        .iter()
+        .filter_map(|c| c.units.iter().find_map(|u| u.backend))
+        .map(|b| {
+            assert_eq!(b.policy.name(), policy, "{b:?}");
+            (b.config.acc_credits, b.ticks_granted)
+        })
+        .collect();
+    ticks_by_credits.sort();
+    assert_eq!(
+        ticks_by_credits.iter().map(|t| t.0).collect::<Vec<_>>(),
+        vec![256, 256, 512, 1024],
+        "{status:?}"
+    );
+    assert!(
+        ticks_by_credits[3].1 > ticks_by_credits[0].1.max(ticks_by_credits[1].1),
+        "the 1024-credit client got no more ticks than a 256 one: {ticks_by_credits:?}"
+    );
     let got: Vec<(f64, Value)> = children
         .into_iter()
         .map(|(c, ch)| (c, report(ch)))

@@ -110,6 +110,10 @@ proptest! {
         }
         for (i, &c) in credits.iter().enumerate() {
             prop_assert_eq!(ticks[i], 10 * (c / min), "{:?} {:?}", credits, ticks);
+            // What status shows is what was handed out.
+            let st = s.domain_state(DomainId(i as u32)).unwrap();
+            prop_assert_eq!(st.ticks_granted, u64::from(ticks[i]));
+            prop_assert_eq!(st.slo_met, None);
         }
     }
 
@@ -246,6 +250,14 @@ fn slaf_compensates_a_domain_below_its_slo() {
     assert!(first[0] * 4 < first[0] + first[1] + first[1] / 10);
     let later = run(&mut s, &mut now, 3);
     assert!(s.slo_state().contains(&(DomainId(0), false)));
+    // Status: the SLO domain's state, served time as charged; the other
+    // has no SLO to meet.
+    let st = s.domain_state(DomainId(0)).unwrap();
+    assert_eq!(st.slo_met, Some(false));
+    assert_eq!(st.served_ns, first[0] + later[0]);
+    assert_eq!(st.config.slo, Some(0.5));
+    assert_eq!(s.domain_state(DomainId(1)).unwrap().slo_met, None);
+    assert!(s.domain_state(DomainId(7)).is_none());
     let share = later[0] as f64 / (later[0] + later[1]) as f64;
     assert!(share > 0.3, "compensated share {share}");
 }

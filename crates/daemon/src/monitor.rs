@@ -677,6 +677,7 @@ impl Monitor {
                                 view: a.policy().client_view(c.id, now),
                                 busy_ns_total: use_.busy_ns,
                                 outstanding: use_.outstanding,
+                                backend: a.policy().backend_state(c.id),
                             }
                         })
                         .collect(),

@@ -255,6 +255,9 @@ pub struct ClientUnitStatus {
     pub busy_ns_total: u64,
     /// Requests queued or running now.
     pub outstanding: u32,
+    /// On a unit under a Pegasus backend policy: the client's credits,
+    /// ticks granted, accelerator time served and SLO state.
+    pub backend: Option<hetsched_core::backend_policy::DomainState>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

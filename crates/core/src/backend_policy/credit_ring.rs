@@ -89,6 +89,7 @@ mod tests {
                         context: true,
                         oldest_call: Some(0),
                         served_ns: 0,
+                        ticks_granted: 0,
                     },
                 )
             })

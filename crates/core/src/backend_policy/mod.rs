@@ -153,6 +153,22 @@ pub(crate) struct Domain {
     pub oldest_call: Option<Ns>,
     /// Accelerator time it has been served, ns.
     pub served_ns: Ns,
+    /// Ticks it was given, over all its turns.
+    pub ticks_granted: u64,
+}
+
+/// One domain as `hetsched status` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainState {
+    /// The unit's backend policy.
+    pub policy: BackendPolicy,
+    pub config: DomainConfig,
+    /// Ticks it was given, over all its turns.
+    pub ticks_granted: u64,
+    /// Accelerator time it has been served, ns.
+    pub served_ns: u64,
+    /// Whether its last SLO window met the SLO (SLAF, domains with an SLO).
+    pub slo_met: Option<bool>,
 }
 
 /// The scheduler's answer: serve `domain` for `ticks` ticks (or, under
@@ -201,6 +217,7 @@ impl BackendScheduler {
             context: false,
             oldest_call: None,
             served_ns: 0,
+            ticks_granted: 0,
         });
         d.cfg = cfg;
         self.ring.insert(id, self.weight(&cfg));
@@ -254,6 +271,14 @@ impl BackendScheduler {
         if self.policy == BackendPolicy::Slaf {
             self.slo.check(now, &self.domains);
         }
+        let decision = self.decide();
+        if let Some(d) = decision.and_then(|d| self.domains.get_mut(&d.domain).map(|s| (s, d))) {
+            d.0.ticks_granted += u64::from(d.1.ticks);
+        }
+        decision
+    }
+
+    fn decide(&mut self) -> Option<Decision> {
         match self.policy {
             BackendPolicy::None => self
                 .domains
@@ -283,6 +308,27 @@ impl BackendScheduler {
     /// SLAF's view: per domain with an SLO, whether its last window met it.
     pub fn slo_state(&self) -> Vec<(DomainId, bool)> {
         self.slo.state()
+    }
+
+    /// Credits, ticks, service and SLO state of one domain, for status.
+    pub fn domain_state(&self, id: DomainId) -> Option<DomainState> {
+        let d = self.domains.get(&id)?;
+        let slo_met = if self.policy == BackendPolicy::Slaf && d.cfg.slo.is_some() {
+            self.slo
+                .state()
+                .into_iter()
+                .find(|(s, _)| *s == id)
+                .map(|(_, met)| met)
+        } else {
+            None
+        };
+        Some(DomainState {
+            policy: self.policy,
+            config: d.cfg,
+            ticks_granted: d.ticks_granted,
+            served_ns: d.served_ns,
+            slo_met,
+        })
     }
 
     fn weight(&self, cfg: &DomainConfig) -> u32 {

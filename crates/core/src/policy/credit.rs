@@ -229,6 +229,10 @@ impl UnitPolicy for CreditPolicy {
         self.slot.map(|(_, until)| until.max(now))
     }
 
+    fn backend_state(&self, client: ClientId) -> Option<crate::backend_policy::DomainState> {
+        self.sched.domain_state(domain(client))
+    }
+
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
         let total: f64 = self
             .sched

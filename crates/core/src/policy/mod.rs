@@ -238,6 +238,12 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// What this client can expect from the unit (the private page).
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView;
 
+    /// A backend-served unit's credits, ticks and SLO state for `client`
+    /// (Pegasus policies); `None` for other policies.
+    fn backend_state(&self, _client: ClientId) -> Option<crate::backend_policy::DomainState> {
+        None
+    }
+
     /// What everyone can see about the unit (the global page).
     fn unit_view(&self, now: Ns) -> UnitView;
 
