@@ -238,7 +238,9 @@ fn backend_table(s: &mut String, r: &StatusReport) {
 /// app's targets.
 fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) {
     let floor = match (c.floor, c.floor_feasible) {
-        (Some(_), Some(true)) => "nobody below native: feasible".to_string(),
+        (Some(f), Some(true)) => {
+            format!("nobody below native: feasible (everyone held to ≥ {f:.2}x native)")
+        }
         (Some(f), Some(false)) => format!(
             "nobody below native: INFEASIBLE, largest common floor {:.2}x native",
             f
@@ -403,4 +405,61 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     let err = cmd.exec();
     bail!("cannot run {}: {err}", args.command[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::ids::ClientId;
+    use hetsched_protocol::{CoordinatedApp, DaemonStatus};
+
+    fn report(floor: Option<f64>, feasible: Option<bool>) -> StatusReport {
+        StatusReport {
+            daemon: DaemonStatus {
+                version: "t".into(),
+                pid: 1,
+                uptime_ns: 0,
+                socket: "s".into(),
+            },
+            units: Vec::new(),
+            clients: Vec::new(),
+            coordination: Some(CoordinationStatus {
+                solves: 3,
+                floor,
+                floor_feasible: feasible,
+                apps: vec![
+                    CoordinatedApp {
+                        client: ClientId(4),
+                        pid: 40,
+                        rate: Some(12.5),
+                        fractions: vec![0.25, 0.75],
+                        over_reported: 2,
+                    },
+                    CoordinatedApp {
+                        client: ClientId(5),
+                        pid: 50,
+                        rate: None,
+                        fractions: Vec::new(),
+                        over_reported: 0,
+                    },
+                ],
+            }),
+        }
+    }
+
+    #[test]
+    fn status_says_when_nobody_below_native_is_infeasible() {
+        let text = table(&report(Some(0.62), Some(false)));
+        assert!(
+            text.contains("INFEASIBLE, largest common floor 0.62x native"),
+            "{text}"
+        );
+        assert!(text.contains("client 4 (pid 40): 12.5 calls/s"), "{text}");
+        assert!(text.contains("over-reported CPU time 2x, capped"), "{text}");
+        assert!(text.contains("client 5 (pid 50): no targets yet"), "{text}");
+        let ok = table(&report(Some(1.05), Some(true)));
+        assert!(ok.contains("nobody below native: feasible"), "{ok}");
+        let early = table(&report(None, None));
+        assert!(early.contains("not solved yet"), "{early}");
+    }
 }

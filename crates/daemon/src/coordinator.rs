@@ -204,7 +204,9 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
     st.coordination = Some(CoordinationStatus {
         solves: coordinator.solves(),
         floor: floor.map(|f| f.0),
-        floor_feasible: floor.map(|f| f.1),
+        // The coordinator asks for a margin above native; what status
+        // promises is native itself.
+        floor_feasible: floor.map(|(f, goal_met)| goal_met || f >= 1.0 - 1e-6),
         apps,
     });
 }
