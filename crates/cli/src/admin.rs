@@ -267,6 +267,10 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
         };
         let targets = match a.rate {
             Some(rate) => format!("{rate:.1} calls/s; {}", mix.join(", ")),
+            None if !a.coordinated => {
+                "not coordinated (its class, shares or priority were set, or it does not follow targets)"
+                    .to_string()
+            }
             None => "no targets yet".to_string(),
         };
         let _ = writeln!(
@@ -434,6 +438,7 @@ mod tests {
                         rate: Some(12.5),
                         fractions: vec![0.25, 0.75],
                         over_reported: 2,
+                        coordinated: true,
                     },
                     CoordinatedApp {
                         client: ClientId(5),
@@ -441,6 +446,15 @@ mod tests {
                         rate: None,
                         fractions: Vec::new(),
                         over_reported: 0,
+                        coordinated: true,
+                    },
+                    CoordinatedApp {
+                        client: ClientId(6),
+                        pid: 60,
+                        rate: None,
+                        fractions: Vec::new(),
+                        over_reported: 0,
+                        coordinated: false,
                     },
                 ],
             }),
@@ -457,6 +471,10 @@ mod tests {
         assert!(text.contains("client 4 (pid 40): 12.5 calls/s"), "{text}");
         assert!(text.contains("over-reported CPU time 2x, capped"), "{text}");
         assert!(text.contains("client 5 (pid 50): no targets yet"), "{text}");
+        assert!(
+            text.contains("client 6 (pid 60): not coordinated"),
+            "{text}"
+        );
         let ok = table(&report(Some(1.05), Some(true)));
         assert!(ok.contains("nobody below native: feasible"), "{ok}");
         let early = table(&report(None, None));

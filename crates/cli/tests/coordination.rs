@@ -224,3 +224,56 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
     let err = liar.status().unwrap_err().to_string();
     assert!(err.contains("unknown unit 999"), "{err}");
 }
+
+#[test]
+fn an_app_given_custom_shares_keeps_them_and_is_left_out_of_coordination() {
+    let daemon = TestDaemon::start("coordination-custom", CONFIG);
+    let models = daemon.dir.join("models");
+    let app = |name: &str, class: &[&str]| {
+        let mut cmd = daemon.cmd();
+        if !class.is_empty() {
+            cmd.arg("run").args(class).arg("--").arg(BIN);
+        }
+        Reaped(
+            cmd.args(["demo-app", "--app", name, "--policy", "hetsched-pf"])
+                .args(["--seconds", "4", "--socket"])
+                .arg(&daemon.socket)
+                .arg("--model-dir")
+                .arg(&models)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let _plain = app("histogram", &[]);
+    let _custom = app("dxt", &["--class", "custom", "--shares", "50"]);
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let status = daemon.observer().unwrap().status().unwrap();
+        let by_name = |n: &str| {
+            let pid = status.clients.iter().find(|c| c.name == n)?.pid;
+            status
+                .coordination
+                .as_ref()?
+                .apps
+                .iter()
+                .find(|a| a.pid == pid)
+                .cloned()
+        };
+        if let (Some(plain), Some(custom)) = (by_name("demo-histogram"), by_name("demo-dxt"))
+            && plain.rate.is_some()
+        {
+            assert!(plain.coordinated, "{plain:?}");
+            assert!(!custom.coordinated, "{custom:?}");
+            assert_eq!(custom.rate, None, "{custom:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no targets for the plain app: {:?}",
+            status.coordination
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -499,6 +499,8 @@ impl Default for CoordinatorConfig {
 pub struct Coordinator {
     config: CoordinatorConfig,
     units: Vec<UnitSupply>,
+    /// The supply the targets were last solved with.
+    solved_units: Option<Vec<UnitSupply>>,
     /// Demand each app last reported, and the one the targets were solved with.
     apps: BTreeMap<ClientId, (AppDemand, Option<AppDemand>)>,
     targets: BTreeMap<ClientId, (Vec<f64>, f64)>,
@@ -513,6 +515,7 @@ impl Coordinator {
         Coordinator {
             config,
             units,
+            solved_units: None,
             apps: BTreeMap::new(),
             targets: BTreeMap::new(),
             membership_changed: false,
@@ -533,6 +536,15 @@ impl Coordinator {
         }
     }
 
+    /// Sets what each unit offers the coordinated apps (its slots less what
+    /// apps outside coordination use). A change beyond `model_change`
+    /// counts as drift. Ignored unless it has one entry per unit.
+    pub fn set_supply(&mut self, units: Vec<UnitSupply>) {
+        if units.len() == self.units.len() {
+            self.units = units;
+        }
+    }
+
     /// `client` left (or stopped issuing).
     pub fn remove_app(&mut self, client: ClientId) {
         if self.apps.remove(&client).is_some() {
@@ -543,18 +555,24 @@ impl Coordinator {
 
     fn drifted(&self) -> bool {
         let tol = self.config.model_change;
-        self.apps.values().any(|(now, solved)| match solved {
-            None => true,
-            Some(old) => now
-                .exec_ns
-                .iter()
-                .zip(&old.exec_ns)
-                .any(|(a, b)| match (a, b) {
-                    (Some(a), Some(b)) => (a - b).abs() > tol * b.abs(),
-                    (None, None) => false,
-                    _ => true,
-                }),
-        })
+        let supply_moved = self.solved_units.as_ref().is_some_and(|old| {
+            old.iter()
+                .zip(&self.units)
+                .any(|(a, b)| (a.slots - b.slots).abs() > tol * a.slots.max(b.slots).max(1e-9))
+        });
+        supply_moved
+            || self.apps.values().any(|(now, solved)| match solved {
+                None => true,
+                Some(old) => now
+                    .exec_ns
+                    .iter()
+                    .zip(&old.exec_ns)
+                    .any(|(a, b)| match (a, b) {
+                        (Some(a), Some(b)) => (a - b).abs() > tol * b.abs(),
+                        (None, None) => false,
+                        _ => true,
+                    }),
+            })
     }
 
     /// Re-solves if the set of apps changed, or models drifted and the
@@ -602,6 +620,7 @@ impl Coordinator {
             return false;
         };
         self.solves += 1;
+        self.solved_units = Some(self.units.clone());
         self.floor = Some((t.floor, t.floor_feasible));
         self.targets.clear();
         for ((c, f), rate) in ids.iter().zip(t.fraction).zip(t.rate) {
@@ -720,6 +739,43 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_unit_taken_by_apps_outside_coordination_moves_the_targets() {
+        let units = vec![
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            },
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            },
+        ];
+        let app = |a: f64, b: f64| AppDemand {
+            exec_ns: vec![Some(a), Some(b)],
+            overhead_ns: vec![0.0; 2],
+            in_flight: 2.0,
+        };
+        let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
+        c.set_app(ClientId(1), app(1e6, 2e6));
+        c.set_app(ClientId(2), app(1e6, 2e6));
+        assert!(c.update(0));
+        let before = c.target(ClientId(1)).unwrap().to_vec();
+        // The same supply again is no drift.
+        c.set_supply(units.clone());
+        assert!(!c.update(1_000_000_000));
+        // Someone outside coordination now holds 90 % of unit 0.
+        let mut less = units;
+        less[0].slots = 0.1;
+        c.set_supply(less);
+        assert!(c.update(2_000_000_000));
+        let after = c.target(ClientId(1)).unwrap().to_vec();
+        assert!(after[0] < before[0], "{before:?} -> {after:?}");
+        // A supply of the wrong length is ignored.
+        c.set_supply(Vec::new());
+        assert!(!c.update(3_000_000_000));
+    }
 
     #[test]
     fn follower_matches_fractions() {

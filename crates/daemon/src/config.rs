@@ -37,9 +37,11 @@ pub struct DaemonConfig {
     /// priority. Needs root; nothing is restored when the daemon exits.
     pub cpu_nice_from_shares: bool,
     /// Proportional-fair coordination of the applications' placement
-    /// (issue 10): `"pf"` solves the allocation from measured task times
-    /// and publishes per-client unit fractions and a rate in the private
-    /// views; `"off"` leaves every application to place for itself.
+    /// (issue 10): `"pf"` (the default) solves the allocation from
+    /// measured task times and publishes per-client unit fractions and a
+    /// rate in the private views, for the applications of default standing
+    /// that follow them; `"off"` leaves every application to place for
+    /// itself.
     pub coordination: Coordination,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,
@@ -67,7 +69,7 @@ impl Default for DaemonConfig {
             tick_ms: 10,
             cpu_scan_ms: 500,
             cpu_nice_from_shares: false,
-            coordination: Coordination::Off,
+            coordination: Coordination::Pf,
             default_policy: PolicyKind::Share,
             policies: BTreeMap::new(),
             include_cpus: true,
@@ -83,9 +85,10 @@ impl Default for DaemonConfig {
 #[serde(rename_all = "lowercase")]
 pub enum Coordination {
     /// Applications place for themselves (Rinnegan).
-    #[default]
     Off,
-    /// Proportional-fair targets (`hetsched-pf`).
+    /// Proportional-fair targets (`hetsched-pf`): the default, since it
+    /// beats plain placement in the simulator and in `make demo`.
+    #[default]
     Pf,
 }
 
@@ -209,7 +212,7 @@ mod tests {
             admin_group = "hetsched"
             max_outstanding = 16
             cpu_nice_from_shares = true
-            coordination = "pf"
+            coordination = "off"
             default_policy = "share"
             [policies]
             gpu1 = "fifo"
@@ -228,7 +231,8 @@ mod tests {
         assert_eq!(cfg.emulated.len(), 2);
         assert!(cfg.cpu_nice_from_shares);
         assert!(!DaemonConfig::default().cpu_nice_from_shares);
-        assert_eq!(cfg.coordination, Coordination::Pf);
+        assert_eq!(cfg.coordination, Coordination::Off);
+        assert_eq!(DaemonConfig::default().coordination, Coordination::Pf);
         assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
         assert_eq!(
             cfg.unknown_policy_units(&["gpu0", "gpu1"]),

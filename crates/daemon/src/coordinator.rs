@@ -10,13 +10,22 @@
 //! when apps come or go or their figures drift, and stores per-client
 //! targets that the timer thread publishes in the private pages.
 //!
+//! Only applications of equal standing are coordinated: those that follow
+//! targets (they send `ReportDemand`: hetsched-runtime does) and have the
+//! default class and priority on every unit. An administrator's CUSTOM
+//! shares, BACKGROUND class, other NORMAL shares or priorities are
+//! enforced by the units' agents, and proportional fairness must not
+//! override them; those applications place as they like, and what they
+//! use of each unit is taken out of the supply the others share.
+//!
 //! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, CoordinatorConfig, UnitSupply};
 use hetsched_core::demand_meter::{DemandMeter, Source};
-use hetsched_core::ids::{ClientId, UnitId};
+use hetsched_core::ids::{ClientId, Ns, UnitId};
+use hetsched_core::policy::ClientSettings;
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role, UnitDemand};
 use hetsched_views::Targets;
@@ -33,6 +42,8 @@ pub struct DemandReport {
 
 /// What one tick copies out of the state under the lock.
 struct Gathered {
+    /// The daemon's clock at the gathering.
+    at: Ns,
     apps: Vec<GatheredApp>,
 }
 
@@ -44,11 +55,61 @@ struct GatheredApp {
     measured: Vec<(u64, f64)>,
     /// Its report, if a new one came.
     report: Option<DemandReport>,
+    /// Default class and priority on every unit.
+    default_standing: bool,
 }
 
 /// Per application, what the thread keeps between ticks.
 struct Tracked {
     meter: DemandMeter,
+    /// It has sent `ReportDemand`, so it follows targets.
+    follows: bool,
+    /// It took part in the last tick's coordination.
+    coordinated: bool,
+    usage: UsageMeter,
+}
+
+impl Tracked {
+    fn new(sources: &[Source]) -> Self {
+        Tracked {
+            meter: DemandMeter::new(sources.to_vec()),
+            follows: false,
+            coordinated: false,
+            usage: UsageMeter::default(),
+        }
+    }
+
+    fn takes_part(&self, default_standing: bool) -> bool {
+        self.follows && default_standing
+    }
+}
+
+/// Weight of a new interval in an app's mean unit use.
+const USAGE_WEIGHT: f64 = 0.3;
+
+/// How much of each unit (in slots) one app keeps busy, from its
+/// cumulative busy time per unit.
+#[derive(Debug, Default)]
+struct UsageMeter {
+    last: Option<(Ns, Vec<f64>)>,
+    slots: Vec<f64>,
+}
+
+impl UsageMeter {
+    fn observe(&mut self, at: Ns, busy_ns: Vec<f64>) {
+        if let Some((t0, b0)) = &self.last
+            && at > *t0
+            && b0.len() == busy_ns.len()
+        {
+            let dt = (at - t0) as f64;
+            self.slots.resize(busy_ns.len(), 0.0);
+            for (u, (b, a)) in busy_ns.iter().zip(b0).enumerate() {
+                let used = ((b - a) / dt).max(0.0);
+                self.slots[u] += USAGE_WEIGHT * (used - self.slots[u]);
+            }
+        }
+        self.last = Some((at, busy_ns));
+    }
 }
 
 pub(crate) fn run(shared: Arc<Shared>) {
@@ -71,16 +132,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
         })
         .collect();
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
-    let mut coordinator = Coordinator::new(CoordinatorConfig::default(), supply);
+    let mut coordinator = Coordinator::new(CoordinatorConfig::default(), supply.clone());
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
     loop {
         std::thread::sleep(shared.setup.tick);
         let gathered = gather(&shared);
-        let now = shared.now();
+        let now = gathered.at;
         step(
             &mut coordinator,
             &mut tracked,
             &sources,
+            &supply,
             max_in_flight,
             gathered,
             crate::procfs::cpu_time_ns,
@@ -112,6 +174,7 @@ fn gather(shared: &Shared) -> Gathered {
                 pid: c.peer.pid,
                 measured,
                 report: None,
+                default_standing: c.settings.iter().all(|s| *s == ClientSettings::default()),
             }
         })
         .collect::<Vec<_>>();
@@ -121,15 +184,20 @@ fn gather(shared: &Shared) -> Gathered {
     }
     // Reports of clients that left meanwhile are dropped with them.
     st.demand_reports.clear();
-    Gathered { apps }
+    Gathered {
+        at: shared.now(),
+        apps,
+    }
 }
 
 /// Feeds one tick's figures to the meters and the coordinator. `cpu_time`
 /// reads a process's consumed CPU time (ns), `/proc` in the daemon.
+#[allow(clippy::too_many_arguments)]
 fn step(
     coordinator: &mut Coordinator,
     tracked: &mut BTreeMap<ClientId, Tracked>,
     sources: &[Source],
+    supply: &[UnitSupply],
     max_in_flight: f64,
     gathered: Gathered,
     cpu_time: impl Fn(u32) -> Option<f64>,
@@ -142,19 +210,31 @@ fn step(
         }
         keep
     });
+    let mut reserved = vec![0.0; supply.len()];
     for GatheredApp {
         id,
         pid,
         measured,
         report,
+        default_standing,
     } in gathered.apps
     {
-        let t = tracked.entry(id).or_insert_with(|| Tracked {
-            meter: DemandMeter::new(sources.to_vec()),
-        });
+        let t = tracked.entry(id).or_insert_with(|| Tracked::new(sources));
         for (u, &(calls, busy)) in measured.iter().enumerate() {
             t.meter.measured(u, calls, busy);
         }
+        // Busy time per unit: the daemon's own for the units it serves,
+        // the app's reported execution time for the CPU kinds.
+        let mut busy: Vec<f64> = measured.iter().map(|m| m.1).collect();
+        if let Some(r) = &report {
+            t.follows = true;
+            for d in &r.units {
+                if let Some(b) = busy.get_mut(d.unit.index()) {
+                    *b = d.exec_ns;
+                }
+            }
+        }
+        t.usage.observe(gathered.at, busy);
         if let Some(r) = report {
             let entries: Vec<(usize, u64, f64)> = r
                 .units
@@ -169,10 +249,26 @@ fn step(
         // Solving before every unit the app implements has figures would
         // leave the others out of its targets for good: an app that
         // follows its targets is never measured where they do not send it.
-        if t.meter.is_complete() {
+        t.coordinated = t.takes_part(default_standing);
+        if !t.coordinated {
+            coordinator.remove_app(id);
+            for (r, used) in reserved.iter_mut().zip(&t.usage.slots) {
+                *r += used;
+            }
+        } else if t.meter.is_complete() {
             coordinator.set_app(id, t.meter.demand());
         }
     }
+    coordinator.set_supply(
+        supply
+            .iter()
+            .zip(&reserved)
+            .map(|(s, r)| UnitSupply {
+                slots: (s.slots - r).max(0.0),
+                ..*s
+            })
+            .collect(),
+    );
 }
 
 /// Stores the targets for the timer's next publish and the status summary.
@@ -198,6 +294,7 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
             rate: target.map(|t| t.1),
             fractions: target.map(|t| t.0.to_vec()).unwrap_or_default(),
             over_reported: t.meter.caught_over_reporting(),
+            coordinated: t.coordinated,
         });
     }
     let floor = coordinator.floor();
@@ -277,11 +374,22 @@ mod tests {
         cpu_used: impl Fn(u32) -> Option<f64>,
         claim_factor: f64,
     ) -> (Coordinator, BTreeMap<ClientId, Tracked>) {
+        run_ticks_with(cpu_used, claim_factor, None)
+    }
+
+    /// [`run_ticks`], plus `extra` (a third app) at every tick.
+    fn run_ticks_with(
+        cpu_used: impl Fn(u32) -> Option<f64>,
+        claim_factor: f64,
+        extra: Option<&dyn Fn(u64) -> GatheredApp>,
+    ) -> (Coordinator, BTreeMap<ClientId, Tracked>) {
         let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
         let mut tracked = BTreeMap::new();
         for tick in 1..=5u64 {
             let t = tick as f64;
-            let g = Gathered {
+            let mut g = Gathered {
+                // 100 ms per tick.
+                at: tick * 100_000_000,
                 apps: vec![
                     GatheredApp {
                         id: ClientId(1),
@@ -292,6 +400,7 @@ mod tests {
                             (tick * 5, t * 5.0 * 6e6),
                         ],
                         report: report(tick * 4, t * 4.0 * 5e6 * claim_factor),
+                        default_standing: true,
                     },
                     GatheredApp {
                         id: ClientId(2),
@@ -302,10 +411,22 @@ mod tests {
                             (tick * 5, t * 5.0 * 3e6),
                         ],
                         report: report(tick * 4, t * 4.0 * 20e6),
+                        default_standing: true,
                     },
                 ],
             };
-            step(&mut c, &mut tracked, &sources(), 8.0, g, &cpu_used);
+            if let Some(extra) = extra {
+                g.apps.push(extra(tick));
+            }
+            step(
+                &mut c,
+                &mut tracked,
+                &sources(),
+                &supply(),
+                8.0,
+                g,
+                &cpu_used,
+            );
         }
         c.update(0);
         (c, tracked)
@@ -361,26 +482,70 @@ mod tests {
     }
 
     #[test]
+    fn an_app_with_administrator_set_standing_is_left_out_and_its_use_reserved() {
+        let (plain, _) = run_ticks(cpu_used_honestly, 1.0);
+        // A CUSTOM-class app keeps unit 1 busy 90 % of the time.
+        let custom = |tick: u64| GatheredApp {
+            id: ClientId(3),
+            pid: 300,
+            measured: vec![(0, 0.0), (tick * 9, tick as f64 * 90e6), (0, 0.0)],
+            report: report(0, 0.0),
+            default_standing: false,
+        };
+        let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&custom));
+        assert!(c.target(ClientId(3)).is_none());
+        assert!(tracked[&ClientId(3)].usage.slots[1] > 0.5);
+        let on_unit_1 = |c: &Coordinator| {
+            [ClientId(1), ClientId(2)]
+                .iter()
+                .map(|id| c.target(*id).unwrap()[1] * c.rate(*id).unwrap())
+                .sum::<f64>()
+        };
+        // The coordinated apps send fewer calls per second to the unit
+        // the CUSTOM app holds.
+        assert!(
+            on_unit_1(&c) < on_unit_1(&plain),
+            "{} vs {}",
+            on_unit_1(&c),
+            on_unit_1(&plain)
+        );
+    }
+
+    #[test]
+    fn an_app_that_never_reports_is_not_coordinated() {
+        let silent = |tick: u64| GatheredApp {
+            id: ClientId(3),
+            pid: 300,
+            measured: vec![(0, 0.0), (tick, tick as f64 * 1e6), (0, 0.0)],
+            report: None,
+            default_standing: true,
+        };
+        let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&silent));
+        assert!(c.target(ClientId(3)).is_none());
+        assert!(!tracked[&ClientId(3)].follows);
+        assert!(c.target(ClientId(1)).is_some());
+    }
+
+    #[test]
     fn an_app_that_leaves_loses_its_targets() {
         let (mut c, _) = run_ticks(|_| None, 1.0);
         let mut tracked = BTreeMap::new();
         // Rebuild tracking with only app 2 present.
         let g = Gathered {
+            at: 1_000_000_000,
             apps: vec![GatheredApp {
                 id: ClientId(2),
                 pid: 200,
                 measured: vec![(0, 0.0), (10, 10e6), (5, 15e6)],
-                report: None,
+                report: report(40, 40.0 * 20e6),
+                default_standing: true,
             }],
         };
         // App 1 is tracked, then gone.
-        tracked.insert(
-            ClientId(1),
-            Tracked {
-                meter: DemandMeter::new(sources()),
-            },
-        );
-        step(&mut c, &mut tracked, &sources(), 8.0, g, |_| None);
+        tracked.insert(ClientId(1), Tracked::new(&sources()));
+        step(&mut c, &mut tracked, &sources(), &supply(), 8.0, g, |_| {
+            None
+        });
         c.update(1);
         assert!(c.target(ClientId(1)).is_none());
         assert!(c.target(ClientId(2)).is_some());

@@ -60,6 +60,9 @@ impl Embedded {
     }
 
     fn start(mut setup: DaemonSetup) -> Result<Embedded, EmbeddedError> {
+        // One application has nobody to be fair to: coordination would only
+        // pace it to its own optimum, which its own placement finds anyway.
+        setup.coordination = hetsched_daemon::config::Coordination::Off;
         let dir = tempfile::Builder::new()
             .prefix("hetsched-embedded-")
             .tempdir()?;

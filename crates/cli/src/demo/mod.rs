@@ -171,7 +171,10 @@ pub fn run(args: DemoArgs) -> Result<()> {
         "calibration_cache = {:?}\n{DEMO_CONFIG}",
         dir.path().join("calibration.json")
     );
-    std::fs::write(config_file(dir.path(), "hetsched"), &config)?;
+    std::fs::write(
+        config_file(dir.path(), "hetsched"),
+        format!("coordination = \"off\"\n{config}"),
+    )?;
     std::fs::write(
         config_file(dir.path(), "hetsched-pf"),
         format!("coordination = \"pf\"\n{config}"),
