@@ -147,6 +147,7 @@ fn table(r: &StatusReport) -> String {
             u.view.running
         );
     }
+    selection_table(&mut s, r);
     if let Some(c) = &r.coordination {
         coordination_table(&mut s, r, c);
     }
@@ -191,6 +192,42 @@ fn table(r: &StatusReport) -> String {
     }
     backend_table(&mut s, r);
     s
+}
+
+/// Accelerator selection: per unit it may choose, the memory promised to
+/// the clients associated with it, how many there are (of its cap), who,
+/// and its weight now.
+fn selection_table(s: &mut String, r: &StatusReport) {
+    let rows: Vec<_> = r
+        .units
+        .iter()
+        .filter_map(|u| u.selection.as_ref().map(|sel| (u, sel)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<12} {:>10} {:>10} {:>8} {:>10}  ASSOCIATED",
+        "ACCELERATOR", "MEMORY-MB", "ALLOC-MB", "CLIENTS", "WEIGHT"
+    );
+    for (u, sel) in rows {
+        let who: Vec<String> = sel.clients.iter().map(|c| c.0.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>10} {:>8} {:>10.1}  {}",
+            u.info.name,
+            sel.memory_bytes >> 20,
+            sel.allocated_bytes >> 20,
+            format!("{}/{}", sel.clients.len(), sel.max_clients),
+            sel.weight,
+            if who.is_empty() {
+                "-".to_string()
+            } else {
+                who.join(",")
+            }
+        );
+    }
 }
 
 /// Clients of units under a Pegasus backend policy: credits, ticks

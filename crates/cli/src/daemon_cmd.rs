@@ -77,11 +77,32 @@ fn remove_socket_on_signal(socket: PathBuf) -> Result<()> {
 pub fn units(args: UnitsArgs) -> Result<()> {
     let cfg = DaemonConfig::load_or_default(args.config.as_deref())?;
     let (_, platform) = launch::prepare(&cfg)?;
+    // NVIDIA GPUs are driven by the runtime's CUDA executor, not the
+    // daemon, so they are listed beside the daemon's units (`gpus`), not
+    // among them.
+    #[cfg(feature = "cuda")]
+    let gpus = hetsched_platform::gpu::discover();
     if args.json {
+        #[cfg(feature = "cuda")]
+        {
+            let mut v = serde_json::to_value(&platform)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("gpus".into(), serde_json::to_value(&gpus.gpus)?);
+                o.insert("gpu_notes".into(), serde_json::to_value(&gpus.notes)?);
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        #[cfg(not(feature = "cuda"))]
         println!("{}", serde_json::to_string_pretty(&platform)?);
     } else {
         print!("{}", platform.summary_table());
+        #[cfg(feature = "cuda")]
+        print!("{}", gpus.table());
         for note in &platform.notes {
+            println!("note: {note}");
+        }
+        #[cfg(feature = "cuda")]
+        for note in &gpus.notes {
             println!("note: {note}");
         }
     }

@@ -271,3 +271,274 @@ fn a_latency_sensitive_client_waits_less_under_rr_and_augc_than_fcfs() {
         );
     }
 }
+
+/// Two emulated GPUs for accelerator selection: gpu0 is twice as fast
+/// with 2 GiB and room for two clients, gpu1 has 8 GiB and room for three.
+const TWO_GPUS: &str = r#"
+include_cpus = false
+[[emulated]]
+name = "gpu0"
+class = "gpu"
+speed = 8.0
+copy_gbps = 12.0
+memory_mb = 2048
+max_clients = 2
+[[emulated]]
+name = "gpu1"
+class = "gpu"
+speed = 4.0
+copy_gbps = 12.0
+memory_mb = 8192
+max_clients = 3
+"#;
+
+/// Pegasus §3.2 in the real daemon: clients ask for an accelerator with
+/// their memory needs; each gets the highest-weight unit that holds it,
+/// the per-unit cap holds, a departed client's slot frees, and needs that
+/// cannot fit are refused with the reason.
+#[test]
+fn accelerator_selection_honours_memory_caps_and_departures() {
+    use hetsched_core::ids::UnitId;
+    use hetsched_core::unit::UnitClass;
+    use hetsched_protocol::{ClientError, ErrorCode};
+    use std::time::{Duration, Instant};
+    const MIB: u64 = 1 << 20;
+    let d = TestDaemon::start("selection", TWO_GPUS);
+    let (gpu0, gpu1) = (UnitId(0), UnitId(1));
+    let mut a = d.app("a");
+    assert_eq!(a.select_accelerator(1024 * MIB, None).unwrap(), gpu0);
+    // Too big for gpu0 however idle: the big unit, though it is slower.
+    let mut big = d.app("big");
+    assert_eq!(big.select_accelerator(4096 * MIB, None).unwrap(), gpu1);
+    // gpu0 shared by two still outweighs gpu1 with one.
+    let mut b = d.app("b");
+    assert_eq!(
+        b.select_accelerator(512 * MIB, Some(UnitClass::Gpu))
+            .unwrap(),
+        gpu0
+    );
+    // gpu0 is at its cap of two now.
+    let mut c = d.app("c");
+    assert_eq!(c.select_accelerator(256 * MIB, None).unwrap(), gpu1);
+    let mut e = d.app("e");
+    assert_eq!(e.select_accelerator(3072 * MIB, None).unwrap(), gpu1);
+    let refused = |r: Result<UnitId, ClientError>| match r {
+        Err(ClientError::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::NoAcceleratorFits, "{message}");
+            message
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let mut late = d.app("late");
+    let why = refused(late.select_accelerator(256 * MIB, None));
+    assert!(
+        why.contains("gpu0 has its maximum of 2 clients")
+            && why.contains("gpu1 has its maximum of 3 clients"),
+        "{why}"
+    );
+    let why = refused(late.select_accelerator(16384 * MIB, None));
+    assert_eq!(
+        why,
+        "no accelerator has 16.0 GiB of memory: the largest, gpu1, has 8.0 GiB"
+    );
+    let why = refused(late.select_accelerator(0, Some(UnitClass::Accelerator)));
+    assert_eq!(why, "there is no accelerator of class accelerator");
+    // Status shows who is where and the memory promised.
+    let status = d.observer().unwrap().status().unwrap();
+    let sel0 = status.units[0].selection.clone().unwrap();
+    assert_eq!((sel0.clients.len(), sel0.max_clients), (2, 2), "{sel0:?}");
+    assert_eq!(sel0.allocated_bytes, 1536 * MIB);
+    assert_eq!(sel0.memory_bytes, 2048 * MIB);
+    let sel1 = status.units[1].selection.clone().unwrap();
+    assert_eq!(sel1.allocated_bytes, (4096 + 256 + 3072) * MIB);
+    assert!(sel0.weight > 0.0 && sel1.weight > 0.0);
+    let text = String::from_utf8(d.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains("ACCELERATOR") && text.contains("2/2") && text.contains("3/3"),
+        "{text}"
+    );
+    // b leaves: its place on gpu0 frees within a second.
+    b.goodbye().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let got = loop {
+        match late.select_accelerator(256 * MIB, None) {
+            Ok(u) => break u,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("b's place did not free: {e}"),
+        }
+    };
+    assert_eq!(got, gpu0);
+    // Asking again replaces an association rather than adding one.
+    assert_eq!(a.select_accelerator(1024 * MIB, None).unwrap(), gpu0);
+    let status = d.observer().unwrap().status().unwrap();
+    let sel0 = status.units[0].selection.clone().unwrap();
+    assert_eq!(sel0.allocated_bytes, (1024 + 256) * MIB, "{sel0:?}");
+    drop((big, c, e));
+}
+
+const CPU_HOG_ENV: &str = "HETSCHED_TEST_CPU_HOG_SHARES";
+
+/// Not a test: the process `cpu_shares_split_a_contended_cpu` starts (this
+/// test binary again), a client of the daemon with the shares in its
+/// environment that spins on CPU 0 until killed.
+#[test]
+#[ignore = "a child of cpu_shares_split_a_contended_cpu, run by it"]
+fn cpu_hog_helper() {
+    use hetsched_protocol::{Client, ClientOptions, SettingsRequest, WireClass};
+    let Some(shares) = std::env::var(CPU_HOG_ENV).ok() else {
+        return;
+    };
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(0);
+    rustix::thread::sched_setaffinity(None, &set).unwrap();
+    let mut opts = ClientOptions::application("cpu-hog").unwrap();
+    opts.requested = SettingsRequest {
+        class: Some(WireClass::Normal(shares.parse().unwrap())),
+        priority: None,
+    };
+    let _client = Client::connect(opts).unwrap();
+    println!("ready");
+    let mut x = 0u64;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// utime + stime of a process, clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 1..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime), counted after the command name.
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// The CPU side of Pegasus's coordination: with `cpu_cgroups`, two
+/// clients spinning on one CPU with shares 10 and 30 get CPU time 1:3,
+/// their cgroups carry cpu.shares 1024 and 3072, XC is told their CPU
+/// credits, and a client's cgroup goes when it does.
+#[test]
+fn cpu_shares_split_a_contended_cpu() {
+    use std::io::{BufRead, BufReader};
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: cpu_cgroups needs root to create cgroups");
+        return;
+    }
+    let v1 = Path::new("/sys/fs/cgroup/cpu");
+    if !v1.join("cpu.shares").exists() {
+        eprintln!("skipped: no cgroup v1 cpu controller at {}", v1.display());
+        return;
+    }
+    let config = format!(
+        "include_cpus = true\ncpu_cgroups = true\ncpu_scan_ms = 100\ncoordination = \"off\"\n{}\
+         [policies]\ngpu0 = \"xc\"\n",
+        common::ONE_GPU.replace("include_cpus = false", "")
+    );
+    let d = TestDaemon::start("cpu-cgroups", &config);
+    let daemon_pid = d.child.as_ref().unwrap().id();
+    let parent = v1.join(format!("hetsched-cpu-{daemon_pid}"));
+    let hog = |shares: u32| {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "cpu_hog_helper", "--ignored", "--nocapture"])
+            .args(["--test-threads", "1"])
+            .env(CPU_HOG_ENV, shares.to_string())
+            .env("HETSCHED_SOCKET", &d.socket)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // libtest may print the test's name on the same line first.
+        while !lines.next().unwrap().unwrap().ends_with("ready") {}
+        common::Reaped(child)
+    };
+    let low = hog(10);
+    let high = hog(30);
+    let (low_pid, high_pid) = (low.0.id(), high.0.id());
+    // Within a few scans both are in their cgroups with their weights.
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (pid, shares) in [(low_pid, "1024"), (high_pid, "3072")] {
+        let dir = parent.join(format!("pid-{pid}"));
+        while read(dir.join("cpu.shares")).trim() != shares
+            || !read(dir.join("tasks")).contains(&pid.to_string())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "pid {pid} not in {} with cpu.shares {shares}",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert_eq!(read(parent.join("cpu.shares")).trim(), "4096");
+    // XC is told the CPU credits: the shares on the CPU units, even when
+    // the accelerator credits differ.
+    let mut obs = d.observer().unwrap();
+    obs.set_settings(
+        Some(low_pid),
+        Some(hetsched_core::ids::UnitId(
+            obs.unit_by_name("gpu0").unwrap().id.0,
+        )),
+        hetsched_protocol::SettingsRequest {
+            class: Some(hetsched_protocol::WireClass::Normal(50)),
+            priority: None,
+        },
+    )
+    .unwrap();
+    let status = obs.status().unwrap();
+    let credits: Vec<(u32, u32, u32)> = status
+        .clients
+        .iter()
+        .filter_map(|c| {
+            let b = c.units.iter().find_map(|u| u.backend)?;
+            Some((c.pid, b.config.acc_credits, b.config.cpu_credits))
+        })
+        .collect();
+    assert!(credits.contains(&(low_pid, 50, 10)), "{credits:?}");
+    assert!(credits.contains(&(high_pid, 30, 30)), "{credits:?}");
+    // The split: measured over 3 s once both are weighed.
+    let before = [cpu_ticks(low_pid), cpu_ticks(high_pid)];
+    std::thread::sleep(Duration::from_secs(3));
+    let after = [cpu_ticks(low_pid), cpu_ticks(high_pid)];
+    let used = [after[0] - before[0], after[1] - before[1]];
+    let total = (used[0] + used[1]) as f64;
+    let high_pct = 100.0 * used[1] as f64 / total;
+    eprintln!(
+        "cpu.shares 1024 vs 3072 on one CPU: {:.1} % vs {high_pct:.1} % of {total} ticks \
+         (want 25 / 75)",
+        100.0 - high_pct
+    );
+    assert!(total > 150.0, "the hogs barely ran: {used:?} ticks in 3 s");
+    assert!(
+        (high_pct - 75.0).abs() <= 5.0,
+        "the 3072-share client got {high_pct:.1} % of the CPU, want 75 % ({used:?})"
+    );
+    // The low client leaves: its cgroup goes within a second.
+    let low_dir = parent.join(format!("pid-{low_pid}"));
+    drop(low);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while low_dir.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} outlived its client",
+            low_dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(high);
+    // The daemon is killed, not stopped, so its parent cgroup stays until
+    // the next daemon's start sweeps it; tidy up now instead.
+    drop(d);
+    if let Ok(children) = std::fs::read_dir(&parent) {
+        for c in children.flatten().filter(|c| c.path().is_dir()) {
+            let _ = std::fs::remove_dir(c.path());
+        }
+    }
+    let _ = std::fs::remove_dir(&parent);
+}

@@ -357,3 +357,125 @@ mod as_unit_policy {
         }
     }
 }
+
+// Accelerator selection (Pegasus §3.2): the chosen unit always fits,
+// is never at its client cap, has the highest weight of those that fit,
+// and ties go to the lowest unit id.
+mod selection {
+    use hetsched_core::backend_policy::selection::{
+        AcceleratorProfile, DynamicProfile, Need, SelectionError, StaticProfile, fits, select,
+        weight,
+    };
+    use hetsched_core::ids::UnitId;
+    use hetsched_core::unit::UnitClass;
+    use proptest::prelude::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn profile() -> impl Strategy<Value = AcceleratorProfile> {
+        (
+            // Few distinct values, so equal weights (ties) come up often.
+            proptest::sample::select(vec![1.0, 2.0, 4.0, 8.0]),
+            1u32..3,
+            1u64..8,
+            proptest::sample::select(vec![4e9, 12e9]),
+            1u32..4,
+            0u64..8,
+            0u32..5,
+            proptest::sample::select(vec![UnitClass::Gpu, UnitClass::Accelerator]),
+        )
+            .prop_map(|(speed, streams, mem, bw, cap, alloc, clients, class)| {
+                AcceleratorProfile {
+                    unit: UnitId(0),
+                    name: String::new(),
+                    class,
+                    fixed: StaticProfile {
+                        speed,
+                        streams,
+                        memory_bytes: mem * 512 * MIB,
+                        bandwidth_bytes_per_s: bw,
+                        max_clients: cap,
+                    },
+                    load: DynamicProfile {
+                        allocated_bytes: alloc.min(mem) * 512 * MIB,
+                        clients: clients.min(cap),
+                    },
+                }
+            })
+    }
+
+    fn units() -> impl Strategy<Value = Vec<AcceleratorProfile>> {
+        proptest::collection::vec(profile(), 0..6).prop_map(|mut v| {
+            // Distinct ids, not in listing order.
+            let n = v.len() as u16;
+            for (i, p) in v.iter_mut().enumerate() {
+                p.unit = UnitId((i as u16 * 7 + 3) % n.max(1) + 10 * (i as u16 / n.max(1)));
+                p.name = format!("u{}", p.unit.0);
+            }
+            v
+        })
+    }
+
+    fn need() -> impl Strategy<Value = Need> {
+        (
+            0u64..10,
+            proptest::option::of(proptest::sample::select(vec![
+                UnitClass::Gpu,
+                UnitClass::Accelerator,
+            ])),
+        )
+            .prop_map(|(m, class)| Need {
+                memory_bytes: m * 512 * MIB,
+                class,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn picks_the_heaviest_unit_that_fits(units in units(), need in need()) {
+            match select(&units, &need) {
+                Ok(id) => {
+                    let chosen = units.iter().find(|p| p.unit == id).unwrap();
+                    prop_assert!(fits(chosen, &need));
+                    prop_assert!(chosen.free_bytes() >= need.memory_bytes);
+                    prop_assert!(chosen.load.clients < chosen.fixed.max_clients);
+                    prop_assert!(need.class.is_none_or(|c| c == chosen.class));
+                    let w = weight(chosen);
+                    for p in units.iter().filter(|p| fits(p, &need)) {
+                        prop_assert!(weight(p) <= w, "{:?} outweighs {:?}", p, chosen);
+                        if weight(p) == w {
+                            prop_assert!(p.unit >= id, "tie not broken by id: {:?}", p);
+                        }
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(units.iter().all(|p| !fits(p, &need)), "{e}: but one fits");
+                    match e {
+                        SelectionError::NoAccelerator { .. } => prop_assert!(
+                            units.iter().all(|p| need.class.is_some_and(|c| c != p.class))
+                        ),
+                        SelectionError::TooLarge { largest, .. } => {
+                            prop_assert!(largest < need.memory_bytes)
+                        }
+                        SelectionError::Busy { blocked, .. } => prop_assert!(!blocked.is_empty()),
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn the_answer_does_not_depend_on_listing_order(units in units(), need in need()) {
+            let mut reversed = units.clone();
+            reversed.reverse();
+            prop_assert_eq!(select(&units, &need), select(&reversed, &need));
+        }
+
+        #[test]
+        fn a_client_more_never_raises_a_weight(p in profile()) {
+            let mut more = p.clone();
+            more.load.clients += 1;
+            prop_assert!(weight(&more) <= weight(&p));
+            prop_assert!(weight(&p).is_finite() && weight(&p) >= 0.0);
+        }
+    }
+}

@@ -36,6 +36,13 @@ pub struct DaemonConfig {
     /// shares → the matching CFS weight), never above the thread's own
     /// priority. Needs root; nothing is restored when the daemon exits.
     pub cpu_nice_from_shares: bool,
+    /// The CPU side of Pegasus's coordination: the CPU agent puts each
+    /// application in a cgroup of its own (cgroup v1 `cpu.shares`, else
+    /// v2 `cpu.weight`) weighed by its class on the CPU units, and XC
+    /// gives accelerator ticks by the same CPU credits. Needs root and a
+    /// writable cpu controller; without them the daemon says so and goes
+    /// on without. Needs `include_cpus`.
+    pub cpu_cgroups: bool,
     /// Proportional-fair coordination of the applications' placement
     /// (issue 10): `"pf"` (the default) solves the allocation from
     /// measured task times and publishes per-client unit fractions and a
@@ -69,6 +76,7 @@ impl Default for DaemonConfig {
             tick_ms: 10,
             cpu_scan_ms: 500,
             cpu_nice_from_shares: false,
+            cpu_cgroups: false,
             coordination: Coordination::Pf,
             default_policy: PolicyKind::Share,
             policies: BTreeMap::new(),
@@ -152,6 +160,13 @@ impl DaemonConfig {
         if cfg.cpu_scan_ms == 0 {
             return Err(invalid("cpu_scan_ms must be at least 1".into()));
         }
+        if cfg.cpu_cgroups && !cfg.include_cpus {
+            return Err(invalid(
+                "cpu_cgroups = true needs include_cpus = true: a client's CPU share comes from \
+                 its class on the CPU units"
+                    .into(),
+            ));
+        }
         if cfg.max_frame_bytes < 1024 {
             return Err(invalid(format!(
                 "max_frame_bytes = {} is too small (at least 1024)",
@@ -212,6 +227,7 @@ mod tests {
             admin_group = "hetsched"
             max_outstanding = 16
             cpu_nice_from_shares = true
+            cpu_cgroups = true
             coordination = "off"
             default_policy = "share"
             [policies]
@@ -231,6 +247,8 @@ mod tests {
         assert_eq!(cfg.emulated.len(), 2);
         assert!(cfg.cpu_nice_from_shares);
         assert!(!DaemonConfig::default().cpu_nice_from_shares);
+        assert!(cfg.cpu_cgroups);
+        assert!(!DaemonConfig::default().cpu_cgroups);
         assert_eq!(cfg.coordination, Coordination::Off);
         assert_eq!(DaemonConfig::default().coordination, Coordination::Pf);
         assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
@@ -256,5 +274,13 @@ mod tests {
         assert!(err.contains("tick_ms"), "{err}");
         let err = parse("cpu_scan_ms = 0\n").unwrap_err();
         assert!(err.contains("cpu_scan_ms"), "{err}");
+        let err = parse("cpu_cgroup = true\n").unwrap_err();
+        assert!(err.contains("cpu_cgroup"), "{err}");
+        let err = parse("cpu_cgroups = true\ninclude_cpus = false\n").unwrap_err();
+        assert!(err.contains("include_cpus"), "{err}");
+        let err =
+            parse("[[emulated]]\nname = \"g\"\nspeed = 1.0\ncopy_gbps = 1.0\nmemory_gb = 4\n")
+                .unwrap_err();
+        assert!(err.contains("memory_gb"), "{err}");
     }
 }

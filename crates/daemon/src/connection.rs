@@ -367,6 +367,13 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                 Err(r) => refuse(&mut out, id, r, None),
             }
         }
+        ClientMsg::SelectAccelerator {
+            memory_bytes,
+            class,
+        } => match st.monitor.select_accelerator(id, memory_bytes, class) {
+            Ok(reply) => out.push(id, reply),
+            Err(r) => refuse(&mut out, id, r, None),
+        },
         ClientMsg::Goodbye => {}
     }
     st.deliver(&mut out);

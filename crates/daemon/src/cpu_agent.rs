@@ -1,13 +1,16 @@
 //! The CPU agent's thread. Every `cpu_scan` it counts runnable threads per
 //! nice level per CPU kind in /proc, works out the min-funding
-//! exclusive-core hint, and (with `cpu_nice_from_shares`) sets the nice
-//! level of every application thread from its class.
+//! exclusive-core hint, (with `cpu_nice_from_shares`) sets the nice
+//! level of every application thread from its class, and (with
+//! `cpu_cgroups`) keeps each application in a cgroup weighed by its CPU
+//! credits ([`crate::cpu_cgroups`]).
 //!
 //! It runs apart from the event loop because a /proc walk takes
 //! milliseconds on a busy machine, and the dispatch gate must not wait
 //! for it. It holds the state lock only to read the clients and to store
 //! its results; the I/O happens outside it.
 
+use crate::cpu_cgroups::CpuCgroups;
 use crate::procfs;
 use crate::renice::{Renicer, may_renice};
 use crate::server::Shared;
@@ -29,8 +32,29 @@ pub(crate) fn run(shared: Arc<Shared>) {
         );
         None
     };
+    let mut cgroups = if shared.setup.cpu_cgroups {
+        match CpuCgroups::open() {
+            Ok(cg) => {
+                eprintln!("hetsched daemon: cpu_cgroups: {}", cg.describe());
+                Some(cg)
+            }
+            Err(why) => {
+                eprintln!(
+                    "hetsched daemon: cpu_cgroups: {why}; client CPU shares are not enforced \
+                     through cgroups"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     loop {
         scan(&shared, renicer.as_mut());
+        if let Some(cg) = cgroups.as_mut() {
+            let targets = shared.lock().monitor.cpu_shares_targets();
+            cg.apply(&targets);
+        }
         std::thread::sleep(shared.setup.cpu_scan);
     }
 }

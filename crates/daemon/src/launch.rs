@@ -133,6 +133,18 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         tick: Duration::from_millis(cfg.tick_ms),
         cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
         cpu_nice_from_shares: cfg.cpu_nice_from_shares,
+        cpu_cgroups: cfg.cpu_cgroups,
+        accelerator_limits: cfg
+            .emulated
+            .iter()
+            .map(|e| {
+                let limits = crate::monitor::AcceleratorLimits {
+                    memory_bytes: e.memory_bytes(),
+                    max_clients: e.max_clients,
+                };
+                (e.name.clone(), limits)
+            })
+            .collect(),
         coordination: cfg.coordination,
         max_frame_bytes: cfg.max_frame_bytes,
         kind_of_cpu,

@@ -13,6 +13,7 @@ pub mod config;
 mod connection;
 mod coordinator;
 mod cpu_agent;
+pub mod cpu_cgroups;
 pub mod launch;
 pub mod monitor;
 pub mod nice_map;

@@ -4,10 +4,14 @@
 //! [`Outbox`], so it can be tested without sockets, threads or clocks.
 
 use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
+use crate::cpu_cgroups;
 use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::Outbox;
 use crate::privilege::{Peer, may_change};
 use crate::store::{ProcessKey, SettingsStore};
+use hetsched_core::backend_policy::selection::{
+    self, AcceleratorProfile, DynamicProfile, Need, StaticProfile,
+};
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::min_funding::{CoreClaim, min_funding};
 use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass};
@@ -15,7 +19,7 @@ use hetsched_core::unit::UnitClass;
 use hetsched_core::view::{ClientUnitView, UnitView};
 use hetsched_protocol::{
     ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role, SettingsRequest,
-    StatusReport, UnitStatus, WireSettings,
+    StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
 };
 use std::collections::BTreeMap;
 
@@ -38,6 +42,32 @@ impl Default for MonitorConfig {
             admin_gid: None,
         }
     }
+}
+
+/// Memory and client cap of a unit that accelerator selection may choose
+/// (`memory_mb` and `max_clients` of an `[[emulated]]` unit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AcceleratorLimits {
+    pub memory_bytes: u64,
+    pub max_clients: u32,
+}
+
+impl Default for AcceleratorLimits {
+    fn default() -> Self {
+        AcceleratorLimits {
+            memory_bytes: hetsched_platform::emulated::DEFAULT_MEMORY_MB << 20,
+            max_clients: hetsched_platform::emulated::DEFAULT_MAX_CLIENTS,
+        }
+    }
+}
+
+/// A client's accelerator (Pegasus's association of a domain with the
+/// accelerator selection picked), held until it asks again or leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Association {
+    /// Unit index.
+    unit: usize,
+    memory_bytes: u64,
 }
 
 /// What the monitor needs to know about processes it does not talk to.
@@ -85,10 +115,20 @@ pub struct Monitor {
     next_client: u32,
     store: SettingsStore,
     store_dirty: bool,
+    /// Per unit, its memory and client cap if accelerator selection may
+    /// choose it (the devices the daemon serves).
+    accelerator_limits: Vec<Option<AcceleratorLimits>>,
+    associations: BTreeMap<ClientId, Association>,
 }
 
 impl Monitor {
     pub fn new(units: Vec<UnitSetup>, cfg: MonitorConfig, store: SettingsStore) -> Monitor {
+        let accelerator_limits = units
+            .iter()
+            .map(|u| {
+                (u.emulated && u.unit.class != UnitClass::Cpu).then(AcceleratorLimits::default)
+            })
+            .collect();
         Monitor {
             cfg,
             agents: units.into_iter().map(Agent::new).collect(),
@@ -96,7 +136,95 @@ impl Monitor {
             next_client: 1,
             store,
             store_dirty: false,
+            accelerator_limits,
+            associations: BTreeMap::new(),
         }
+    }
+
+    /// Memory and client caps of selectable units, by unit name (units
+    /// not named keep the defaults; names of other units are ignored).
+    pub fn set_accelerator_limits(&mut self, by_name: &BTreeMap<String, AcceleratorLimits>) {
+        for (a, limits) in self.agents.iter().zip(&mut self.accelerator_limits) {
+            if let (Some(l), Some(given)) = (limits.as_mut(), by_name.get(&a.setup.unit.name)) {
+                *l = *given;
+            }
+        }
+    }
+
+    /// Every selectable unit's profile now, leaving out `except`'s own
+    /// association (a client that asks again is placed as if it had none).
+    fn accelerator_profiles(&self, except: Option<ClientId>) -> Vec<AcceleratorProfile> {
+        self.agents
+            .iter()
+            .zip(&self.accelerator_limits)
+            .enumerate()
+            .filter_map(|(u, (a, limits))| {
+                let l = limits.as_ref()?;
+                let mut load = DynamicProfile::default();
+                for (_, s) in self
+                    .associations
+                    .iter()
+                    .filter(|(c, s)| Some(**c) != except && s.unit == u)
+                {
+                    load.allocated_bytes = load.allocated_bytes.saturating_add(s.memory_bytes);
+                    load.clients += 1;
+                }
+                let unit = &a.setup.unit;
+                Some(AcceleratorProfile {
+                    unit: unit.id,
+                    name: unit.name.clone(),
+                    class: unit.class,
+                    fixed: StaticProfile {
+                        speed: unit.relative_speed,
+                        streams: unit.slots,
+                        memory_bytes: l.memory_bytes,
+                        bandwidth_bytes_per_s: unit.copy_in.bytes_per_s(),
+                        max_clients: l.max_clients,
+                    },
+                    load,
+                })
+            })
+            .collect()
+    }
+
+    /// `SelectAccelerator`: associates `client` with the accelerator of
+    /// highest weight that holds `memory_bytes` and is below its client
+    /// cap. A refusal leaves an earlier association as it was.
+    pub fn select_accelerator(
+        &mut self,
+        client: ClientId,
+        memory_bytes: u64,
+        class: Option<UnitClass>,
+    ) -> Result<DaemonMsg, Refusal> {
+        self.application(client)?;
+        let profiles = self.accelerator_profiles(Some(client));
+        let unit = selection::select(
+            &profiles,
+            &Need {
+                memory_bytes,
+                class,
+            },
+        )
+        .map_err(|e| (ErrorCode::NoAcceleratorFits, e.to_string()))?;
+        let weight = profiles
+            .iter()
+            .find(|p| p.unit == unit)
+            .map_or(0.0, selection::weight);
+        self.associations.insert(
+            client,
+            Association {
+                unit: unit.index(),
+                memory_bytes,
+            },
+        );
+        Ok(DaemonMsg::AcceleratorSelected { unit, weight })
+    }
+
+    /// The unit `client` is associated with, if any.
+    pub fn association(&self, client: ClientId) -> Option<UnitId> {
+        self.associations
+            .get(&client)
+            .map(|s| self.agents[s.unit].id())
     }
 
     pub fn agents(&self) -> &[Agent] {
@@ -210,6 +338,7 @@ impl Monitor {
                 notes.push(format!("requested settings not applied: {why}"));
             }
         }
+        self.refresh_cpu_credits(id);
         let entry = &self.clients[&id];
         let welcome = DaemonMsg::Welcome {
             client: id,
@@ -334,6 +463,9 @@ impl Monitor {
             if Some(&t) == targets.last() {
                 last.push(new);
             }
+        }
+        for &t in targets {
+            self.refresh_cpu_credits(t);
         }
         Ok(last)
     }
@@ -514,6 +646,7 @@ impl Monitor {
         let Some(entry) = self.clients.remove(&client) else {
             return;
         };
+        self.associations.remove(&client);
         if entry.role == Role::Application {
             for agent in &mut self.agents {
                 agent.remove_client(client, now, out);
@@ -640,19 +773,83 @@ impl Monitor {
         out
     }
 
+    /// A client's classes on the CPU units, each with its cores.
+    fn cpu_classes(&self, c: &ClientEntry) -> Vec<(ShareClass, u32)> {
+        self.agents
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.setup.unit.class == UnitClass::Cpu)
+            .filter_map(|(u, a)| Some((c.settings.get(u)?.class, a.setup.unit.slots)))
+            .collect()
+    }
+
+    /// The `cpu.shares` (cgroup v1 scale) of each application process's
+    /// cgroup, from its classes on the CPU units
+    /// ([`cpu_cgroups::cpu_shares`]); a process with several connections
+    /// gets the largest. Empty without CPU units.
+    pub fn cpu_shares_targets(&self) -> BTreeMap<u32, u64> {
+        let mut out: BTreeMap<u32, u64> = BTreeMap::new();
+        for c in self
+            .clients
+            .values()
+            .filter(|c| c.role == Role::Application)
+        {
+            if let Some(shares) = cpu_cgroups::cpu_shares(&self.cpu_classes(c)) {
+                let v = out.entry(c.peer.pid).or_insert(shares);
+                *v = (*v).max(shares);
+            }
+        }
+        out
+    }
+
+    /// Tells every unit's policy `client`'s CPU credits, from the same
+    /// classes its CPU cgroup is weighed by: XC gives accelerator ticks by
+    /// them. Without CPU units there are none, and XC keeps using the
+    /// accelerator credits.
+    fn refresh_cpu_credits(&mut self, client: ClientId) {
+        let Some(credits) = self
+            .clients
+            .get(&client)
+            .filter(|c| c.role == Role::Application)
+            .and_then(|c| cpu_cgroups::cpu_credits(&self.cpu_classes(c)))
+        else {
+            return;
+        };
+        for agent in &mut self.agents {
+            agent.policy_mut().set_cpu_credits(client, credits);
+        }
+    }
+
     pub fn status(&self, daemon: DaemonStatus, now: Ns) -> StatusReport {
         let pubs = self.unit_publications(now);
+        let mut profiles = self.accelerator_profiles(None).into_iter().peekable();
         StatusReport {
             daemon,
             units: self
                 .agents
                 .iter()
+                .enumerate()
                 .zip(pubs)
-                .map(|(a, p)| UnitStatus {
+                .map(|((u, a), p)| UnitStatus {
                     info: a.setup.info(),
                     view: p.view,
                     queued_by_class: p.queued_by_class,
                     busy_ns_total: p.busy_ns_total,
+                    // Profiles come in unit order, one per selectable unit.
+                    selection: profiles.next_if(|q| q.unit == a.id()).map(|q| {
+                        UnitSelectionStatus {
+                            memory_bytes: q.fixed.memory_bytes,
+                            allocated_bytes: q.load.allocated_bytes,
+                            max_clients: q.fixed.max_clients,
+                            clients: self
+                                .associations
+                                .iter()
+                                .filter(|(_, s)| s.unit == u)
+                                .map(|(&c, _)| c)
+                                .collect(),
+                            weight: selection::weight(&q),
+                        }
+                    }),
                 })
                 .collect(),
             clients: self

@@ -38,6 +38,12 @@ pub struct DaemonSetup {
     /// The CPU agent maps each application's class to the nice level of
     /// its threads ([`crate::nice_map`]).
     pub cpu_nice_from_shares: bool,
+    /// The CPU agent weighs each application's cgroup by its CPU credits
+    /// ([`crate::cpu_cgroups`]).
+    pub cpu_cgroups: bool,
+    /// Memory and client cap of the units accelerator selection chooses
+    /// among, by unit name (others get the defaults).
+    pub accelerator_limits: BTreeMap<String, crate::monitor::AcceleratorLimits>,
     /// Proportional-fair coordination ([`crate::coordinator`]).
     pub coordination: crate::config::Coordination,
     pub max_frame_bytes: usize,
@@ -185,7 +191,8 @@ impl Server {
             .collect();
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let listener = bind_socket(&setup.socket)?;
-        let monitor = Monitor::new(setup.units.clone(), setup.monitor.clone(), store);
+        let mut monitor = Monitor::new(setup.units.clone(), setup.monitor.clone(), store);
+        monitor.set_accelerator_limits(&setup.accelerator_limits);
         let state = State {
             monitor,
             conns: HashMap::new(),

@@ -30,6 +30,8 @@ pub const DEFAULT_IDLE_WATTS: f64 = 2.5;
 /// copy_gbps = 12
 /// caps = ["fp64", "aes"]
 /// streams = 4
+/// memory_mb = 8192   # device memory, for accelerator selection
+/// max_clients = 4    # clients associated with it at once
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +70,27 @@ pub struct EmulatedUnitConfig {
     /// Power while idle, in watts.
     #[serde(default = "default_idle_watts")]
     pub idle_watts: f64,
+    /// Device memory, MiB. Accelerator selection associates a client only
+    /// with a unit whose memory not yet promised to others holds what the
+    /// client says it needs.
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u64,
+    /// Most clients associated with the unit at once by accelerator
+    /// selection (Pegasus caps the domains sharing an accelerator).
+    #[serde(default = "default_max_clients")]
+    pub max_clients: u32,
+}
+
+/// Default device memory of an emulated unit, MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 4096;
+/// Default cap on clients associated with one emulated unit.
+pub const DEFAULT_MAX_CLIENTS: u32 = 8;
+
+fn default_memory_mb() -> u64 {
+    DEFAULT_MEMORY_MB
+}
+fn default_max_clients() -> u32 {
+    DEFAULT_MAX_CLIENTS
 }
 
 fn default_class() -> String {
@@ -115,7 +138,14 @@ impl EmulatedUnitConfig {
             dispatch_us: DEFAULT_DISPATCH_US,
             busy_watts: DEFAULT_BUSY_WATTS,
             idle_watts: DEFAULT_IDLE_WATTS,
+            memory_mb: DEFAULT_MEMORY_MB,
+            max_clients: DEFAULT_MAX_CLIENTS,
         }
+    }
+
+    /// Device memory, bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_mb.saturating_mul(1 << 20)
     }
 
     /// The kind name: `kind` when given, otherwise the unit's name.
@@ -196,6 +226,15 @@ impl EmulatedUnitConfig {
         self.non_negative("dispatch_us", self.dispatch_us)?;
         self.non_negative("busy_watts", self.busy_watts)?;
         self.non_negative("idle_watts", self.idle_watts)?;
+        if self.memory_mb == 0 {
+            return Err(self.invalid("memory_mb", "is 0; a unit needs some device memory"));
+        }
+        if self.max_clients == 0 {
+            return Err(self.invalid(
+                "max_clients",
+                "is 0; at least one client must be able to use the unit",
+            ));
+        }
         if self.idle_watts > self.busy_watts {
             return Err(self.invalid(
                 "idle_watts",
@@ -298,6 +337,22 @@ mod tests {
             e.contains("`class`") && e.contains("gpu, accelerator, emulated"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn memory_and_client_cap_default_and_are_checked() {
+        let c: EmulatedUnitConfig =
+            serde_json::from_str(r#"{"name":"acc","speed":2.0,"copy_gbps":4.0}"#).unwrap();
+        assert_eq!((c.memory_mb, c.max_clients), (4096, 8));
+        assert_eq!(c.memory_bytes(), 4096 << 20);
+        let mut c = EmulatedUnitConfig::new("g", "g", 1.0, 10.0);
+        c.memory_mb = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("memory_mb"), "{e}");
+        c.memory_mb = 1;
+        c.max_clients = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("max_clients"), "{e}");
     }
 
     #[test]

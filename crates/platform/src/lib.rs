@@ -11,6 +11,8 @@ pub mod calibrate;
 pub mod cpu;
 pub mod emulated;
 pub mod error;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 mod hwloc_probe;
 pub mod isa;
 pub mod platform;

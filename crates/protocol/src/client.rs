@@ -11,6 +11,7 @@ use crate::message::{
 use crate::paths::{default_socket_path, requested_settings_from_env};
 use crate::socket::recv_with_fds;
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_core::unit::UnitClass;
 use hetsched_views::call_ring::{CallPacket, RingProducer};
 use hetsched_views::{GlobalReader, PrivateReader, ViewError};
 use std::collections::VecDeque;
@@ -612,6 +613,28 @@ impl Client {
                         .zip(settings.iter().copied())
                         .collect(),
                 ))),
+                other => refusal(other, None).map(Err),
+            })
+        })
+    }
+
+    /// Accelerator selection: associates this client with the accelerator
+    /// of highest weight that holds `memory_bytes` and has room for another
+    /// client, only among units of `class` if given. Asking again replaces
+    /// the association; leaving ends it. Refused with
+    /// [`ErrorCode::NoAcceleratorFits`] when none does, with the reason.
+    pub fn select_accelerator(
+        &mut self,
+        memory_bytes: u64,
+        class: Option<UnitClass>,
+    ) -> Result<UnitId, ClientError> {
+        self.retrying(|c| {
+            c.send(&ClientMsg::SelectAccelerator {
+                memory_bytes,
+                class,
+            })?;
+            c.wait_for(|m| match m {
+                DaemonMsg::AcceleratorSelected { unit, .. } => Some(Ok(*unit)),
                 other => refusal(other, None).map(Err),
             })
         })

@@ -21,8 +21,8 @@ pub use frame::{
 };
 pub use message::{
     ClientMsg, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus, DaemonMsg,
-    DaemonStatus, ErrorCode, Role, SettingsRequest, StatusReport, UnitDemand, UnitInfo, UnitStatus,
-    WireClass, WireSettings,
+    DaemonStatus, ErrorCode, Role, SettingsRequest, StatusReport, UnitDemand, UnitInfo,
+    UnitSelectionStatus, UnitStatus, WireClass, WireSettings,
 };
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};

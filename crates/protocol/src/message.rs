@@ -171,6 +171,16 @@ pub enum ClientMsg {
         /// it only once it has figures for every one of them.
         implemented: Vec<UnitId>,
     },
+    /// Accelerator selection (Pegasus §3.2): associate this client with
+    /// the accelerator of highest weight that holds `memory_bytes` of its
+    /// data and has room for another client (of `class`, if given).
+    /// Answered with `AcceleratorSelected`, or `Error` with
+    /// `NoAcceleratorFits`. Asking again replaces the association; it ends
+    /// when the client leaves.
+    SelectAccelerator {
+        memory_bytes: u64,
+        class: Option<UnitClass>,
+    },
 }
 
 /// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
@@ -243,6 +253,23 @@ pub struct UnitStatus {
     pub queued_by_class: [u32; 3],
     /// Time the unit's slots were held since the daemon started, ns.
     pub busy_ns_total: u64,
+    /// For a unit accelerator selection may choose: its profile now.
+    pub selection: Option<UnitSelectionStatus>,
+}
+
+/// An accelerator's profile as accelerator selection sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitSelectionStatus {
+    /// Device memory, bytes.
+    pub memory_bytes: u64,
+    /// Memory the associated clients asked for, bytes.
+    pub allocated_bytes: u64,
+    /// Most clients associated at once.
+    pub max_clients: u32,
+    /// The clients associated with it now.
+    pub clients: Vec<ClientId>,
+    /// Its weight now (`hetsched_core::backend_policy::selection::weight`).
+    pub weight: f64,
 }
 
 /// One client's standing on one unit.
@@ -358,6 +385,10 @@ pub enum ErrorCode {
     /// than the ring holds, or overwrote a queued call); what was queued is
     /// dropped.
     CallRingCorrupt,
+    /// `SelectAccelerator`: no accelerator (of that class) holds the
+    /// memory asked for, or every one that could is at its client cap or
+    /// short of free memory now (the message says which).
+    NoAcceleratorFits,
 }
 
 /// Daemon → client.
@@ -413,6 +444,12 @@ pub enum DaemonMsg {
         unit: UnitId,
         capacity: u64,
     },
+    /// Answer to `SelectAccelerator`: the client is associated with
+    /// `unit`, whose weight was `weight` when it was chosen.
+    AcceleratorSelected {
+        unit: UnitId,
+        weight: f64,
+    },
 }
 
 #[cfg(test)]
@@ -449,6 +486,7 @@ mod tests {
             ErrorCode::WorkTooLong,
             ErrorCode::ViewsUnavailable,
             ErrorCode::CallRingCorrupt,
+            ErrorCode::NoAcceleratorFits,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();

@@ -16,6 +16,7 @@ use crate::message::{
     ClientMsg, DaemonMsg, SettingsRequest, StatusReport, UnitDemand, WireSettings,
 };
 use hetsched_core::ids::{TaskId, UnitId};
+use hetsched_core::unit::UnitClass;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -306,6 +307,24 @@ impl SharedClient {
             } => Ok((pid, units.into_iter().zip(settings).collect())),
             other => Err(refusal(&other, None)
                 .unwrap_or_else(|| ClientError::Unexpected(format!("{other:?} for settings")))),
+        }
+    }
+
+    /// Accelerator selection ([`crate::Client::select_accelerator`]): the
+    /// unit this client is now associated with.
+    pub fn select_accelerator(
+        &self,
+        memory_bytes: u64,
+        class: Option<UnitClass>,
+    ) -> Result<UnitId, ClientError> {
+        match self.control_call(ClientMsg::SelectAccelerator {
+            memory_bytes,
+            class,
+        })? {
+            DaemonMsg::AcceleratorSelected { unit, .. } => Ok(unit),
+            other => Err(refusal(&other, None).unwrap_or_else(|| {
+                ClientError::Unexpected(format!("{other:?} for accelerator selection"))
+            })),
         }
     }
 

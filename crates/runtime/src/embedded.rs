@@ -63,6 +63,8 @@ impl Embedded {
         // One application has nobody to be fair to: coordination would only
         // pace it to its own optimum, which its own placement finds anyway.
         setup.coordination = hetsched_daemon::config::Coordination::Off;
+        // Nor does it own the machine's CPU cgroups: that is the daemon's.
+        setup.cpu_cgroups = false;
         let dir = tempfile::Builder::new()
             .prefix("hetsched-embedded-")
             .tempdir()?;

@@ -44,6 +44,9 @@ pub(crate) trait Job: Send {
     /// Runs the OpenCL implementation on `device`.
     #[cfg(feature = "opencl")]
     fn run_opencl(&mut self, device: &hetsched_opencl::OpenClDevice, unit: &str);
+    /// Runs the CUDA implementation on `device`.
+    #[cfg(feature = "cuda")]
+    fn run_cuda(&mut self, device: &crate::cuda::CudaDevice, unit: &str);
     /// Hands the outcome of the run to the caller.
     fn complete(self: Box<Self>, at: Where);
     /// The call will not run.
@@ -131,6 +134,12 @@ impl<A: Send + 'static, R: Send + 'static> Job for Call<A, R> {
     #[cfg(feature = "opencl")]
     fn run_opencl(&mut self, device: &hetsched_opencl::OpenClDevice, unit: &str) {
         let f = self.def.opencl.clone();
+        self.run(unit, |a| f.map(|f| f(device, a).map_err(|e| e.to_string())));
+    }
+
+    #[cfg(feature = "cuda")]
+    fn run_cuda(&mut self, device: &crate::cuda::CudaDevice, unit: &str) {
+        let f = self.def.cuda.clone();
         self.run(unit, |a| f.map(|f| f(device, a).map_err(|e| e.to_string())));
     }
 

@@ -36,9 +36,10 @@
 //! * [`task`] — tasks and their implementations per unit kind;
 //! * `handle` — the handle a call returns, and completion counting;
 //! * `scheduler` — the central queue, short per-unit queues, placement;
-//! * `cpu_exec`, `device_exec`, `opencl_exec` — executors (pinned CPU
-//!   workers per kind; emulated devices served by the monitor; OpenCL
-//!   devices, feature `opencl`), sharing the `worker` loop;
+//! * `cpu_exec`, `device_exec`, `opencl_exec`, `cuda_exec` — executors
+//!   (pinned CPU workers per kind; emulated devices served by the monitor;
+//!   OpenCL devices, feature `opencl`; CUDA devices, feature `cuda`, with
+//!   [`cuda`] its device layer and kernels), sharing the `worker` loop;
 //! * `link` and `embedded` — the connection to the monitor and failover;
 //! * [`model_store`] — task models persisted across runs;
 //! * [`pipeline`] — streaming pipelines driven by a controller thread from
@@ -49,6 +50,10 @@
 mod buffer;
 mod coordination;
 mod cpu_exec;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_exec;
 mod device_exec;
 mod embedded;
 mod handle;

@@ -112,6 +112,20 @@ impl Runtime {
         };
         #[cfg(not(feature = "opencl"))]
         let local = Vec::new();
+        // CUDA units follow the OpenCL ones.
+        #[cfg(feature = "cuda")]
+        let (local, cuda_devices, first_cuda) = {
+            let mut local = local;
+            let first = monitor_units + local.len();
+            let devices: Vec<_> = crate::cuda_exec::discover()
+                .into_iter()
+                .map(|(info, backend, device)| {
+                    local.push((info, backend));
+                    device
+                })
+                .collect();
+            (local, devices, first)
+        };
         let sched = Arc::new(Scheduler::new(link, &opts, local));
         let (loaded, model_path) = if opts.persist_models {
             let path = model_store::model_path(&opts.resolved_model_dir(), &opts.name);
@@ -129,6 +143,12 @@ impl Runtime {
             &sched,
             monitor_units,
             ocl_devices,
+        )?);
+        #[cfg(feature = "cuda")]
+        workers.extend(crate::cuda_exec::spawn_workers(
+            &sched,
+            first_cuda,
+            cuda_devices,
         )?);
         #[cfg(not(feature = "opencl"))]
         let _ = monitor_units;
@@ -339,6 +359,10 @@ impl Runtime {
                 Backend::OpenCl { .. } => task.def.opencl.is_some(),
                 #[cfg(not(feature = "opencl"))]
                 Backend::OpenCl { .. } => false,
+                #[cfg(feature = "cuda")]
+                Backend::Cuda => task.def.cuda.is_some(),
+                #[cfg(not(feature = "cuda"))]
+                Backend::Cuda => false,
                 Backend::None => false,
             };
             if has && (info.id.index()) < ImplSet::MAX_UNITS {

@@ -124,6 +124,9 @@ pub(crate) enum Backend {
     /// with everything else, so its view is that kind's.
     #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
     OpenCl { cpu_kind: Option<usize>, cores: u32 },
+    /// A CUDA device this process drives with one worker thread.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Cuda,
     /// A unit this runtime has no executor for yet.
     None,
 }
@@ -131,7 +134,10 @@ pub(crate) enum Backend {
 impl Backend {
     /// Whether worker threads of this process pull the unit's calls.
     pub fn has_workers(self) -> bool {
-        matches!(self, Backend::Cpu { .. } | Backend::OpenCl { .. })
+        matches!(
+            self,
+            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda
+        )
     }
 }
 
@@ -302,7 +308,9 @@ impl Scheduler {
     fn capacity(&self, unit: usize) -> u32 {
         let slots = self.slots(unit);
         match self.backends[unit] {
-            Backend::Cpu { .. } | Backend::OpenCl { .. } => slots * (1 + self.queue_per_slot),
+            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda => {
+                slots * (1 + self.queue_per_slot)
+            }
             Backend::Emulated => slots * (self.inflight_per_slot + self.queue_per_slot),
             Backend::None => 0,
         }
@@ -446,6 +454,29 @@ impl Scheduler {
         Some((self.units[u].id, exec[u]))
     }
 
+    /// While a daemon that may coordinate has published no targets for this
+    /// client: an implemented monitor unit with room this runtime has not
+    /// run a call on yet. The daemon solves for an app only once it has
+    /// figures for every unit the app implements, and a runtime that
+    /// loaded its models from disk skips start-up profiling, so without
+    /// this one call per unit its own placement might never go there and
+    /// the app would never be coordinated.
+    fn unmeasured_unit(&self, q: &Queues, job: &dyn Job) -> Option<UnitId> {
+        q.follow.as_ref()?;
+        if self.link.kind() != crate::link::LinkKind::Daemon {
+            return None;
+        }
+        let slot = job.slot();
+        (0..self.link.units().len().min(ImplSet::MAX_UNITS))
+            .filter(|&u| slot.implemented.contains(self.units[u].id))
+            .filter(|&u| self.backends[u] != Backend::None && self.has_room(q, u))
+            .find(|&u| {
+                let used = &q.units[u];
+                used.completed == 0 && used.running == 0 && used.waiting.is_empty()
+            })
+            .map(|u| self.units[u].id)
+    }
+
     /// Chooses the unit for one call: the daemon's targets when it
     /// coordinates, else views of every unit and the placer.
     fn place(
@@ -461,6 +492,15 @@ impl Scheduler {
                 // (ping-pong damping) only learn from its own decisions.
                 return Ok((unit, f64::NAN, exec_ns, false));
             }
+        } else if let Some(unit) = self.unmeasured_unit(q, job) {
+            let kind = self.units[unit.index()].kind;
+            let exec_ns = job
+                .slot()
+                .lock()
+                .model
+                .predict(kind, bytes)
+                .unwrap_or(f64::NAN);
+            return Ok((unit, f64::NAN, exec_ns, false));
         }
         let slot = job.slot();
         let buffer = job.buffer();
@@ -497,7 +537,7 @@ impl Scheduler {
                         .map_or(0, |k| k.threads_by_nice.iter().sum());
                     cpu_view(runnable, cores, own)
                 }
-                Backend::Emulated | Backend::OpenCl { .. } | Backend::None => {
+                Backend::Emulated | Backend::OpenCl { .. } | Backend::Cuda | Backend::None => {
                     if !slot.implemented.contains(self.units[i].id) {
                         continue;
                     }

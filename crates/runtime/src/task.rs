@@ -31,6 +31,11 @@ pub(crate) type OpenClFn<A, R> = Arc<
         + Send
         + Sync,
 >;
+/// A CUDA implementation: given the device (kernels built from source are
+/// cached by it), it uploads, launches and downloads on the device's stream.
+#[cfg(feature = "cuda")]
+pub(crate) type CudaFn<A, R> =
+    Arc<dyn Fn(&crate::cuda::CudaDevice, &A) -> Result<R, crate::cuda::CudaError> + Send + Sync>;
 /// An application's own model: `(unit kind name, input bytes) → execution time`.
 pub type ModelFn = Arc<dyn Fn(&str, u64) -> Option<Duration> + Send + Sync>;
 
@@ -65,6 +70,8 @@ pub(crate) struct TaskDef<A, R> {
     pub emulated: Vec<EmulatedImpl<A, R>>,
     #[cfg(feature = "opencl")]
     pub opencl: Option<OpenClFn<A, R>>,
+    #[cfg(feature = "cuda")]
+    pub cuda: Option<CudaFn<A, R>>,
     pub sizes: Option<SizeFn<A>>,
     pub data: Option<DataFn<A>>,
     pub model: Option<ModelFn>,
@@ -114,6 +121,8 @@ impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
                 emulated: Vec::new(),
                 #[cfg(feature = "opencl")]
                 opencl: None,
+                #[cfg(feature = "cuda")]
+                cuda: None,
                 sizes: None,
                 data: None,
                 model: None,
@@ -135,6 +144,8 @@ impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
                     emulated: old.emulated.clone(),
                     #[cfg(feature = "opencl")]
                     opencl: old.opencl.clone(),
+                    #[cfg(feature = "cuda")]
+                    cuda: old.cuda.clone(),
                     sizes: old.sizes.clone(),
                     data: old.data.clone(),
                     model: old.model.clone(),
@@ -191,6 +202,22 @@ impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
         + 'static,
     ) -> Self {
         self.edit(|d| d.opencl = Some(Arc::new(f)))
+    }
+
+    /// The implementation on CUDA devices (feature `cuda`). It gets the
+    /// device and issues its own uploads, launches and downloads (see
+    /// [`crate::cuda::kernels`]); the device time of its kernels, from CUDA
+    /// events, is what the model learns, while the unit's calibrated launch
+    /// and copy costs cover the rest (so give [`Task::sizes`]).
+    #[cfg(feature = "cuda")]
+    pub fn cuda(
+        self,
+        f: impl Fn(&crate::cuda::CudaDevice, &A) -> Result<R, crate::cuda::CudaError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.edit(|d| d.cuda = Some(Arc::new(f)))
     }
 
     /// Input and output bytes of one call: the task model's variable and

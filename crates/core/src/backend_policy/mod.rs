@@ -21,6 +21,7 @@
 
 mod coordinated;
 mod credit_ring;
+pub mod selection;
 mod slaf;
 
 use crate::Ns;

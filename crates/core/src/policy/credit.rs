@@ -276,6 +276,10 @@ impl UnitPolicy for CreditPolicy {
             scheduled: scheduled.iter().map(|&(c, r)| (domain(c), r)).collect(),
         });
     }
+
+    fn set_cpu_credits(&mut self, client: ClientId, credits: u32) {
+        CreditPolicy::set_cpu_credits(self, client, credits);
+    }
 }
 
 #[cfg(test)]

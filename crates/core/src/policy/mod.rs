@@ -254,4 +254,8 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// threads run next, with the CPU credit each has left (Pegasus's
     /// `HS`). Only the co-scheduling backend policies use it.
     fn set_cpu_schedule(&mut self, _scheduled: &[(ClientId, u32)]) {}
+
+    /// The client's CPU credits (its weight on the CPU side), which XC
+    /// gives accelerator ticks by. Only the backend policies use them.
+    fn set_cpu_credits(&mut self, _client: ClientId, _credits: u32) {}
 }

@@ -1,0 +1,651 @@
+//! The CPU side of Pegasus's coordination: each application client (a
+//! *domain*) gets a cgroup of its own, whose CPU weight comes from its
+//! CPU credits, so the kernel divides contended CPUs among applications
+//! as the daemon's classes say, whatever their threads do.
+//!
+//! * **Credits.** A client's CPU credits are its shares on the CPU units
+//!   ([`cpu_credits`]): NORMAL and CUSTOM shares count as given,
+//!   BACKGROUND as 1. XC gives accelerator ticks by the same credits
+//!   (the monitor feeds them to every unit's policy).
+//! * **Weight.** cgroup v1 `cpu.shares` is the CFS weight of the whole
+//!   group. The default class (`Normal(10)`) maps to 1024, the weight of
+//!   a nice-0 thread, so a default client competes like any process;
+//!   other shares scale from there ([`cpu_shares`]). BACKGROUND gets the
+//!   kernel's minimum (2). cgroup v2 `cpu.weight` has 100 for a nice-0
+//!   thread, so it is `cpu.shares × 100 / 1024` ([`v2_weight`]).
+//! * **Layout.** The cgroups sit under a parent the daemon owns,
+//!   `<root>/hetsched-cpu-<daemon pid>/pid-<pid>` (one per process: a
+//!   thread is in one cgroup, so a process with several connections gets
+//!   the largest weight any of them maps to). The parent's own weight is
+//!   the sum of its children's, so the applications together weigh
+//!   against processes outside it as they would on their own.
+//! * **Threads.** Every CPU scan moves a client's threads that are still
+//!   in the cgroup the process started in ("home") into its cgroup; new
+//!   threads are caught within a scan. Threads someone else put in
+//!   another cgroup (a slow-core throttle group, an administrator) are
+//!   left where they are. When the client leaves, its threads go back
+//!   home and its cgroup is removed. Parents of daemons that died are
+//!   cleaned up when a daemon starts.
+//! * **No cgroups.** Without root, or without a writable cpu controller
+//!   (v1 at `/sys/fs/cgroup/cpu`, else v2 at `/sys/fs/cgroup`),
+//!   [`CpuCgroups::open`] says why and the daemon goes on without them.
+
+use crate::procfs::cfs_weight;
+use hetsched_core::policy::{DEFAULT_NORMAL_SHARES, ShareClass};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where the cgroup v1 `cpu` controller is mounted.
+pub const V1_ROOT: &str = "/sys/fs/cgroup/cpu";
+/// Where a cgroup v2 hierarchy is mounted when it is the only one.
+pub const V2_ROOT: &str = "/sys/fs/cgroup";
+/// Name of a daemon's parent cgroup, before its pid.
+pub const PARENT_PREFIX: &str = "hetsched-cpu-";
+
+/// cgroup v1 `cpu.shares` bounds (kernel `MIN_SHARES`, `MAX_SHARES`).
+pub const V1_MIN_SHARES: u64 = 2;
+pub const V1_MAX_SHARES: u64 = 262_144;
+/// cgroup v2 `cpu.weight` bounds and the weight of a nice-0 thread.
+pub const V2_MIN_WEIGHT: u64 = 1;
+pub const V2_MAX_WEIGHT: u64 = 10_000;
+pub const V2_DEFAULT_WEIGHT: u64 = 100;
+
+/// A client's CPU credits (Pegasus's CPU-side weight) from its classes on
+/// the CPU units, each with its number of cores: the core-weighted mean of
+/// its shares, BACKGROUND counting 1. `None` without CPU units.
+pub fn cpu_credits(classes: &[(ShareClass, u32)]) -> Option<u32> {
+    weighted_mean(classes, |c| match c {
+        ShareClass::Custom { shares } | ShareClass::Normal { shares } => f64::from(shares.max(1)),
+        ShareClass::Background => 1.0,
+    })
+    .map(|m| (m.round() as u32).max(1))
+}
+
+/// The cgroup v1 `cpu.shares` of a client from its classes on the CPU
+/// units: the default class gets nice 0's weight (1024) and other shares
+/// in proportion, BACKGROUND the minimum; the core-weighted mean across
+/// CPU kinds, within the kernel's bounds. `None` without CPU units.
+pub fn cpu_shares(classes: &[(ShareClass, u32)]) -> Option<u64> {
+    let nice0 = cfs_weight(0);
+    weighted_mean(classes, |c| match c {
+        ShareClass::Custom { shares } | ShareClass::Normal { shares } => {
+            nice0 * f64::from(shares) / f64::from(DEFAULT_NORMAL_SHARES)
+        }
+        ShareClass::Background => V1_MIN_SHARES as f64,
+    })
+    .map(|m| (m.round() as u64).clamp(V1_MIN_SHARES, V1_MAX_SHARES))
+}
+
+/// cgroup v2 `cpu.weight` for a v1 `cpu.shares` value (1024 ↔ 100).
+pub fn v2_weight(shares: u64) -> u64 {
+    ((shares as f64 * V2_DEFAULT_WEIGHT as f64 / 1024.0).round() as u64)
+        .clamp(V2_MIN_WEIGHT, V2_MAX_WEIGHT)
+}
+
+fn weighted_mean(classes: &[(ShareClass, u32)], value: impl Fn(ShareClass) -> f64) -> Option<f64> {
+    if classes.is_empty() {
+        return None;
+    }
+    let cores: f64 = classes.iter().map(|&(_, n)| f64::from(n.max(1))).sum();
+    let sum: f64 = classes
+        .iter()
+        .map(|&(c, n)| f64::from(n.max(1)) * value(c))
+        .sum();
+    Some(sum / cores)
+}
+
+/// Which cgroup interface the daemon drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// v1 `cpu` controller: `cpu.shares`, threads through `tasks`.
+    V1,
+    /// v2 unified hierarchy: `cpu.weight`, processes through `cgroup.procs`.
+    V2,
+}
+
+impl Hierarchy {
+    fn weight_file(self) -> &'static str {
+        match self {
+            Hierarchy::V1 => "cpu.shares",
+            Hierarchy::V2 => "cpu.weight",
+        }
+    }
+
+    fn weight_value(self, shares: u64) -> u64 {
+        match self {
+            Hierarchy::V1 => shares.clamp(V1_MIN_SHARES, V1_MAX_SHARES),
+            Hierarchy::V2 => v2_weight(shares),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Hierarchy::V1 => "cgroup v1 cpu.shares",
+            Hierarchy::V2 => "cgroup v2 cpu.weight",
+        }
+    }
+}
+
+/// One client process's cgroup.
+#[derive(Clone, Debug)]
+struct Domain {
+    dir: PathBuf,
+    /// The cgroup (path below the root) the process was in at first
+    /// sight; its threads go back there when it leaves.
+    home: String,
+    /// The `cpu.shares` value last written (v1 scale).
+    shares: u64,
+}
+
+/// What one pass did, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CgroupPass {
+    /// Cgroups created for clients that were new.
+    pub created: usize,
+    /// Threads (v1) or processes (v2) moved into a client's cgroup.
+    pub moved: usize,
+    /// Cgroups of clients that left, removed.
+    pub removed: usize,
+    /// Writes that failed (most for threads that just exited).
+    pub failed: usize,
+}
+
+/// The daemon's client cgroups.
+#[derive(Debug)]
+pub struct CpuCgroups {
+    hierarchy: Hierarchy,
+    root: PathBuf,
+    parent: PathBuf,
+    domains: BTreeMap<u32, Domain>,
+    /// `/proc`; the unit tests point it at a fake one, so that the cgroup
+    /// side can be driven on plain directories.
+    proc_root: PathBuf,
+}
+
+impl CpuCgroups {
+    /// Finds a writable cpu controller (v1 first, as on this project's
+    /// machines, else v2) and creates this daemon's parent cgroup in it,
+    /// after removing parents that daemons which died left behind. The
+    /// error says why there are none, for the log.
+    pub fn open() -> Result<CpuCgroups, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Err("the daemon is not root, and only root may create cgroups".into());
+        }
+        let daemon = std::process::id();
+        let v1 = Path::new(V1_ROOT);
+        if v1.join("cpu.shares").exists() {
+            return Self::open_at(Hierarchy::V1, v1, daemon)
+                .map_err(|e| format!("cannot create a cgroup under {V1_ROOT}: {e}"));
+        }
+        let v2 = Path::new(V2_ROOT);
+        let controllers =
+            std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+        if controllers.split_whitespace().any(|c| c == "cpu") {
+            return Self::open_at(Hierarchy::V2, v2, daemon)
+                .map_err(|e| format!("cannot create a cgroup under {V2_ROOT}: {e}"));
+        }
+        Err(format!(
+            "no cgroup v1 cpu controller at {V1_ROOT} and no cgroup v2 hierarchy with the cpu \
+             controller at {V2_ROOT}"
+        ))
+    }
+
+    /// Sets up under `root` (a controller's mount point) for the daemon
+    /// with pid `daemon`.
+    pub fn open_at(hierarchy: Hierarchy, root: &Path, daemon: u32) -> io::Result<CpuCgroups> {
+        let proc_root = PathBuf::from("/proc");
+        sweep_stale(hierarchy, root, &proc_root);
+        let parent = root.join(format!("{PARENT_PREFIX}{daemon}"));
+        if hierarchy == Hierarchy::V2 {
+            // v2 hands a controller to children only through each
+            // ancestor's subtree_control; the root usually has cpu on.
+            enable_cpu(root)?;
+        }
+        match std::fs::create_dir(&parent) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        if hierarchy == Hierarchy::V2 {
+            enable_cpu(&parent)?;
+        }
+        let cg = CpuCgroups {
+            hierarchy,
+            root: root.to_path_buf(),
+            parent,
+            domains: BTreeMap::new(),
+            proc_root,
+        };
+        cg.write_parent_weight()?;
+        Ok(cg)
+    }
+
+    /// For the log: which interface and where.
+    pub fn describe(&self) -> String {
+        format!(
+            "client CPU shares through {} under {}",
+            self.hierarchy.name(),
+            self.parent.display()
+        )
+    }
+
+    pub fn hierarchy(&self) -> Hierarchy {
+        self.hierarchy
+    }
+
+    pub fn parent(&self) -> &Path {
+        &self.parent
+    }
+
+    /// The cgroup of client process `pid`, once it has one.
+    pub fn dir_of(&self, pid: u32) -> Option<&Path> {
+        self.domains.get(&pid).map(|d| d.dir.as_path())
+    }
+
+    /// Brings the cgroups in line with `targets` (client pid → its
+    /// `cpu.shares`, v1 scale): creates and weighs one per process, moves
+    /// its threads in, and removes those of processes no longer listed.
+    pub fn apply(&mut self, targets: &BTreeMap<u32, u64>) -> CgroupPass {
+        let mut pass = CgroupPass::default();
+        let gone: Vec<u32> = self
+            .domains
+            .keys()
+            .filter(|p| !targets.contains_key(p))
+            .copied()
+            .collect();
+        let mut parent_changed = !gone.is_empty();
+        for pid in gone {
+            let d = self.domains.remove(&pid).expect("listed");
+            if self.release(&d).is_ok() {
+                pass.removed += 1;
+            } else {
+                pass.failed += 1;
+            }
+        }
+        for (&pid, &shares) in targets {
+            if !self.domains.contains_key(&pid) {
+                let Some(home) = self.cgroup_of(pid, None) else {
+                    continue; // the process is gone
+                };
+                let dir = self.parent.join(format!("pid-{pid}"));
+                match std::fs::create_dir(&dir) {
+                    Ok(()) => pass.created += 1,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(_) => {
+                        pass.failed += 1;
+                        continue;
+                    }
+                }
+                self.domains.insert(
+                    pid,
+                    Domain {
+                        dir,
+                        home,
+                        shares: 0,
+                    },
+                );
+            }
+            let d = self.domains.get_mut(&pid).expect("inserted above");
+            if d.shares != shares {
+                let value = self.hierarchy.weight_value(shares);
+                if std::fs::write(d.dir.join(self.hierarchy.weight_file()), value.to_string())
+                    .is_ok()
+                {
+                    d.shares = shares;
+                    parent_changed = true;
+                } else {
+                    pass.failed += 1;
+                }
+            }
+            let d = self.domains[&pid].clone();
+            self.move_in(pid, &d, &mut pass);
+        }
+        if parent_changed && self.write_parent_weight().is_err() {
+            pass.failed += 1;
+        }
+        pass
+    }
+
+    /// The parent weighs what its children weigh together (at least the
+    /// minimum), so joining it costs the applications nothing against
+    /// processes outside.
+    fn write_parent_weight(&self) -> io::Result<()> {
+        let total: u64 = self.domains.values().map(|d| d.shares).sum();
+        let total = if total == 0 { 1024 } else { total };
+        std::fs::write(
+            self.parent.join(self.hierarchy.weight_file()),
+            self.hierarchy.weight_value(total).to_string(),
+        )
+    }
+
+    fn rel(&self, dir: &Path) -> String {
+        let r = dir.strip_prefix(&self.root).unwrap_or(dir);
+        format!("/{}", r.display())
+    }
+
+    /// The cgroup (path below the root) of thread `tid` of `pid`, or of
+    /// the process's main thread.
+    fn cgroup_of(&self, pid: u32, tid: Option<u32>) -> Option<String> {
+        let file = match tid {
+            Some(t) => self.proc_root.join(format!("{pid}/task/{t}/cgroup")),
+            None => self.proc_root.join(format!("{pid}/cgroup")),
+        };
+        let text = std::fs::read_to_string(file).ok()?;
+        cgroup_path(&text, self.hierarchy).map(str::to_string)
+    }
+
+    fn move_in(&self, pid: u32, d: &Domain, pass: &mut CgroupPass) {
+        let mine = self.rel(&d.dir);
+        match self.hierarchy {
+            Hierarchy::V1 => {
+                for tid in tids(&self.proc_root, pid) {
+                    // Only threads still at home: one in any other cgroup
+                    // was put there on purpose (a throttle group).
+                    if self.cgroup_of(pid, Some(tid)).as_deref() != Some(d.home.as_str())
+                        || mine == d.home
+                    {
+                        continue;
+                    }
+                    if std::fs::write(d.dir.join("tasks"), tid.to_string()).is_ok() {
+                        pass.moved += 1;
+                    } else {
+                        pass.failed += 1;
+                    }
+                }
+            }
+            Hierarchy::V2 => {
+                if self.cgroup_of(pid, None).as_deref() == Some(d.home.as_str()) {
+                    if std::fs::write(d.dir.join("cgroup.procs"), pid.to_string()).is_ok() {
+                        pass.moved += 1;
+                    } else {
+                        pass.failed += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends a domain's threads home (or to the root if home is gone) and
+    /// removes its cgroup.
+    fn release(&self, d: &Domain) -> io::Result<()> {
+        let home = self.root.join(d.home.trim_start_matches('/'));
+        let home = if home.is_dir() {
+            home
+        } else {
+            self.root.clone()
+        };
+        evacuate(self.hierarchy, &d.dir, &home);
+        std::fs::remove_dir(&d.dir)
+    }
+}
+
+impl Drop for CpuCgroups {
+    fn drop(&mut self) {
+        for d in std::mem::take(&mut self.domains).into_values() {
+            let _ = self.release(&d);
+        }
+        let _ = std::fs::remove_dir(&self.parent);
+    }
+}
+
+/// The path of the cpu controller's cgroup in a `/proc/…/cgroup` text.
+fn cgroup_path(text: &str, h: Hierarchy) -> Option<&str> {
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = match h {
+            Hierarchy::V1 => controllers.split(',').any(|c| c == "cpu"),
+            Hierarchy::V2 => id == "0" && controllers.is_empty(),
+        };
+        hit.then_some(path)
+    })
+}
+
+fn tids(proc_root: &Path, pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(proc_root.join(format!("{pid}/task"))) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+fn enable_cpu(dir: &Path) -> io::Result<()> {
+    let file = dir.join("cgroup.subtree_control");
+    let on = std::fs::read_to_string(&file).unwrap_or_default();
+    if on.split_whitespace().any(|c| c == "cpu") {
+        return Ok(());
+    }
+    std::fs::write(file, "+cpu")
+}
+
+/// Moves everything in `dir` (threads in v1, processes in v2) to `to`.
+fn evacuate(h: Hierarchy, dir: &Path, to: &Path) {
+    let (file, ids) = match h {
+        Hierarchy::V1 => ("tasks", "tasks"),
+        Hierarchy::V2 => ("cgroup.procs", "cgroup.procs"),
+    };
+    let listed: BTreeSet<u32> = std::fs::read_to_string(dir.join(ids))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    for id in listed {
+        let _ = std::fs::write(to.join(file), id.to_string());
+    }
+}
+
+/// Removes the parents (and their client cgroups) of daemons that are no
+/// longer running, moving what is still in them to the root.
+fn sweep_stale(h: Hierarchy, root: &Path, proc_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PARENT_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || proc_root.join(pid.to_string()).exists() {
+            continue;
+        }
+        let parent = e.path();
+        if let Ok(children) = std::fs::read_dir(&parent) {
+            for c in children.flatten().filter(|c| c.path().is_dir()) {
+                evacuate(h, &c.path(), root);
+                let _ = std::fs::remove_dir(c.path());
+            }
+        }
+        evacuate(h, &parent, root);
+        let _ = std::fs::remove_dir(&parent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const N10: ShareClass = ShareClass::Normal { shares: 10 };
+
+    #[test]
+    fn credits_are_the_shares_on_the_cpu_units() {
+        assert_eq!(cpu_credits(&[]), None);
+        assert_eq!(cpu_credits(&[(N10, 4)]), Some(10));
+        assert_eq!(
+            cpu_credits(&[(ShareClass::Normal { shares: 512 }, 8)]),
+            Some(512)
+        );
+        assert_eq!(cpu_credits(&[(ShareClass::Background, 2)]), Some(1));
+        // Two kinds: the mean weighted by cores.
+        assert_eq!(
+            cpu_credits(&[
+                (ShareClass::Normal { shares: 30 }, 3),
+                (ShareClass::Custom { shares: 10 }, 1)
+            ]),
+            Some(25)
+        );
+    }
+
+    #[test]
+    fn the_default_class_weighs_like_a_nice_0_thread() {
+        assert_eq!(cpu_shares(&[(N10, 4)]), Some(1024));
+        assert_eq!(
+            cpu_shares(&[(ShareClass::Normal { shares: 30 }, 4)]),
+            Some(3072)
+        );
+        assert_eq!(
+            cpu_shares(&[(ShareClass::Background, 4)]),
+            Some(V1_MIN_SHARES)
+        );
+        assert_eq!(
+            cpu_shares(&[(ShareClass::Normal { shares: 1 << 20 }, 1)]),
+            Some(V1_MAX_SHARES)
+        );
+        assert_eq!(cpu_shares(&[]), None);
+        assert_eq!(v2_weight(1024), 100);
+        assert_eq!(v2_weight(3072), 300);
+        assert_eq!(v2_weight(2), 1);
+        assert_eq!(v2_weight(V1_MAX_SHARES), V2_MAX_WEIGHT);
+    }
+
+    #[test]
+    fn the_cpu_controller_line_is_found() {
+        let v1 = "12:pids:/\n4:cpu,cpuacct:/hetsched-cpu-7/pid-9\n0::/user.slice\n";
+        assert_eq!(
+            cgroup_path(v1, Hierarchy::V1),
+            Some("/hetsched-cpu-7/pid-9")
+        );
+        assert_eq!(cgroup_path(v1, Hierarchy::V2), Some("/user.slice"));
+        assert_eq!(cgroup_path("3:cpuset:/\n", Hierarchy::V1), None);
+    }
+
+    /// A fake `/proc` entry: threads `tids` of process `pid` in `cgroup`
+    /// of the given hierarchy.
+    fn fake_proc(base: &Path, pid: u32, tids: &[u32], h: Hierarchy, cgroup: &str) {
+        let line = match h {
+            Hierarchy::V1 => format!("2:cpu,cpuacct:{cgroup}\n0::/\n"),
+            Hierarchy::V2 => format!("0::{cgroup}\n"),
+        };
+        let p = base.join(pid.to_string());
+        std::fs::create_dir_all(&p).unwrap();
+        // The process's own line is its main thread's: the first call's.
+        if !p.join("cgroup").exists() {
+            std::fs::write(p.join("cgroup"), &line).unwrap();
+        }
+        for t in tids {
+            let t = p.join(format!("task/{t}"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("cgroup"), &line).unwrap();
+        }
+    }
+
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let p = std::env::temp_dir()
+                .join(format!("hetsched-cgroups-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Scratch(p)
+        }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn on_plain_dirs(h: Hierarchy) -> (Scratch, CpuCgroups) {
+        let tmp = Scratch::new(&format!("{h:?}"));
+        let root = tmp.path().join("cg");
+        std::fs::create_dir_all(&root).unwrap();
+        let mut cg = CpuCgroups::open_at(h, &root, 4242).unwrap();
+        cg.proc_root = tmp.path().join("proc");
+        (tmp, cg)
+    }
+
+    #[test]
+    fn v1_weighs_moves_threads_in_and_cleans_up() {
+        let (tmp, mut cg) = on_plain_dirs(Hierarchy::V1);
+        let proc_root = tmp.path().join("proc");
+        fake_proc(&proc_root, 100, &[100, 101], Hierarchy::V1, "/");
+        fake_proc(&proc_root, 200, &[200], Hierarchy::V1, "/");
+        // A thread of 200 in a throttle group stays there.
+        fake_proc(&proc_root, 200, &[201], Hierarchy::V1, "/hetsched/slow-50");
+        let pass = cg.apply(&BTreeMap::from([(100, 1024), (200, 3072)]));
+        assert_eq!(
+            (pass.created, pass.moved, pass.failed),
+            (2, 3, 0),
+            "{pass:?}"
+        );
+        let dir = cg.dir_of(200).unwrap().to_path_buf();
+        assert_eq!(dir, cg.parent().join("pid-200"));
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(dir.join("cpu.shares")), "3072");
+        // A plain file takes one write at a time; the last tid is there.
+        assert_eq!(read(dir.join("tasks")), "200");
+        assert_eq!(read(cg.parent().join("cpu.shares")), "4096");
+        // The class changes: only the weight is written again.
+        let pass = cg.apply(&BTreeMap::from([(100, 1024), (200, 2)]));
+        assert_eq!(pass.created, 0);
+        assert_eq!(read(dir.join("cpu.shares")), "2");
+        assert_eq!(read(cg.parent().join("cpu.shares")), "1026");
+        // 200 leaves: its threads go home (the root) and its group is
+        // forgotten. (Removing it is for cgroupfs, where a group's control
+        // files do not keep rmdir from working: the integration test in
+        // crates/cli/tests/backend.rs checks that on the real thing.)
+        let pass = cg.apply(&BTreeMap::from([(100, 1024)]));
+        assert_eq!(pass.removed + pass.failed, 1, "{pass:?}");
+        assert_eq!(read(tmp.path().join("cg/tasks")), "200");
+        assert!(cg.dir_of(200).is_none());
+        assert_eq!(read(cg.parent().join("cpu.shares")), "1024");
+    }
+
+    #[test]
+    fn v2_writes_cpu_weight_and_moves_the_process() {
+        let (tmp, mut cg) = on_plain_dirs(Hierarchy::V2);
+        let proc_root = tmp.path().join("proc");
+        fake_proc(&proc_root, 100, &[100, 101], Hierarchy::V2, "/user.slice");
+        std::fs::create_dir_all(tmp.path().join("cg/user.slice")).unwrap();
+        let pass = cg.apply(&BTreeMap::from([(100, 3072)]));
+        assert_eq!((pass.created, pass.moved), (1, 1), "{pass:?}");
+        let dir = cg.dir_of(100).unwrap().to_path_buf();
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(dir.join("cpu.weight")), "300");
+        assert_eq!(read(dir.join("cgroup.procs")), "100");
+        assert_eq!(read(cg.parent().join("cgroup.subtree_control")), "+cpu");
+        // A process that is gone before its first pass gets nothing.
+        let pass = cg.apply(&BTreeMap::from([(100, 3072), (999, 1024)]));
+        assert_eq!(pass.created, 0);
+        assert!(cg.dir_of(999).is_none());
+        // Leaving: back to its home cgroup.
+        cg.apply(&BTreeMap::new());
+        assert_eq!(read(tmp.path().join("cg/user.slice/cgroup.procs")), "100");
+    }
+
+    #[test]
+    fn parents_of_dead_daemons_are_swept() {
+        let tmp = Scratch::new("sweep");
+        let root = tmp.path().join("cg");
+        // Pid numbers above the kernel's maximum never exist.
+        let dead = root.join(format!("{PARENT_PREFIX}{}", u32::MAX >> 1));
+        std::fs::create_dir_all(dead.join("pid-5")).unwrap();
+        let live = root.join(format!("{PARENT_PREFIX}1"));
+        std::fs::create_dir_all(&live).unwrap();
+        let cg = CpuCgroups::open_at(Hierarchy::V1, &root, 4242).unwrap();
+        assert!(!dead.exists());
+        assert!(live.exists(), "pid 1 is alive");
+        assert!(cg.parent().ends_with(format!("{PARENT_PREFIX}4242")));
+    }
+}

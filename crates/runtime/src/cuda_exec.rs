@@ -1,0 +1,127 @@
+//! The CUDA executor (feature `cuda`): every CUDA device is a unit this
+//! process drives itself, with one worker thread owning the device and its
+//! stream, so calls on it run one at a time.
+//!
+//! Unlike the OpenCL executor, the unit carries measured launch and copy
+//! costs (hetsched-platform's GPU calibration, run when the device opens)
+//! and the model learns only the device time of the call's kernels, from
+//! CUDA events: placement then predicts `dispatch + copies + kernel`, each
+//! part from where it is measured, and a call's copies are not counted
+//! twice.
+//!
+//! Without the CUDA driver or NVRTC, or with `HETSCHED_CUDA=0`, there are
+//! no CUDA units, and one log line says why.
+
+use crate::cuda::CudaDevice;
+use crate::scheduler::{Backend, Scheduler};
+use hetsched_core::ids::UnitId;
+use hetsched_core::policy::PolicyKind;
+use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_platform::gpu::{self, GpuCalibrationOptions};
+use hetsched_protocol::UnitInfo;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Set to `0` to leave CUDA devices out (e.g. to compare with a CPU-only run).
+pub(crate) const DISABLE_ENV: &str = "HETSCHED_CUDA";
+
+/// The unit name of CUDA device `ordinal`.
+pub(crate) fn unit_name(ordinal: usize) -> String {
+    format!("cuda{ordinal}")
+}
+
+/// Opens and calibrates every CUDA device; none, with one log line saying
+/// why, where CUDA is unusable.
+pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
+    if std::env::var(DISABLE_ENV).is_ok_and(|v| v == "0") {
+        eprintln!("hetsched runtime: no CUDA units: disabled by {DISABLE_ENV}=0");
+        return Vec::new();
+    }
+    let count = match crate::cuda::probe() {
+        Ok(0) => {
+            eprintln!("hetsched runtime: no CUDA units: the CUDA driver reports no device");
+            return Vec::new();
+        }
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("hetsched runtime: no CUDA units: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for ordinal in 0..count {
+        let device = match CudaDevice::open(ordinal) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("hetsched runtime: cannot open CUDA device {ordinal}: {e}");
+                continue;
+            }
+        };
+        let (dispatch_ns, copy_in, copy_out) =
+            match gpu::calibrate(ordinal, &GpuCalibrationOptions::quick()) {
+                Ok(c) => (c.launch_round_trip_ns.round() as u64, c.copy_in, c.copy_out),
+                Err(e) => {
+                    // The model still learns kernel times; placement just
+                    // cannot charge copies it has no figures for.
+                    eprintln!(
+                        "hetsched runtime: CUDA device {ordinal} not calibrated ({e}); \
+                         its launch and copy costs count as 0"
+                    );
+                    (0, LinkCost::FREE, LinkCost::FREE)
+                }
+            };
+        let info = device.info();
+        let unit = UnitInfo {
+            // Renumbered after the monitor's units by the scheduler.
+            id: UnitId(0),
+            name: unit_name(ordinal),
+            kind: format!("cuda:{}", info.name.trim()),
+            class: UnitClass::Gpu,
+            policy: PolicyKind::Fifo,
+            slots: 1,
+            relative_speed: 1.0,
+            caps: Capabilities::empty(),
+            coherent: false,
+            copy_in,
+            copy_out,
+            dispatch_ns,
+            emulated: false,
+            pus: Vec::new(),
+            throttle: None,
+        };
+        out.push((unit, Backend::Cuda, device));
+    }
+    out
+}
+
+/// Starts one worker per device; `devices[i]` drives unit `first_unit + i`.
+pub(crate) fn spawn_workers(
+    sched: &Arc<Scheduler>,
+    first_unit: usize,
+    devices: Vec<CudaDevice>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    for (i, device) in devices.into_iter().enumerate() {
+        let u = first_unit + i;
+        let sched = Arc::clone(sched);
+        let name = format!("hetsched-{}", sched.units[u].name);
+        handles.push(std::thread::Builder::new().name(name).spawn(move || {
+            crate::worker::run_loop(&sched, u, |job, unit, _| {
+                // Times of commands a failed earlier call left behind are
+                // not this call's.
+                let _ = device.take_times();
+                let start = Instant::now();
+                job.run_cuda(&device, unit);
+                let wall = start.elapsed().as_nanos() as f64;
+                match device.take_times() {
+                    Ok(t) if t.kernels > 0 => t.kernel_ns,
+                    // No kernel timed (the implementation launched none, or
+                    // the device failed): the wall time is all there is.
+                    _ => wall,
+                }
+            });
+        })?);
+    }
+    Ok(handles)
+}
