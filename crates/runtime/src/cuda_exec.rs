@@ -101,27 +101,18 @@ pub(crate) fn spawn_workers(
     first_unit: usize,
     devices: Vec<CudaDevice>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
-    let mut handles = Vec::new();
-    for (i, device) in devices.into_iter().enumerate() {
-        let u = first_unit + i;
-        let sched = Arc::clone(sched);
-        let name = format!("hetsched-{}", sched.units[u].name);
-        handles.push(std::thread::Builder::new().name(name).spawn(move || {
-            crate::worker::run_loop(&sched, u, |job, unit, _| {
-                // Times of commands a failed earlier call left behind are
-                // not this call's.
-                let _ = device.take_times();
-                let start = Instant::now();
-                job.run_cuda(&device, unit);
-                let wall = start.elapsed().as_nanos() as f64;
-                match device.take_times() {
-                    Ok(t) if t.kernels > 0 => t.kernel_ns,
-                    // No kernel timed (the implementation launched none, or
-                    // the device failed): the wall time is all there is.
-                    _ => wall,
-                }
-            });
-        })?);
-    }
-    Ok(handles)
+    crate::worker::spawn_device_workers(sched, first_unit, devices, |device, job, unit| {
+        // Times of commands a failed earlier call left behind are not
+        // this call's.
+        let _ = device.take_times();
+        let start = Instant::now();
+        job.run_cuda(device, unit);
+        let wall = start.elapsed().as_nanos() as f64;
+        match device.take_times() {
+            Ok(t) if t.kernels > 0 => t.kernel_ns,
+            // No kernel timed (the implementation launched none, or the
+            // device failed): the wall time is all there is.
+            _ => wall,
+        }
+    })
 }

@@ -89,18 +89,9 @@ pub(crate) fn spawn_workers(
     first_unit: usize,
     devices: Vec<OpenClDevice>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
-    let mut handles = Vec::new();
-    for (i, device) in devices.into_iter().enumerate() {
-        let u = first_unit + i;
-        let sched = Arc::clone(sched);
-        let name = format!("hetsched-{}", sched.units[u].name);
-        handles.push(std::thread::Builder::new().name(name).spawn(move || {
-            crate::worker::run_loop(&sched, u, |job, unit, _| {
-                let start = Instant::now();
-                job.run_opencl(&device, unit);
-                start.elapsed().as_nanos() as f64
-            });
-        })?);
-    }
-    Ok(handles)
+    crate::worker::spawn_device_workers(sched, first_unit, devices, |device, job, unit| {
+        let start = Instant::now();
+        job.run_opencl(device, unit);
+        start.elapsed().as_nanos() as f64
+    })
 }

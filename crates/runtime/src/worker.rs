@@ -66,3 +66,27 @@ pub(crate) fn run_loop(
         q = sched.lock();
     }
 }
+
+/// Starts one worker thread per device of a kind this process drives
+/// itself (OpenCL, CUDA): `devices[i]` serves unit `first_unit + i`, and
+/// `run(device, job, unit)` runs one call and returns its execution time
+/// in ns for the model.
+#[cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
+pub(crate) fn spawn_device_workers<D: Send + 'static>(
+    sched: &Arc<Scheduler>,
+    first_unit: usize,
+    devices: Vec<D>,
+    run: impl Fn(&D, &mut dyn Job, &str) -> f64 + Clone + Send + 'static,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    for (i, device) in devices.into_iter().enumerate() {
+        let u = first_unit + i;
+        let sched = Arc::clone(sched);
+        let run = run.clone();
+        let name = format!("hetsched-{}", sched.units[u].name);
+        handles.push(std::thread::Builder::new().name(name).spawn(move || {
+            run_loop(&sched, u, |job, unit, _| run(&device, job, unit));
+        })?);
+    }
+    Ok(handles)
+}
