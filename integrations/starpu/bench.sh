@@ -24,33 +24,15 @@ make -s -C "$here" PROFILE=release >/dev/null
 bin=${HETSCHED_BIN:-$root/target/release/hetsched}
 [ -x "$bin" ] || (cd "$root" && cargo build -q --release -p hetsched)
 
-work=$(mktemp -d /tmp/hetsched-starpu-bench.XXXXXX)
-daemon=
-cleanup() {
-    if [ -n "$daemon" ]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-    if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+# shellcheck source=../../scripts/daemon-lib.sh
+. "$root/scripts/daemon-lib.sh"
+hs_work_dir hetsched-starpu-bench
 # A private copy: other builds may replace the binary while we run.
 cp "$bin" "$work/hetsched"
 
-cat > "$work/hetsched.toml" <<TOML
-state_file = "$work/state.json"
-[policies]
-emu-gpu0 = "fifo"
-[[emulated]]
-name = "emu-gpu0"
-kind = "emu-gpu"
-class = "gpu"
-speed = 8.0
-copy_gbps = 12.0
-streams = 1
-TOML
-socket=$work/hetsched.sock
-"$work/hetsched" daemon --config "$work/hetsched.toml" --socket "$socket" >"$work/daemon.log" 2>&1 &
-daemon=$!
-for _ in $(seq 200); do [ -S "$socket" ] && break; sleep 0.05; done
-[ -S "$socket" ] || { cat "$work/daemon.log" >&2; echo "bench: daemon did not start" >&2; exit 1; }
+hs_config '[policies]
+emu-gpu0 = "fifo"'
+hs_start_daemon "$work/hetsched" bench
 
 # Rinnegan Table 3 in spirit: the device helps each application by a
 # different factor (CPU µs per task, device µs per task, tasks).

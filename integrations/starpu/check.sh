@@ -15,24 +15,11 @@ if [ ! -x "$bin" ]; then
     echo "check: $bin not built (cargo build -p hetsched); StarPU check skipped" >&2
     exit 0
 fi
-work=$(mktemp -d /tmp/hetsched-starpu-check.XXXXXX)
-daemon=
-cleanup() {
-    if [ -n "$daemon" ]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cat > "$work/hetsched.toml" <<TOML
-state_file = "$work/state.json"
-[policies]
+# shellcheck source=../../scripts/daemon-lib.sh
+. "$root/scripts/daemon-lib.sh"
+hs_work_dir hetsched-starpu-check
+hs_config '[policies]
 emu-gpu0 = "fifo"
-[[emulated]]
-name = "emu-gpu0"
-kind = "emu-gpu"
-class = "gpu"
-speed = 8.0
-copy_gbps = 12.0
-streams = 1
 # Stands for the OpenCL device in the gated run: StarPU drives the device,
 # the daemon only grants turns on it.
 [[emulated]]
@@ -41,13 +28,8 @@ kind = "opencl"
 class = "gpu"
 speed = 1.0
 copy_gbps = 12.0
-streams = 1
-TOML
-socket=$work/hetsched.sock
-"$bin" daemon --config "$work/hetsched.toml" --socket "$socket" >"$work/daemon.log" 2>&1 &
-daemon=$!
-for _ in $(seq 200); do [ -S "$socket" ] && break; sleep 0.05; done
-[ -S "$socket" ] || { cat "$work/daemon.log" >&2; echo "check: daemon did not start" >&2; exit 1; }
+streams = 1'
+hs_start_daemon "$bin" check
 
 export HETSCHED_SOCKET=$socket STARPU_HOME=$work/starpu XDG_CACHE_HOME=$work/cache
 export STARPU_OPENCL_ON_CPUS=1 STARPU_NCPU=1 STARPU_NOPENCL=1 STARPU_NCUDA=0
