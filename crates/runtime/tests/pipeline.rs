@@ -660,36 +660,12 @@ mod opencl {
 /// cgroup v1 cpu controller; skips, saying why, elsewhere.
 #[test]
 fn lanes_on_a_slow_kind_join_its_throttle() {
-    use hetsched_runtime::{MonitorMode, Runtime, RuntimeOptions};
-    let quota = std::path::Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT)
-        .join("cpu.cfs_quota_us");
-    let why_not = if !rustix::process::getuid().is_root() {
-        Some("needs root for a cgroup".to_string())
-    } else if !quota.exists() {
-        Some(format!("no cgroup v1 cpu controller ({})", quota.display()))
-    } else if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        Some("needs two CPUs".to_string())
-    } else {
-        None
-    };
-    if let Some(why) = why_not {
+    if let Some(why) = common::slow_core_unsupported() {
         eprintln!("skipping: {why}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hetsched.toml");
-    std::fs::write(
-        &config,
-        "[[slow_cores]]\ncpus = [1]\nspeed = 0.25\nkind = \"little\"\n",
-    )
-    .unwrap();
-    let opts = RuntimeOptions::new("pipe-slow")
-        .unwrap()
-        .monitor(MonitorMode::Embedded)
-        .config(&config)
-        .persist_models(false)
-        .opencl(false);
-    let rt = Runtime::with_options(opts).unwrap();
+    let rt = common::slow_core_runtime(dir.path(), "pipe-slow");
     let little = rt.units().iter().find(|u| u.name == "little").unwrap();
     let throttle = little.throttle.clone().expect("a throttled kind");
     let cgroup_dir = std::path::Path::new(&throttle)

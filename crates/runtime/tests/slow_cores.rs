@@ -2,29 +2,13 @@
 //! own, and the runtime's workers on it really run at its speed (CFS quota
 //! of a cgroup), as Rinnegan emulated slow cores with duty cycles.
 
-use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions, Task};
+use hetsched_runtime::{Mode, Task};
+
+mod common;
+use common::{slow_core_runtime, slow_core_unsupported};
 use std::time::{Duration, Instant};
 
 use hetsched_platform::thread::cpu_time as thread_cpu;
-
-/// Why this machine cannot run the test, if it cannot.
-fn unsupported() -> Option<String> {
-    if !rustix::process::getuid().is_root() {
-        return Some("needs root to create a cgroup".into());
-    }
-    let quota = std::path::Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT)
-        .join("cpu.cfs_quota_us");
-    if !quota.exists() {
-        return Some(format!(
-            "no cgroup v1 cpu controller ({} missing)",
-            quota.display()
-        ));
-    }
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return Some("needs two CPUs".into());
-    }
-    None
-}
 
 /// Spins for `wall` of wall time and returns the share of it this thread
 /// got on a CPU.
@@ -38,23 +22,12 @@ fn cpu_share(wall: Duration) -> f64 {
 
 #[test]
 fn a_slow_core_is_a_kind_of_its_own_and_runs_at_its_speed() {
-    if let Some(why) = unsupported() {
+    if let Some(why) = slow_core_unsupported() {
         eprintln!("skipping: {why}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hetsched.toml");
-    std::fs::write(
-        &config,
-        "[[slow_cores]]\ncpus = [1]\nspeed = 0.25\nkind = \"little\"\n",
-    )
-    .unwrap();
-    let opts = RuntimeOptions::new("slow-core-test")
-        .unwrap()
-        .monitor(MonitorMode::Embedded)
-        .config(&config)
-        .persist_models(false);
-    let rt = Runtime::with_options(opts).unwrap();
+    let rt = slow_core_runtime(dir.path(), "slow-core-test");
     let little = rt
         .units()
         .iter()

@@ -53,3 +53,41 @@ pub fn spin(d: Duration) {
         std::hint::spin_loop();
     }
 }
+
+/// Why this machine cannot emulate a slow core (root, a cgroup v1 cpu
+/// controller, two CPUs), if it cannot.
+pub fn slow_core_unsupported() -> Option<String> {
+    if !rustix::process::getuid().is_root() {
+        return Some("needs root to create a cgroup".into());
+    }
+    let quota = std::path::Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT)
+        .join("cpu.cfs_quota_us");
+    if !quota.exists() {
+        return Some(format!(
+            "no cgroup v1 cpu controller ({} missing)",
+            quota.display()
+        ));
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return Some("needs two CPUs".into());
+    }
+    None
+}
+
+/// A runtime on an embedded monitor whose CPU 1 is the emulated slow kind
+/// `little` (a quarter of a core).
+pub fn slow_core_runtime(dir: &Path, name: &str) -> Runtime {
+    let config = dir.join("hetsched.toml");
+    std::fs::write(
+        &config,
+        "[[slow_cores]]\ncpus = [1]\nspeed = 0.25\nkind = \"little\"\n",
+    )
+    .unwrap();
+    let opts = RuntimeOptions::new(name)
+        .unwrap()
+        .monitor(MonitorMode::Embedded)
+        .config(&config)
+        .persist_models(false)
+        .opencl(false);
+    Runtime::with_options(opts).unwrap()
+}
