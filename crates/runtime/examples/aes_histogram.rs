@@ -16,16 +16,12 @@ use std::sync::Arc;
 const KEY: [u8; 16] = *b"hetsched example";
 const IV: [u8; 16] = [7; 16];
 
+/// `len` reproducible pseudo-random bytes from `seed`.
 fn generate(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+    use rand::{RngCore, SeedableRng};
+    let mut bytes = vec![0; len];
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut bytes);
+    bytes
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

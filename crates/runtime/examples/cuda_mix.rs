@@ -20,17 +20,12 @@ use std::time::Instant;
 const KEY: [u8; 16] = *b"hetsched example";
 const IV: [u8; 16] = [7; 16];
 
+/// `len` reproducible pseudo-random bytes from `seed`.
 fn generate(len: usize, seed: u64) -> Vec<u8> {
-    // xorshift64: varied bytes without a dependency.
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+    use rand::{RngCore, SeedableRng};
+    let mut bytes = vec![0; len];
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut bytes);
+    bytes
 }
 
 fn arg(args: &mut impl Iterator<Item = String>, default: usize) -> Result<usize, String> {

@@ -37,16 +37,12 @@ fn runtime(name: &str) -> Runtime {
     Runtime::with_options(opts).unwrap()
 }
 
+/// `len` reproducible pseudo-random bytes from `seed`.
 fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    use rand::{RngCore, SeedableRng};
+    let mut bytes = vec![0; len];
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut bytes);
+    bytes
 }
 
 fn same_bits(a: &[f32], b: &[f32]) -> bool {
