@@ -21,6 +21,7 @@
 //! Pure: no I/O or clocks.
 
 use crate::coordination::AppDemand;
+use crate::ids::Ns;
 
 /// Weight of a new interval's mean in the running mean: enough smoothing to
 /// ride out a noisy interval, fast enough that a phase change shows within
@@ -193,6 +194,39 @@ impl DemandMeter {
     }
 }
 
+/// How much of each unit (in slots) one app keeps busy, from its
+/// cumulative busy time per unit: what the monitor sets aside for apps
+/// that are not coordinated, so the coordinated ones share the rest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UnitUse {
+    last: Option<(Ns, Vec<f64>)>,
+    slots: Vec<f64>,
+}
+
+impl UnitUse {
+    /// Cumulative busy time per unit (ns) at `at`; the interval since the
+    /// previous observation moves the running mean.
+    pub fn observe(&mut self, at: Ns, busy_ns: Vec<f64>) {
+        if let Some((t0, b0)) = &self.last
+            && at > *t0
+            && b0.len() == busy_ns.len()
+        {
+            let dt = (at - t0) as f64;
+            self.slots.resize(busy_ns.len(), 0.0);
+            for (u, (b, a)) in busy_ns.iter().zip(b0).enumerate() {
+                let used = ((b - a) / dt).max(0.0);
+                self.slots[u] += EWMA_WEIGHT * (used - self.slots[u]);
+            }
+        }
+        self.last = Some((at, busy_ns));
+    }
+
+    /// Mean slots busy per unit (empty before two observations).
+    pub fn slots(&self) -> &[f64] {
+        &self.slots
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +315,19 @@ mod tests {
         assert!(!m.is_complete(), "the CPU has no figures yet");
         m.reported(&[(0, 4, 8e6)], 1.0, None, 8.0);
         assert!(m.is_complete());
+    }
+
+    #[test]
+    fn unit_use_is_busy_time_over_wall_time() {
+        let mut u = UnitUse::default();
+        u.observe(0, vec![0.0, 0.0]);
+        assert!(u.slots().is_empty());
+        // 100 ms: unit 0 busy all of it, unit 1 a quarter.
+        u.observe(100_000_000, vec![100e6, 25e6]);
+        assert_eq!(u.slots(), &[EWMA_WEIGHT, EWMA_WEIGHT * 0.25]);
+        // A counter that went backwards counts as idle, not negative.
+        u.observe(200_000_000, vec![50e6, 25e6]);
+        assert!(u.slots()[0] < EWMA_WEIGHT && u.slots()[0] >= 0.0);
     }
 
     #[test]

@@ -23,7 +23,7 @@
 
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, CoordinatorConfig, UnitSupply};
-use hetsched_core::demand_meter::{DemandMeter, Source};
+use hetsched_core::demand_meter::{DemandMeter, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
 use hetsched_core::policy::ClientSettings;
 use hetsched_core::unit::UnitClass;
@@ -66,7 +66,7 @@ struct Tracked {
     follows: bool,
     /// It took part in the last tick's coordination.
     coordinated: bool,
-    usage: UsageMeter,
+    usage: UnitUse,
 }
 
 impl Tracked {
@@ -75,40 +75,12 @@ impl Tracked {
             meter: DemandMeter::new(sources.to_vec()),
             follows: false,
             coordinated: false,
-            usage: UsageMeter::default(),
+            usage: UnitUse::default(),
         }
     }
 
     fn takes_part(&self, default_standing: bool) -> bool {
         self.follows && default_standing
-    }
-}
-
-/// Weight of a new interval in an app's mean unit use.
-const USAGE_WEIGHT: f64 = 0.3;
-
-/// How much of each unit (in slots) one app keeps busy, from its
-/// cumulative busy time per unit.
-#[derive(Debug, Default)]
-struct UsageMeter {
-    last: Option<(Ns, Vec<f64>)>,
-    slots: Vec<f64>,
-}
-
-impl UsageMeter {
-    fn observe(&mut self, at: Ns, busy_ns: Vec<f64>) {
-        if let Some((t0, b0)) = &self.last
-            && at > *t0
-            && b0.len() == busy_ns.len()
-        {
-            let dt = (at - t0) as f64;
-            self.slots.resize(busy_ns.len(), 0.0);
-            for (u, (b, a)) in busy_ns.iter().zip(b0).enumerate() {
-                let used = ((b - a) / dt).max(0.0);
-                self.slots[u] += USAGE_WEIGHT * (used - self.slots[u]);
-            }
-        }
-        self.last = Some((at, busy_ns));
     }
 }
 
@@ -252,7 +224,7 @@ fn step(
         t.coordinated = t.takes_part(default_standing);
         if !t.coordinated {
             coordinator.remove_app(id);
-            for (r, used) in reserved.iter_mut().zip(&t.usage.slots) {
+            for (r, used) in reserved.iter_mut().zip(t.usage.slots()) {
                 *r += used;
             }
         } else if t.meter.is_complete() {
@@ -494,7 +466,7 @@ mod tests {
         };
         let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&custom));
         assert!(c.target(ClientId(3)).is_none());
-        assert!(tracked[&ClientId(3)].usage.slots[1] > 0.5);
+        assert!(tracked[&ClientId(3)].usage.slots()[1] > 0.5);
         let on_unit_1 = |c: &Coordinator| {
             [ClientId(1), ClientId(2)]
                 .iter()
