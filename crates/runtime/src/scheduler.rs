@@ -439,7 +439,7 @@ impl Scheduler {
         if !profiled {
             return None;
         }
-        let room: Vec<bool> = (0..self.units.len()).map(|u| self.has_room(q, u)).collect();
+        let room = self.units_with_room(q);
         let exec: Vec<f64> = (0..self.units.len())
             .map(|u| {
                 st.model
@@ -449,7 +449,7 @@ impl Scheduler {
             .collect();
         let f = q.follow.as_mut()?;
         let u = f.pick(Instant::now(), &exec, |u| {
-            implemented(u) && room.get(u).copied().unwrap_or(false)
+            implemented(u) && room & (1 << u) != 0
         })?;
         Some((self.units[u].id, exec[u]))
     }
