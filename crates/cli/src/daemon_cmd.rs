@@ -76,7 +76,14 @@ fn remove_socket_on_signal(socket: PathBuf) -> Result<()> {
 
 pub fn units(args: UnitsArgs) -> Result<()> {
     let cfg = DaemonConfig::load_or_default(args.config.as_deref())?;
-    let (_, platform) = launch::prepare(&cfg)?;
+    let (setup, platform) = launch::prepare(&cfg)?;
+    // Units the daemon runs kernels on for clients (`opencl_units`).
+    let served: Vec<hetsched_protocol::UnitInfo> = setup
+        .units
+        .iter()
+        .filter(|u| !u.kernels.is_empty())
+        .map(|u| u.info())
+        .collect();
     // NVIDIA GPUs are driven by the runtime's CUDA executor, not the
     // daemon, so they are listed beside the daemon's units (`gpus`), not
     // among them.
@@ -89,13 +96,29 @@ pub fn units(args: UnitsArgs) -> Result<()> {
             if let Some(o) = v.as_object_mut() {
                 o.insert("gpus".into(), serde_json::to_value(&gpus.gpus)?);
                 o.insert("gpu_notes".into(), serde_json::to_value(&gpus.notes)?);
+                o.insert("served".into(), serde_json::to_value(&served)?);
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         #[cfg(not(feature = "cuda"))]
-        println!("{}", serde_json::to_string_pretty(&platform)?);
+        {
+            let mut v = serde_json::to_value(&platform)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("served".into(), serde_json::to_value(&served)?);
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
     } else {
         print!("{}", platform.summary_table());
+        for u in &served {
+            println!(
+                "served by the daemon: {} ({}, {}), kernels: {}",
+                u.name,
+                u.kind,
+                u.class.name(),
+                u.kernels.join(", ")
+            );
+        }
         #[cfg(feature = "cuda")]
         print!("{}", gpus.table());
         for note in &platform.notes {

@@ -1,12 +1,15 @@
 //! `hetsched load`: an application that keeps one unit busy. On an
 //! emulated device it keeps `--depth` tasks queued at the daemon; on any
 //! other unit (or with `--gate`) it goes through the dispatch gate and runs
-//! for the task's duration itself. It reports what it got, so contention between several
+//! for the task's duration itself. On a unit the daemon runs real kernels
+//! on (`served-opencl0`) it runs `--kernel` through a kernel ring and
+//! checks every output. It reports what it got, so contention between several
 //! of them (under different classes) can be seen and measured.
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use hetsched_core::unit::UnitClass;
+use hetsched_protocol::kernel_call::Kernel;
 use hetsched_protocol::{Client, ClientError, ClientOptions};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -46,6 +49,13 @@ pub struct LoadArgs {
     /// shared memory) instead of one `SubmitDevice` message each.
     #[arg(long, conflicts_with = "gate")]
     ring: bool,
+    /// On a unit the daemon runs kernels on: which one (`histogram`,
+    /// `aes128-ctr`; default the unit's first).
+    #[arg(long, conflicts_with = "gate")]
+    kernel: Option<String>,
+    /// Input bytes per kernel call.
+    #[arg(long, default_value_t = 1 << 20)]
+    bytes: u64,
     /// Name shown in `hetsched status`.
     #[arg(long, default_value = "hetsched-load")]
     name: String,
@@ -71,6 +81,8 @@ struct LoadReport {
     p99_wait_ns: u64,
     reconnects: u32,
     notice: Option<String>,
+    /// Kernel calls whose output matched the reference (kernel units).
+    verified: Option<u64>,
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
@@ -98,7 +110,29 @@ pub fn run(args: LoadArgs) -> Result<()> {
     if !(args.think_ms >= 0.0 && args.think_ms.is_finite()) {
         bail!("--think-ms must be a number ≥ 0");
     }
-    if info.emulated && args.ring {
+    let mut verified = None;
+    if !info.kernels.is_empty() || args.kernel.is_some() {
+        let name = args
+            .kernel
+            .clone()
+            .or_else(|| info.kernels.first().cloned())
+            .unwrap_or_default();
+        let kernel = Kernel::from_name(&name).with_context(|| {
+            let all: Vec<&str> = Kernel::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown kernel {name:?}; kernels are: {}", all.join(", "))
+        })?;
+        let got = crate::load_kernel::run(
+            &mut client,
+            &info,
+            kernel,
+            args.bytes,
+            args.depth as usize,
+            until,
+            || think(args.think_ms),
+        )?;
+        (tasks, unit_ns, wait_ns, waits) = (got.tasks, got.unit_ns, got.wait_ns, got.waits);
+        verified = Some(got.verified);
+    } else if info.emulated && args.ring {
         let mut ring = client.open_call_ring(info.id)?;
         let mut inflight = VecDeque::new();
         while Instant::now() < until {
@@ -198,6 +232,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         p99_wait_ns: percentile(&mut waits, 0.99),
         reconnects: client.reconnects(),
         notice: client.notice().map(str::to_string),
+        verified,
     };
     let _ = client.goodbye();
     if args.json {
@@ -215,6 +250,12 @@ pub fn run(args: LoadArgs) -> Result<()> {
             report.mean_wait_ns / 1e6,
             report.p99_wait_ns as f64 / 1e6
         );
+        if let Some(v) = report.verified {
+            println!(
+                "{v} of {} outputs checked against the reference",
+                report.tasks
+            );
+        }
         if let Some(n) = &report.notice {
             println!("notice: {n}");
         }

@@ -9,6 +9,7 @@ mod bench_balance;
 mod daemon_cmd;
 mod demo;
 mod load;
+mod load_kernel;
 mod pipeline_cmd;
 mod sim_cmd;
 

@@ -3,11 +3,12 @@
 //! slot and the work holding one. Agents never talk to sockets; they
 //! return what must be told to whom through an [`Outbox`].
 
-use crate::outbox::Outbox;
+use crate::outbox::{KernelStart, Outbox};
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::{PolicyKind, Request, ShareClass, UnitPolicy};
 use hetsched_core::unit::Unit;
-use hetsched_protocol::{DaemonMsg, UnitInfo};
+use hetsched_protocol::kernel_call::{Kernel, KernelCall};
+use hetsched_protocol::{DaemonMsg, ErrorCode, UnitInfo};
 use std::collections::HashMap;
 
 /// How a unit is set up when the daemon starts.
@@ -18,6 +19,9 @@ pub struct UnitSetup {
     pub policy: PolicyKind,
     /// The daemon executes work for it (an emulated device).
     pub emulated: bool,
+    /// Kernels the daemon runs on it for clients (a served device, see
+    /// [`crate::kernel_exec`]); empty for other units.
+    pub kernels: Vec<Kernel>,
     /// OS CPU numbers of a CPU kind; empty for other units.
     pub pus: Vec<u32>,
     /// Throttling cgroup of an emulated slow CPU kind.
@@ -33,6 +37,11 @@ impl UnitSetup {
             kind_name: info.kind.clone(),
             policy: info.policy,
             emulated: info.emulated,
+            kernels: info
+                .kernels
+                .iter()
+                .filter_map(|k| Kernel::from_name(k))
+                .collect(),
             pus: info.pus.clone(),
             throttle: info.throttle.as_ref().map(std::path::PathBuf::from),
         }
@@ -54,6 +63,7 @@ impl UnitSetup {
             copy_out: u.copy_out,
             dispatch_ns: u.dispatch_ns,
             emulated: self.emulated,
+            kernels: self.kernels.iter().map(|k| k.name().to_string()).collect(),
             pus: self.pus.clone(),
             throttle: self.throttle.as_ref().map(|p| p.display().to_string()),
         }
@@ -68,12 +78,17 @@ pub enum Work {
     /// The daemon holds a stream for this long (copy-in + exec + copy-out
     /// + dispatch), then reports completion.
     Device { hold_ns: Ns },
+    /// A kernel call the unit's executor runs; it holds the slot until
+    /// the executor reports back ([`Agent::complete_kernel`]).
+    Kernel,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Waiting {
     work: Work,
     submitted_at: Ns,
+    /// The call, for `Work::Kernel`; handed to the executor at dispatch.
+    call: Option<KernelCall>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +104,7 @@ impl Holding {
     fn finish_at(&self) -> Option<Ns> {
         match self.work {
             Work::Device { hold_ns } => Some(self.started_at + hold_ns),
-            Work::Gate => None,
+            Work::Gate | Work::Kernel => None,
         }
     }
 }
@@ -187,6 +202,41 @@ impl Agent {
         now: Ns,
         out: &mut Outbox,
     ) -> Result<(), AgentRefusal> {
+        self.submit_with(client, task, expected_ns, work, None, now, out)
+    }
+
+    /// Queues a kernel call for the unit's executor.
+    pub fn submit_kernel(
+        &mut self,
+        client: ClientId,
+        call: KernelCall,
+        expected_ns: f64,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), AgentRefusal> {
+        let task = call.task;
+        self.submit_with(
+            client,
+            task,
+            expected_ns,
+            Work::Kernel,
+            Some(call),
+            now,
+            out,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit_with(
+        &mut self,
+        client: ClientId,
+        task: TaskId,
+        expected_ns: f64,
+        work: Work,
+        call: Option<KernelCall>,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), AgentRefusal> {
         let key = (client, task);
         if self.waiting.contains_key(&key) || self.holding.contains_key(&key) {
             return Err(AgentRefusal::Duplicate);
@@ -196,6 +246,7 @@ impl Agent {
             Waiting {
                 work,
                 submitted_at: now,
+                call,
             },
         );
         self.uses.entry(client).or_default().outstanding += 1;
@@ -248,15 +299,21 @@ impl Agent {
                     orphaned: false,
                 },
             );
-            if w.work == Work::Gate {
-                out.push(
+            match (w.work, w.call) {
+                (Work::Gate, _) => out.push(
                     req.client,
                     DaemonMsg::Granted {
                         unit: self.id(),
                         task: req.task,
                         waited_ns: now - w.submitted_at,
                     },
-                );
+                ),
+                (Work::Kernel, Some(call)) => out.start_kernel(KernelStart {
+                    unit: self.id(),
+                    client: req.client,
+                    call,
+                }),
+                _ => {}
             }
         }
     }
@@ -279,6 +336,49 @@ impl Agent {
         let h = self.holding.remove(&key).expect("checked above");
         let held = now - h.started_at;
         self.release(client, held, h.orphaned, now);
+        self.dispatch(now, out);
+        Ok(held)
+    }
+
+    /// The executor finished kernel call `task` (`result`: whether it
+    /// ran). The client is charged the wall time its call held the unit,
+    /// from dispatch to now, and told: `DeviceDone` with its output in its
+    /// region, or an error naming the task. Unknown calls are refused.
+    pub fn complete_kernel(
+        &mut self,
+        client: ClientId,
+        task: TaskId,
+        result: Result<(), String>,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<Ns, AgentRefusal> {
+        let key = (client, task);
+        match self.holding.get(&key) {
+            Some(h) if h.work == Work::Kernel => {}
+            _ => return Err(AgentRefusal::UnknownTask),
+        }
+        let h = self.holding.remove(&key).expect("checked above");
+        let held = now.saturating_sub(h.started_at);
+        self.release(client, held, h.orphaned, now);
+        if !h.orphaned {
+            let msg = match result {
+                Ok(()) => DaemonMsg::DeviceDone {
+                    unit: self.id(),
+                    task,
+                    waited_ns: h.started_at - h.submitted_at,
+                    ran_ns: held,
+                },
+                Err(why) => DaemonMsg::Error {
+                    code: ErrorCode::BadKernelCall,
+                    message: format!(
+                        "kernel call {} failed on {}: {why}",
+                        task.0, self.setup.unit.name
+                    ),
+                    task: Some(task),
+                },
+            };
+            out.push(client, msg);
+        }
         self.dispatch(now, out);
         Ok(held)
     }
@@ -331,7 +431,11 @@ impl Agent {
     /// held-back requests becoming eligible.
     pub fn next_deadline(&self, now: Ns) -> Option<Ns> {
         let finish = self.holding.values().filter_map(Holding::finish_at).min();
-        let retry = if self.waiting.is_empty() {
+        // A held-back request can only start in a free slot; while every
+        // slot is held, the next completion dispatches instead. (Without
+        // this, a policy whose slot ran out while a kernel call still runs
+        // would ask for a retry at `now` over and over.)
+        let retry = if self.waiting.is_empty() || (!self.time_shared() && self.free_slots == 0) {
             None
         } else {
             self.policy.retry_at(now)

@@ -62,6 +62,12 @@ pub struct DaemonConfig {
     pub emulated: Vec<EmulatedUnitConfig>,
     /// CPUs emulated as slower kinds (`[[slow_cores]]` tables).
     pub slow_cores: Vec<SlowCoreConfig>,
+    /// Serve every OpenCL device as a unit the daemon runs kernels on for
+    /// its clients (kernel rings; Pegasus's backend with real work). Needs
+    /// a build with the `opencl` feature.
+    pub opencl_units: bool,
+    /// Largest data region one kernel ring may have, MiB.
+    pub max_region_mb: u64,
 }
 
 impl Default for DaemonConfig {
@@ -84,6 +90,8 @@ impl Default for DaemonConfig {
             calibration_cache: None,
             slow_cores: Vec::new(),
             emulated: Vec::new(),
+            opencl_units: false,
+            max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
         }
     }
 }
@@ -166,6 +174,20 @@ impl DaemonConfig {
                  its class on the CPU units"
                     .into(),
             ));
+        }
+        if cfg.opencl_units && !cfg!(feature = "opencl") {
+            return Err(invalid(
+                "opencl_units = true, but this hetsched was built without OpenCL \
+                 (rebuild with `--features opencl`)"
+                    .into(),
+            ));
+        }
+        let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
+        if cfg.max_region_mb == 0 || cfg.max_region_mb > max_region {
+            return Err(invalid(format!(
+                "max_region_mb = {} is outside 1..={max_region}",
+                cfg.max_region_mb
+            )));
         }
         if cfg.max_frame_bytes < 1024 {
             return Err(invalid(format!(

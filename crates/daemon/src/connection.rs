@@ -7,6 +7,7 @@ use crate::config::Coordination;
 use crate::outbox::Outbox;
 use crate::privilege::Peer;
 use crate::procfs;
+use crate::server::OpenRing;
 use crate::server::{Conn, Shared};
 use crate::store::ProcessKey;
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
@@ -16,6 +17,7 @@ use hetsched_protocol::{
 };
 use hetsched_views::PrivateWriter;
 use hetsched_views::call_ring::RingConsumer;
+use hetsched_views::data_region::DataRegion;
 use rustix::net::SendFlags;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -234,8 +236,55 @@ fn open_call_ring(
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
         return Ok(());
     }
-    conn.rings.retain(|(u, _)| *u != unit);
-    conn.rings.push((unit, ring));
+    conn.rings.retain(|r| r.unit != unit);
+    conn.rings.push(OpenRing {
+        unit,
+        ring,
+        region: None,
+    });
+    Ok(())
+}
+
+/// Creates a kernel ring for `id` on served `unit`: a call ring and a
+/// data region of `region_bytes`, both fds sent with `KernelRingOpened`.
+/// One ring per client and unit, as for call rings. A call already
+/// running keeps the old region alive until it is done.
+fn open_kernel_ring(
+    st: &mut crate::server::State,
+    id: ClientId,
+    unit: UnitId,
+    region_bytes: u64,
+) -> Result<(), (ErrorCode, String)> {
+    st.monitor.check_kernel_ring(id, unit, region_bytes)?;
+    let unavailable = |what: &str, e: &dyn std::fmt::Display| {
+        (
+            ErrorCode::ViewsUnavailable,
+            format!("the daemon cannot create a {what}: {e}"),
+        )
+    };
+    let ring =
+        RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| unavailable("call ring", &e))?;
+    let region = DataRegion::create(region_bytes).map_err(|e| unavailable("data region", &e))?;
+    let conn = st
+        .conns
+        .get_mut(&id)
+        .expect("a served client has a connection");
+    let frame = encode_frame(&DaemonMsg::KernelRingOpened {
+        unit,
+        capacity: ring.capacity(),
+        region_bytes,
+    });
+    if send_with_fds(&*conn.stream, &frame, &[ring.fd(), region.fd()]).is_err() {
+        conn.cut_off = true;
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        return Ok(());
+    }
+    conn.rings.retain(|r| r.unit != unit);
+    conn.rings.push(OpenRing {
+        unit,
+        ring,
+        region: Some(Arc::new(region)),
+    });
     Ok(())
 }
 
@@ -275,6 +324,12 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
         ),
         ClientMsg::OpenCallRing { unit } => {
             if let Err(r) = open_call_ring(st, id, unit) {
+                refuse(&mut out, id, r, None);
+            }
+            wake = true;
+        }
+        ClientMsg::OpenKernelRing { unit, region_bytes } => {
+            if let Err(r) = open_kernel_ring(st, id, unit, region_bytes) {
                 refuse(&mut out, id, r, None);
             }
             wake = true;

@@ -67,11 +67,17 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         slow_cores: cfg.slow_cores.clone(),
     })?;
     let throttles = set_up_throttles(cfg, &platform)?;
+    let served = served_opencl_units(
+        cfg,
+        platform.machine.units.len(),
+        platform.machine.kinds.len(),
+    );
     let names: Vec<&str> = platform
         .machine
         .units
         .iter()
         .map(|u| u.name.as_str())
+        .chain(served.iter().map(|(s, _)| s.unit.name.as_str()))
         .collect();
     let unknown = cfg.unknown_policy_units(&names);
     if !unknown.is_empty() {
@@ -84,7 +90,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         Some(g) => Some(procfs::group_gid(g).ok_or_else(|| LaunchError::UnknownGroup(g.clone()))?),
         None => None,
     };
-    let units: Vec<UnitSetup> = platform
+    let mut units: Vec<UnitSetup> = platform
         .machine
         .units
         .iter()
@@ -102,6 +108,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
                 // Every non-CPU unit the daemon knows today comes from
                 // `[[emulated]]`; real devices get their own executors.
                 emulated: !is_cpu,
+                kernels: Vec::new(),
                 pus: platform
                     .cpus_of_kind(u.kind)
                     .filter(|_| is_cpu)
@@ -111,6 +118,16 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             }
         })
         .collect();
+    let mut backends = Vec::new();
+    for (mut setup, backend) in served {
+        setup.policy = cfg
+            .policies
+            .get(&setup.unit.name)
+            .copied()
+            .unwrap_or(cfg.default_policy);
+        backends.push((setup.unit.id, backend));
+        units.push(setup);
+    }
     let n_os_cpus = platform
         .cpus
         .iter()
@@ -128,6 +145,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             max_outstanding: cfg.max_outstanding,
             max_device_ns: (cfg.max_device_seconds * 1e9) as u64,
             admin_gid,
+            max_region_bytes: cfg.max_region_mb << 20,
         },
         units,
         tick: Duration::from_millis(cfg.tick_ms),
@@ -148,6 +166,86 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         coordination: cfg.coordination,
         max_frame_bytes: cfg.max_frame_bytes,
         kind_of_cpu,
+        kernel_backends: crate::kernel_exec::Backends::new(backends),
     };
     Ok((setup, platform))
+}
+
+/// The units `opencl_units = true` adds: every OpenCL device that opens,
+/// numbered after the platform's `first_id` units (one kind each, after
+/// its `first_kind` kinds), with the backend that runs its kernels.
+#[cfg(feature = "opencl")]
+fn served_opencl_units(
+    cfg: &DaemonConfig,
+    first_id: usize,
+    first_kind: usize,
+) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
+    use hetsched_core::ids::{KindId, UnitId};
+    use hetsched_core::unit::{Capabilities, LinkCost, Unit};
+    use hetsched_opencl::DeviceKind;
+    if !cfg.opencl_units {
+        return Vec::new();
+    }
+    let backends = match crate::kernel_exec::opencl::open_all() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("hetsched daemon: opencl_units = true, but no OpenCL device is served: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> = Vec::new();
+    for (i, backend) in backends.into_iter().enumerate() {
+        let info = backend.info();
+        let class = if info.kind == DeviceKind::Gpu {
+            UnitClass::Gpu
+        } else {
+            UnitClass::Accelerator
+        };
+        let unit = Unit {
+            id: UnitId((first_id + i) as u16),
+            name: format!("served-opencl{i}"),
+            kind: KindId((first_kind + i) as u16),
+            class,
+            caps: Capabilities::empty(),
+            // Unknown until measured: the kernel costs the monitor learns
+            // are what the policy is told.
+            relative_speed: 1.0,
+            // Copies are part of every call's measured time.
+            coherent: true,
+            copy_in: LinkCost::FREE,
+            copy_out: LinkCost::FREE,
+            dispatch_ns: 0,
+            // One in-order queue: calls run one at a time.
+            slots: 1,
+            busy_watts: 0.0,
+            idle_watts: 0.0,
+        };
+        eprintln!(
+            "hetsched daemon: serving OpenCL device {} as {}",
+            info.name.trim(),
+            unit.name
+        );
+        let setup = UnitSetup {
+            kind_name: format!("opencl:{}", info.name.trim()),
+            policy: PolicyKind::Fifo,
+            emulated: false,
+            kernels: crate::kernel_exec::KernelBackend::kernels(&backend).to_vec(),
+            pus: Vec::new(),
+            throttle: None,
+            unit,
+        };
+        out.push((setup, Box::new(backend)));
+    }
+    out
+}
+
+/// Without the `opencl` feature the config refuses `opencl_units`, so
+/// there is nothing to serve.
+#[cfg(not(feature = "opencl"))]
+fn served_opencl_units(
+    _cfg: &DaemonConfig,
+    _first_id: usize,
+    _first_kind: usize,
+) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
+    Vec::new()
 }

@@ -17,6 +17,7 @@ use hetsched_core::min_funding::{CoreClaim, min_funding};
 use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass};
 use hetsched_core::unit::UnitClass;
 use hetsched_core::view::{ClientUnitView, UnitView};
+use hetsched_protocol::kernel_call::{Kernel, KernelCall};
 use hetsched_protocol::{
     ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role, SettingsRequest,
     StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
@@ -32,7 +33,12 @@ pub struct MonitorConfig {
     pub max_device_ns: Ns,
     /// Group whose members administer shares (besides root).
     pub admin_gid: Option<u32>,
+    /// Largest data region a client may ask for with a kernel ring, bytes.
+    pub max_region_bytes: u64,
 }
+
+/// Default `max_region_mb`.
+pub const DEFAULT_MAX_REGION_MB: u64 = 64;
 
 impl Default for MonitorConfig {
     fn default() -> Self {
@@ -40,6 +46,7 @@ impl Default for MonitorConfig {
             max_outstanding: 64,
             max_device_ns: 10_000_000_000,
             admin_gid: None,
+            max_region_bytes: DEFAULT_MAX_REGION_MB << 20,
         }
     }
 }
@@ -119,14 +126,23 @@ pub struct Monitor {
     /// choose it (the devices the daemon serves).
     accelerator_limits: Vec<Option<AcceleratorLimits>>,
     associations: BTreeMap<ClientId, Association>,
+    /// Per served unit and kernel, the measured wall time per input byte
+    /// (a moving average), so the policy is told what a call will cost.
+    kernel_costs: BTreeMap<(usize, Kernel), f64>,
 }
+
+/// Weight of the newest measure in a kernel's cost per byte.
+const KERNEL_COST_ALPHA: f64 = 0.2;
+/// Cost per byte assumed before a kernel was measured on a unit.
+const KERNEL_COST_PRIOR_NS_PER_BYTE: f64 = 1.0;
 
 impl Monitor {
     pub fn new(units: Vec<UnitSetup>, cfg: MonitorConfig, store: SettingsStore) -> Monitor {
         let accelerator_limits = units
             .iter()
             .map(|u| {
-                (u.emulated && u.unit.class != UnitClass::Cpu).then(AcceleratorLimits::default)
+                ((u.emulated || !u.kernels.is_empty()) && u.unit.class != UnitClass::Cpu)
+                    .then(AcceleratorLimits::default)
             })
             .collect();
         Monitor {
@@ -138,6 +154,7 @@ impl Monitor {
             store_dirty: false,
             accelerator_limits,
             associations: BTreeMap::new(),
+            kernel_costs: BTreeMap::new(),
         }
     }
 
@@ -551,6 +568,15 @@ impl Monitor {
     pub fn check_call_ring(&self, client: ClientId, unit: UnitId) -> Result<(), Refusal> {
         self.application(client)?;
         let u = self.unit_index(unit)?;
+        if !self.agents[u].setup.kernels.is_empty() {
+            return Err((
+                ErrorCode::NotEmulated,
+                format!(
+                    "unit {} runs real kernels: open a kernel ring (OpenKernelRing) for it",
+                    self.agents[u].setup.unit.name
+                ),
+            ));
+        }
         if !self.agents[u].setup.emulated {
             return Err((
                 ErrorCode::NotEmulated,
@@ -561,6 +587,97 @@ impl Monitor {
             ));
         }
         Ok(())
+    }
+
+    /// Whether `client` may have a kernel ring with a data region of
+    /// `region_bytes` on `unit`: an application, a unit the daemon runs
+    /// kernels on, and a region size in bounds.
+    pub fn check_kernel_ring(
+        &self,
+        client: ClientId,
+        unit: UnitId,
+        region_bytes: u64,
+    ) -> Result<(), Refusal> {
+        self.application(client)?;
+        let u = self.unit_index(unit)?;
+        let setup = &self.agents[u].setup;
+        if setup.kernels.is_empty() {
+            return Err((
+                ErrorCode::NotEmulated,
+                format!(
+                    "unit {} runs no kernels for clients; units that do list them in `hetsched units`",
+                    setup.unit.name
+                ),
+            ));
+        }
+        let max = self.cfg.max_region_bytes;
+        if region_bytes == 0 || region_bytes % 8 != 0 || region_bytes > max {
+            return Err((
+                ErrorCode::BadKernelCall,
+                format!(
+                    "a data region of {region_bytes} bytes: it must be a multiple of 8, at most {max} (max_region_mb)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A kernel call from a client's ring, checked against its region.
+    pub fn submit_kernel(
+        &mut self,
+        client: ClientId,
+        unit: UnitId,
+        call: KernelCall,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), Refusal> {
+        let u = self.admit(client, unit)?;
+        let task = call.task;
+        if !self.agents[u].setup.kernels.contains(&call.kernel) {
+            return Err((
+                ErrorCode::BadKernelCall,
+                format!(
+                    "unit {} does not run {}",
+                    self.agents[u].setup.unit.name, call.kernel
+                ),
+            ));
+        }
+        let per_byte = self
+            .kernel_costs
+            .get(&(u, call.kernel))
+            .copied()
+            .unwrap_or(KERNEL_COST_PRIOR_NS_PER_BYTE);
+        let expected = per_byte * call.in_len() as f64;
+        self.agents[u]
+            .submit_kernel(client, call, expected, now, out)
+            .map_err(|r| refusal(r, task))
+    }
+
+    /// The executor of `unit` finished `call` after `ran_ns` of its own
+    /// time; the agent charges the slot and tells the client.
+    #[allow(clippy::too_many_arguments)]
+    pub fn kernel_done(
+        &mut self,
+        unit: UnitId,
+        client: ClientId,
+        call: &KernelCall,
+        ran_ns: u64,
+        result: Result<(), String>,
+        now: Ns,
+        out: &mut Outbox,
+    ) {
+        let Ok(u) = self.unit_index(unit) else {
+            return;
+        };
+        if result.is_ok() {
+            let measured = ran_ns as f64 / call.in_len().max(1) as f64;
+            self.kernel_costs
+                .entry((u, call.kernel))
+                .and_modify(|c| *c += KERNEL_COST_ALPHA * (measured - *c))
+                .or_insert(measured);
+        }
+        // Unknown only if the call was never started here: nothing to free.
+        let _ = self.agents[u].complete_kernel(client, call.task, result, now, out);
     }
 
     /// `RequestDispatch`: the dispatch gate.

@@ -1,14 +1,38 @@
-//! Messages decided under the monitor's lock, sent by the server.
+//! Messages decided under the monitor's lock, sent by the server, and
+//! kernel calls the units' policies started, handed to their executors.
 
-use hetsched_core::ids::ClientId;
+use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::DaemonMsg;
+use hetsched_protocol::kernel_call::KernelCall;
+
+/// A kernel call whose unit's policy just gave it the unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelStart {
+    pub unit: UnitId,
+    pub client: ClientId,
+    pub call: KernelCall,
+}
 
 #[derive(Debug, Default)]
 pub struct Outbox {
     msgs: Vec<(ClientId, DaemonMsg)>,
+    kernel_starts: Vec<KernelStart>,
 }
 
 impl Outbox {
+    pub fn start_kernel(&mut self, start: KernelStart) {
+        self.kernel_starts.push(start);
+    }
+
+    pub fn take_kernel_starts(&mut self) -> Vec<KernelStart> {
+        std::mem::take(&mut self.kernel_starts)
+    }
+
+    /// Kernel calls started and not yet handed on, for tests.
+    pub fn kernel_starts(&self) -> &[KernelStart] {
+        &self.kernel_starts
+    }
+
     pub fn push(&mut self, to: ClientId, msg: DaemonMsg) {
         self.msgs.push((to, msg));
     }
@@ -18,7 +42,7 @@ impl Outbox {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.msgs.is_empty()
+        self.msgs.is_empty() && self.kernel_starts.is_empty()
     }
 
     pub fn len(&self) -> usize {

@@ -11,6 +11,7 @@
 //! were not faster here: docs/PERFORMANCE.md, "Dispatch gate".)
 
 use crate::agent::UnitSetup;
+use crate::kernel_exec::KernelJob;
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
@@ -23,6 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -49,6 +51,9 @@ pub struct DaemonSetup {
     pub max_frame_bytes: usize,
     /// OS CPU number → index among the CPU units (for the CPU agent).
     pub kind_of_cpu: Vec<Option<usize>>,
+    /// The devices of the units the daemon runs kernels on; the server
+    /// starts one executor thread for each.
+    pub kernel_backends: crate::kernel_exec::Backends,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,10 +86,15 @@ pub(crate) struct Conn {
     pub cut_off: bool,
     /// Its call rings (Pegasus's per-client queues), drained by the timer
     /// thread; dropped, with whatever was queued, when the client goes.
-    pub rings: Vec<(
-        hetsched_core::ids::UnitId,
-        hetsched_views::call_ring::RingConsumer,
-    )>,
+    pub rings: Vec<OpenRing>,
+}
+
+/// One of a client's call rings.
+pub(crate) struct OpenRing {
+    pub unit: hetsched_core::ids::UnitId,
+    pub ring: hetsched_views::call_ring::RingConsumer,
+    /// For a kernel ring, the data region its calls read and write.
+    pub region: Option<Arc<hetsched_views::data_region::DataRegion>>,
 }
 
 /// Everything behind [`Shared::lock`].
@@ -102,12 +112,18 @@ pub(crate) struct State {
     pub targets: BTreeMap<ClientId, hetsched_views::Targets>,
     /// The coordinator's state for `status` (`None` when it is off).
     pub coordination: Option<hetsched_protocol::CoordinationStatus>,
+    /// Where each served unit's executor takes its calls.
+    pub kernel_jobs: HashMap<hetsched_core::ids::UnitId, Sender<KernelJob>>,
+    /// The daemon's epoch (the same as [`Shared::now`]'s), for deciding
+    /// under the lock without the `Shared`.
+    epoch: Instant,
 }
 
 impl State {
     /// Sends decided messages. A client whose socket cannot take a frame
     /// whole right now is cut off (its reader thread then cleans up).
     pub fn deliver(&mut self, out: &mut Outbox) {
+        self.hand_out_kernel_calls(out);
         for (to, msg) in out.drain() {
             let Some(conn) = self.conns.get_mut(&to).filter(|c| !c.cut_off) else {
                 continue;
@@ -121,6 +137,49 @@ impl State {
             if !matches!(sent, Ok(n) if n == frame.len()) {
                 conn.cut_off = true;
                 let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+impl State {
+    /// Hands the kernel calls the policies started to their units'
+    /// executors, with the client's region. A call that cannot reach an
+    /// executor (none running: an embedded monitor) fails at once, so its
+    /// slot is not held for ever; what that frees may start more.
+    fn hand_out_kernel_calls(&mut self, out: &mut Outbox) {
+        loop {
+            let starts = out.take_kernel_starts();
+            if starts.is_empty() {
+                return;
+            }
+            for start in starts {
+                let region = self.conns.get(&start.client).and_then(|c| {
+                    c.rings
+                        .iter()
+                        .find(|r| r.unit == start.unit)
+                        .and_then(|r| r.region.clone())
+                });
+                let job = KernelJob {
+                    client: start.client,
+                    call: start.call,
+                    region,
+                };
+                let sent = match self.kernel_jobs.get(&start.unit) {
+                    Some(tx) => tx.send(job).map_err(|e| e.0),
+                    None => Err(job),
+                };
+                if let Err(job) = sent {
+                    self.monitor.kernel_done(
+                        start.unit,
+                        job.client,
+                        &job.call,
+                        0,
+                        Err("the unit has no executor running".into()),
+                        self.epoch.elapsed().as_nanos() as Ns,
+                        out,
+                    );
+                }
             }
         }
     }
@@ -191,6 +250,7 @@ impl Server {
             .collect();
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let listener = bind_socket(&setup.socket)?;
+        let epoch = Instant::now();
         let mut monitor = Monitor::new(setup.units.clone(), setup.monitor.clone(), store);
         monitor.set_accelerator_limits(&setup.accelerator_limits);
         let state = State {
@@ -202,12 +262,14 @@ impl Server {
             demand_reports: BTreeMap::new(),
             targets: BTreeMap::new(),
             coordination: None,
+            kernel_jobs: HashMap::new(),
+            epoch,
         };
         Ok(Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
                 wake: Condvar::new(),
-                epoch: Instant::now(),
+                epoch,
                 setup,
                 cpu_unit_slots,
             }),
@@ -229,6 +291,14 @@ impl Server {
         std::thread::Builder::new()
             .name("hetsched-cpu".into())
             .spawn(move || crate::cpu_agent::run(agent))?;
+        for (unit, backend) in self.shared.setup.kernel_backends.take() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            self.shared.lock().kernel_jobs.insert(unit, tx);
+            let shared = Arc::clone(&self.shared);
+            std::thread::Builder::new()
+                .name(format!("hetsched-exec{}", unit.0))
+                .spawn(move || crate::kernel_exec::run(&shared, unit, backend, rx))?;
+        }
         if self.shared.setup.coordination == crate::config::Coordination::Pf {
             let coordinator = Arc::clone(&self.shared);
             std::thread::Builder::new()

@@ -6,9 +6,10 @@
 
 use crate::outbox::Outbox;
 use crate::procfs;
+use crate::server::OpenRing;
 use crate::server::{Shared, State};
 use hetsched_core::ids::{Ns, TaskId};
-use hetsched_protocol::{DaemonMsg, ErrorCode};
+use hetsched_protocol::{DaemonMsg, ErrorCode, kernel_call};
 use hetsched_views::GlobalUnit;
 use std::time::Duration;
 
@@ -79,7 +80,7 @@ fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> bool {
         if conn.cut_off {
             continue;
         }
-        conn.rings.retain_mut(|(unit, ring)| {
+        conn.rings.retain_mut(|OpenRing { unit, ring, region }| {
             loop {
                 let packet = match ring.peek() {
                     Ok(Some(p)) => p,
@@ -101,10 +102,21 @@ fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> bool {
                         return false;
                     }
                 };
-                let [task, exec_ns, bytes_in, bytes_out, ..] = packet.0;
-                let task = TaskId(task);
-                let submitted =
-                    monitor.submit_device(id, *unit, task, exec_ns, bytes_in, bytes_out, now, out);
+                let task = TaskId(packet.0[0]);
+                let submitted = match region {
+                    Some(region) => match kernel_call::decode(&packet.0, region.size()) {
+                        Ok(call) => monitor.submit_kernel(id, *unit, call, now, out),
+                        Err(e) => Err((
+                            ErrorCode::BadKernelCall,
+                            format!("kernel call {} refused: {e}", task.0),
+                        )),
+                    },
+                    None => {
+                        let [_, exec_ns, bytes_in, bytes_out, ..] = packet.0;
+                        monitor
+                            .submit_device(id, *unit, task, exec_ns, bytes_in, bytes_out, now, out)
+                    }
+                };
                 match submitted {
                     Ok(()) => {}
                     Err((ErrorCode::TooManyOutstanding, _)) => return true,

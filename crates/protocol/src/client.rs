@@ -5,6 +5,7 @@
 //! with many threads wraps it in its own synchronisation.
 
 use crate::frame::{FrameError, FrameReader, decode_daemon, encode_frame};
+use crate::kernel_call::{Kernel, KernelCall};
 use crate::message::{
     ClientMsg, DaemonMsg, ErrorCode, Role, SettingsRequest, StatusReport, UnitInfo, WireSettings,
 };
@@ -13,9 +14,11 @@ use crate::socket::recv_with_fds;
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
 use hetsched_core::unit::UnitClass;
 use hetsched_views::call_ring::{CallPacket, RingProducer};
+use hetsched_views::data_region::DataRegion;
 use hetsched_views::{GlobalReader, PrivateReader, ViewError};
 use std::collections::VecDeque;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -437,6 +440,89 @@ impl Client {
         Some(task)
     }
 
+    /// Opens a kernel ring on `unit`, a unit the daemon runs real kernels
+    /// on: a call ring plus a shared data region of `region_bytes` (a
+    /// multiple of 8). Write a call's input into [`KernelRing::region`],
+    /// push it with [`Client::push_kernel_call`], and read the output
+    /// once [`Client::wait_device`] returns for it.
+    pub fn open_kernel_ring(
+        &mut self,
+        unit: UnitId,
+        region_bytes: u64,
+    ) -> Result<KernelRing, ClientError> {
+        self.send(&ClientMsg::OpenKernelRing { unit, region_bytes })?;
+        self.wait_for(|m| match m {
+            DaemonMsg::KernelRingOpened { unit: u, .. } if *u == unit => Some(Ok(())),
+            DaemonMsg::Error {
+                code,
+                message,
+                task: None,
+            } => Some(Err(ClientError::Refused {
+                code: *code,
+                message: message.clone(),
+            })),
+            _ => None,
+        })?;
+        let (Some(ring_fd), Some(region_fd)) = (self.fds.pop_front(), self.fds.pop_front()) else {
+            return Err(ClientError::Unexpected(
+                "KernelRingOpened came without its two descriptors".into(),
+            ));
+        };
+        let producer = RingProducer::from_fd(ring_fd)
+            .map_err(|e| ClientError::Unexpected(format!("the daemon's call ring: {e}")))?;
+        let region = DataRegion::from_fd(region_fd)
+            .map_err(|e| ClientError::Unexpected(format!("the daemon's data region: {e}")))?;
+        Ok(KernelRing {
+            ring: CallRing { unit, producer },
+            region,
+        })
+    }
+
+    /// Queues a kernel call on `ring` under a fresh task id; `None` when
+    /// the ring is full. `aux_offset` is where the kernel's extra argument
+    /// is (0 for kernels without one). The daemon checks the call against
+    /// the region (`crate::kernel_call::decode`) before it runs it.
+    pub fn push_kernel_call(
+        &mut self,
+        ring: &mut KernelRing,
+        kernel: Kernel,
+        input: Range<u64>,
+        output: Range<u64>,
+        aux_offset: u64,
+    ) -> Option<TaskId> {
+        let task = TaskId(self.next_task);
+        let call = KernelCall {
+            task,
+            kernel,
+            input,
+            output,
+            aux: aux_offset..aux_offset + kernel.aux_len(),
+        };
+        if !ring.ring.producer.push(&CallPacket(call.to_words())) {
+            return None;
+        }
+        self.next_task += 1;
+        Some(task)
+    }
+
+    /// Queues raw packet words on a kernel ring under a fresh task id
+    /// (word 0 is replaced by it), unchecked: for tests of the daemon's
+    /// defences against malformed calls.
+    #[doc(hidden)]
+    pub fn push_raw_kernel_words(
+        &mut self,
+        ring: &mut KernelRing,
+        mut words: [u64; 7],
+    ) -> Option<TaskId> {
+        let task = TaskId(self.next_task);
+        words[0] = task.0;
+        if !ring.ring.producer.push(&CallPacket(words)) {
+            return None;
+        }
+        self.next_task += 1;
+        Some(task)
+    }
+
     /// Waits for the message `pick` accepts, keeping others for later.
     fn wait_for<T>(
         &mut self,
@@ -674,6 +760,26 @@ impl Client {
 pub struct CallRing {
     pub unit: UnitId,
     producer: RingProducer,
+}
+
+/// A client's kernel ring on one served unit (see
+/// [`Client::open_kernel_ring`]): the call ring and the data region the
+/// calls' inputs and outputs live in.
+#[derive(Debug)]
+pub struct KernelRing {
+    ring: CallRing,
+    region: DataRegion,
+}
+
+impl KernelRing {
+    pub fn unit(&self) -> UnitId {
+        self.ring.unit
+    }
+
+    /// The shared data region: write inputs, read outputs.
+    pub fn region(&self) -> &DataRegion {
+        &self.region
+    }
 }
 
 impl CallRing {

@@ -9,12 +9,15 @@
 
 mod client;
 mod frame;
+pub mod kernel_call;
 mod message;
 mod mux;
 mod paths;
 mod socket;
 
-pub use client::{CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, Session};
+pub use client::{
+    CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, KernelRing, Session,
+};
 pub use frame::{
     FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION, decode_client,
     decode_daemon, encode_frame,

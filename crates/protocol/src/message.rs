@@ -181,6 +181,14 @@ pub enum ClientMsg {
         memory_bytes: u64,
         class: Option<UnitClass>,
     },
+    // Appended in protocol 4.
+    /// Ask for a call ring and a data region of `region_bytes` on a unit
+    /// the daemon runs real kernels on (its `UnitInfo::kernels` is not
+    /// empty): answered with `KernelRingOpened` and two fds, the ring's
+    /// then the region's. Packets pushed there are kernel calls
+    /// ([`crate::kernel_call`]), answered with `DeviceDone` once the
+    /// output is in the region, or `Error` with `BadKernelCall`.
+    OpenKernelRing { unit: UnitId, region_bytes: u64 },
 }
 
 /// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
@@ -212,6 +220,9 @@ pub struct UnitInfo {
     pub dispatch_ns: u64,
     /// The daemon executes work for this unit itself (`SubmitDevice`).
     pub emulated: bool,
+    /// Kernels the daemon runs on this unit for its clients
+    /// (`OpenKernelRing`), by name; empty for units it does not serve so.
+    pub kernels: Vec<String>,
     /// OS CPU numbers of a CPU kind (what its workers pin to); empty for
     /// other units.
     pub pus: Vec<u32>,
@@ -389,6 +400,12 @@ pub enum ErrorCode {
     /// memory asked for, or every one that could is at its client cap or
     /// short of free memory now (the message says which).
     NoAcceleratorFits,
+    // Appended in protocol 4.
+    /// A kernel call or kernel ring the daemon cannot serve: an unknown
+    /// kernel, a range outside the data region, a region size out of
+    /// bounds, or the kernel failing on the device (the message says
+    /// which). Only that call is refused; the ring stays open.
+    BadKernelCall,
 }
 
 /// Daemon → client.
@@ -450,6 +467,14 @@ pub enum DaemonMsg {
         unit: UnitId,
         weight: f64,
     },
+    // Appended in protocol 4.
+    /// Answer to `OpenKernelRing`; the frame carries two fds, the call
+    /// ring's then the data region's.
+    KernelRingOpened {
+        unit: UnitId,
+        capacity: u64,
+        region_bytes: u64,
+    },
 }
 
 #[cfg(test)]
@@ -487,6 +512,7 @@ mod tests {
             ErrorCode::ViewsUnavailable,
             ErrorCode::CallRingCorrupt,
             ErrorCode::NoAcceleratorFits,
+            ErrorCode::BadKernelCall,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();

@@ -87,6 +87,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
             copy_out,
             dispatch_ns,
             emulated: false,
+            kernels: Vec::new(),
             pus: Vec::new(),
             throttle: None,
         };

@@ -58,6 +58,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
             copy_out: LinkCost::FREE,
             dispatch_ns: 0,
             emulated: false,
+            kernels: Vec::new(),
             pus: Vec::new(),
             throttle: None,
         };

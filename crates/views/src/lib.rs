@@ -27,6 +27,7 @@
 //! one private module, `mapping`.
 
 pub mod call_ring;
+pub mod data_region;
 mod error;
 mod global;
 pub mod layout;

@@ -1,0 +1,236 @@
+//! Pegasus's backend with real work: the daemon serves an OpenCL device
+//! (PoCL here) and runs clients' kernels from their kernel rings, one call
+//! at a time, in the order the unit's policy picks. Each test skips, saying
+//! why, where no OpenCL device opens.
+#![cfg(feature = "opencl")]
+
+use hetsched_core::ids::UnitId;
+use hetsched_protocol::kernel_call::Kernel;
+use hetsched_protocol::{Client, ClientError, ClientOptions, ErrorCode};
+use serde_json::Value;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Reaped, TestDaemon, load_report as report, unit_s};
+
+const SERVED: &str = "served-opencl0";
+
+/// A daemon serving the OpenCL devices under `policy`, or `None` (with a
+/// line saying why) where OpenCL has no device.
+fn served_daemon(name: &str, policy: &str) -> Option<TestDaemon> {
+    match hetsched_opencl::devices() {
+        Ok(d) if !d.is_empty() => {}
+        Ok(_) => {
+            eprintln!("skipped: OpenCL has no device here");
+            return None;
+        }
+        Err(e) => {
+            eprintln!("skipped: no OpenCL here: {e}");
+            return None;
+        }
+    }
+    let config =
+        format!("include_cpus = false\nopencl_units = true\n[policies]\n{SERVED} = \"{policy}\"\n");
+    Some(TestDaemon::start(name, &config))
+}
+
+fn served_unit(c: &Client) -> UnitId {
+    c.unit_by_name(SERVED)
+        .unwrap_or_else(|| panic!("the daemon does not serve {SERVED}: {:?}", c.units()))
+        .id
+}
+
+/// Pegasus's real run with real kernels: four processes with credits
+/// 256/512/1024/256 keep the served device busy with histograms, and the
+/// device time each is charged follows its credits. Every output is
+/// checked against the reference by `hetsched load`.
+#[test]
+fn kernel_calls_share_the_device_by_credits_under_accc() {
+    let Some(d) = served_daemon("kernel-accc", "accc") else {
+        return;
+    };
+    let load = [
+        "--unit",
+        SERVED,
+        "--kernel",
+        "histogram",
+        "--bytes",
+        "262144",
+        "--seconds",
+        "3",
+        // Enough queued that checking one output never empties the queue
+        // in the client's slot (which would end its turn early).
+        "--depth",
+        "4",
+    ];
+    let children: Vec<(f64, Child)> = [256.0, 512.0, 1024.0, 256.0]
+        .into_iter()
+        .map(|c: f64| {
+            let shares = format!("{c}");
+            (
+                c,
+                d.load(&["--class", "normal", "--shares", &shares], &load),
+            )
+        })
+        .collect();
+    let got: Vec<(f64, Value)> = children
+        .into_iter()
+        .map(|(c, ch)| (c, report(ch)))
+        .collect();
+    let total: f64 = got.iter().map(|(_, v)| unit_s(v)).sum();
+    assert!(total > 2.5, "device mostly idle: {total} s of 3");
+    for (credits, v) in &got {
+        assert_eq!(v["verified"], v["tasks"], "every output checked: {v}");
+        let want = 100.0 * credits / 2048.0;
+        let pct = 100.0 * unit_s(v) / total;
+        eprintln!("served accc: credits {credits}: {pct:.1} % (want {want:.1} %)");
+        assert!(
+            (pct - want).abs() <= 3.0,
+            "credits {credits} got {pct:.1} % of the device, want {want:.1} % ({got:?})"
+        );
+    }
+}
+
+fn refused(e: ClientError) -> (ErrorCode, String) {
+    match e {
+        ClientError::Refused { code, message } => (code, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Malformed calls are refused one by one, with the reason, and the ring
+/// goes on serving good calls; impossible ring requests are refused.
+#[test]
+fn bad_kernel_calls_are_refused_per_call_and_the_ring_keeps_serving() {
+    let Some(d) = served_daemon("kernel-bad", "rr") else {
+        return;
+    };
+    let mut c = Client::connect(
+        ClientOptions::application("bad-calls")
+            .unwrap()
+            .socket(&d.socket),
+    )
+    .unwrap();
+    let unit = served_unit(&c);
+    let (code, msg) = refused(c.open_kernel_ring(unit, 12).unwrap_err());
+    assert_eq!(code, ErrorCode::BadKernelCall, "{msg}");
+    let (code, msg) = refused(c.open_kernel_ring(unit, 1 << 40).unwrap_err());
+    assert_eq!(code, ErrorCode::BadKernelCall, "{msg}");
+    let (code, msg) = refused(c.open_call_ring(unit).unwrap_err());
+    assert_eq!(code, ErrorCode::NotEmulated, "{msg}");
+    assert!(msg.contains("OpenKernelRing"), "{msg}");
+
+    let mut ring = c.open_kernel_ring(unit, 8192).unwrap();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    ring.region().write(0, &data).unwrap();
+    let bad = [
+        // Output past the end of the region.
+        ([0, 1, 0, 4096, 7900, 1024, 0], "outside"),
+        // A kernel nobody runs.
+        ([0, 9, 0, 64, 4096, 1024, 0], "kernel number 9"),
+        // The histogram writes 1024 bytes, not 16.
+        ([0, 1, 0, 64, 4096, 16, 0], "1024 bytes"),
+        // AES's key block past the end.
+        ([0, 2, 0, 64, 4096, 64, 8180], "extra argument"),
+    ];
+    for (words, why) in bad {
+        let task = c.push_raw_kernel_words(&mut ring, words).unwrap();
+        let (code, msg) = refused(c.wait_device(task).unwrap_err());
+        assert_eq!(code, ErrorCode::BadKernelCall, "{msg}");
+        assert!(msg.contains(why), "{why:?} not in {msg:?}");
+    }
+    let task = c
+        .push_kernel_call(&mut ring, Kernel::Histogram, 0..4096, 4096..5120, 0)
+        .unwrap();
+    let done = c.wait_device(task).unwrap();
+    assert!(done.ran_ns > 0);
+    let mut counts = vec![0u8; 1024];
+    ring.region().read(4096, &mut counts).unwrap();
+    let counts: Vec<u32> = counts
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let mut want = vec![0u32; 256];
+    for &b in &data {
+        want[b as usize] += 1;
+    }
+    assert_eq!(counts, want);
+}
+
+/// A client killed with calls queued and one running frees the device:
+/// another client's calls are served at once after the running one ends.
+#[test]
+fn a_client_killed_with_queued_kernel_calls_frees_the_device() {
+    let Some(d) = served_daemon("kernel-kill", "fifo") else {
+        return;
+    };
+    let mut hog = Reaped(d.load(
+        &[],
+        &[
+            "--unit",
+            SERVED,
+            "--kernel",
+            "aes128-ctr",
+            "--bytes",
+            "1048576",
+            "--depth",
+            "32",
+            "--seconds",
+            "30",
+        ],
+    ));
+    let mut c = Client::connect(
+        ClientOptions::application("after")
+            .unwrap()
+            .socket(&d.socket),
+    )
+    .unwrap();
+    let unit = served_unit(&c);
+    // Wait until the hog has calls queued at the daemon.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = c.status().unwrap();
+        let queued: u32 = st.units[unit.index()].queued_by_class.iter().sum();
+        if queued > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the hog never queued: {st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    hog.0.kill().unwrap();
+    hog.0.wait().unwrap();
+    // The daemon sees the connection close.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.status().unwrap().clients.len() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon still lists the dead hog"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut ring = c.open_kernel_ring(unit, 8192).unwrap();
+    let t0 = Instant::now();
+    let task = c
+        .push_kernel_call(&mut ring, Kernel::Histogram, 0..1024, 4096..5120, 0)
+        .unwrap();
+    let done = c.wait_device(task).unwrap();
+    // Behind at most the hog's running call (one 1 MiB AES), not its queue
+    // of 31 more.
+    let waited = t0.elapsed();
+    eprintln!(
+        "after the kill: waited {:.1} ms (daemon says {:.1} ms)",
+        waited.as_secs_f64() * 1e3,
+        done.waited_ns as f64 / 1e6
+    );
+    let st = c.status().unwrap();
+    assert_eq!(
+        st.units[unit.index()].queued_by_class.iter().sum::<u32>(),
+        0,
+        "{st:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(500),
+        "waited {waited:?} behind a dead client's calls"
+    );
+}

@@ -1,0 +1,302 @@
+//! Real work on units the daemon serves itself (Pegasus's backend): each
+//! such unit has one executor thread that owns the device. A client's call
+//! reaches it only once the unit's policy picked the call, so the device
+//! runs at most what the policy lets run, whatever the client does.
+//!
+//! A call's input is copied out of the client's data region before the
+//! kernel runs and its output is copied in after, so a client that writes
+//! its region while the call runs only spoils its own result. The time the
+//! client is charged is the wall time its call held the unit, measured
+//! here, never a figure the client gave.
+//!
+//! [`KernelBackend`] is what a device must do; the OpenCL one is
+//! [`opencl::OpenClBackend`] (feature `opencl`). CUDA is to follow the
+//! same trait.
+
+use crate::outbox::Outbox;
+use crate::server::Shared;
+use hetsched_core::ids::{ClientId, UnitId};
+use hetsched_protocol::kernel_call::{Kernel, KernelCall};
+use hetsched_views::data_region::DataRegion;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A device the daemon runs kernels on.
+pub trait KernelBackend: Send {
+    /// The kernels it runs.
+    fn kernels(&self) -> &[Kernel];
+    /// Runs `kernel` on `input` with its extra argument `aux`, returning
+    /// exactly `kernel.out_len(input.len())` bytes, or why it could not.
+    fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+/// A call the unit's policy started, on its way to the executor.
+#[derive(Debug)]
+pub struct KernelJob {
+    pub client: ClientId,
+    pub call: KernelCall,
+    /// The client's region; `None` when the client had already left (the
+    /// call then only frees its slot).
+    pub region: Option<Arc<DataRegion>>,
+}
+
+/// Runs one call against the client's region: input out, kernel, output
+/// in.
+pub fn execute(
+    backend: &mut dyn KernelBackend,
+    call: &KernelCall,
+    region: &DataRegion,
+) -> Result<(), String> {
+    if !backend.kernels().contains(&call.kernel) {
+        return Err(format!("this unit does not run {}", call.kernel));
+    }
+    let copy_out = |range: &std::ops::Range<u64>| {
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        region
+            .read(range.start, &mut buf)
+            .map(|()| buf)
+            .map_err(|e| e.to_string())
+    };
+    let input = copy_out(&call.input)?;
+    let aux = copy_out(&call.aux)?;
+    let output = backend.run(call.kernel, &input, &aux)?;
+    let want = call.output.end - call.output.start;
+    if output.len() as u64 != want {
+        return Err(format!(
+            "{} returned {} bytes instead of {want}",
+            call.kernel,
+            output.len()
+        ));
+    }
+    region
+        .write(call.output.start, &output)
+        .map_err(|e| e.to_string())
+}
+
+/// The backends of the served units, handed from the set-up to the server,
+/// which takes them once to start their threads (a set-up is cloned; a
+/// device is not).
+#[derive(Clone, Default)]
+pub struct Backends(Arc<Mutex<Vec<ServedBackend>>>);
+
+/// A served unit and the device behind it.
+pub type ServedBackend = (UnitId, Box<dyn KernelBackend>);
+
+impl Backends {
+    pub fn new(list: Vec<ServedBackend>) -> Backends {
+        Backends(Arc::new(Mutex::new(list)))
+    }
+
+    /// Takes every backend out (the first caller gets them).
+    pub fn take(&self) -> Vec<ServedBackend> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl std::fmt::Debug for Backends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let units: Vec<UnitId> = self
+            .0
+            .lock()
+            .map(|l| l.iter().map(|(u, _)| *u).collect())
+            .unwrap_or_default();
+        f.debug_tuple("Backends").field(&units).finish()
+    }
+}
+
+/// The executor thread of `unit`: runs the calls its policy started, one
+/// at a time, and reports each to the monitor.
+pub(crate) fn run(
+    shared: &Shared,
+    unit: UnitId,
+    mut backend: Box<dyn KernelBackend>,
+    jobs: Receiver<KernelJob>,
+) {
+    let mut out = Outbox::default();
+    for job in jobs {
+        let started = Instant::now();
+        let result = match &job.region {
+            Some(region) => execute(backend.as_mut(), &job.call, region),
+            None => Err("the client left".to_string()),
+        };
+        let ran_ns = started.elapsed().as_nanos() as u64;
+        let mut state = shared.lock();
+        let now = shared.now();
+        state
+            .monitor
+            .kernel_done(unit, job.client, &job.call, ran_ns, result, now, &mut out);
+        state.deliver(&mut out);
+        drop(state);
+        // What finished may let the policy start more, and move deadlines.
+        shared.wake.notify_all();
+    }
+}
+
+/// OpenCL devices as served units (PoCL on this machine, any GPU's
+/// OpenCL driver elsewhere).
+#[cfg(feature = "opencl")]
+pub mod opencl {
+    use super::KernelBackend;
+    use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
+    use hetsched_opencl::{DeviceInfo, OpenClDevice};
+    use hetsched_protocol::kernel_call::Kernel;
+
+    pub struct OpenClBackend {
+        device: OpenClDevice,
+        histogram: Histogram,
+        aes: Aes128Ctr,
+    }
+
+    impl OpenClBackend {
+        /// Opens device `index` of [`hetsched_opencl::devices`] and builds
+        /// every kernel on it, so the first call does not pay for it.
+        pub fn open(index: usize) -> Result<OpenClBackend, String> {
+            let device = OpenClDevice::open(index).map_err(|e| e.to_string())?;
+            let histogram = Histogram::new(&device).map_err(|e| e.to_string())?;
+            let aes = Aes128Ctr::new(&device).map_err(|e| e.to_string())?;
+            Ok(OpenClBackend {
+                device,
+                histogram,
+                aes,
+            })
+        }
+
+        pub fn info(&self) -> &DeviceInfo {
+            self.device.info()
+        }
+    }
+
+    impl KernelBackend for OpenClBackend {
+        fn kernels(&self) -> &[Kernel] {
+            &Kernel::ALL
+        }
+
+        fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
+            match kernel {
+                Kernel::Histogram => {
+                    let (counts, _) = self
+                        .histogram
+                        .run(&self.device, input)
+                        .map_err(|e| e.to_string())?;
+                    Ok(counts.iter().flat_map(|c| c.to_le_bytes()).collect())
+                }
+                Kernel::Aes128Ctr => {
+                    let (key, iv) = aux.split_at(16);
+                    let key: &[u8; 16] = key.try_into().map_err(|_| "a 16-byte key")?;
+                    let iv: &[u8; 16] = iv.try_into().map_err(|_| "a 16-byte counter block")?;
+                    let (out, _) = self
+                        .aes
+                        .run(&self.device, key, iv, input)
+                        .map_err(|e| e.to_string())?;
+                    Ok(out)
+                }
+            }
+        }
+    }
+
+    /// Every OpenCL device that opens, with its backend; none (and the
+    /// reason) where OpenCL is absent.
+    pub fn open_all() -> Result<Vec<OpenClBackend>, String> {
+        let infos = hetsched_opencl::devices().map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for info in infos {
+            match OpenClBackend::open(info.index) {
+                Ok(b) => out.push(b),
+                Err(e) => eprintln!(
+                    "hetsched daemon: OpenCL device {} is not served: {e}",
+                    info.name.trim()
+                ),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::ids::TaskId;
+    use hetsched_protocol::kernel_call::decode;
+
+    /// A backend that counts bytes (for the histogram) and XORs with the
+    /// key's first byte (for AES), in plain Rust.
+    struct Plain;
+
+    impl KernelBackend for Plain {
+        fn kernels(&self) -> &[Kernel] {
+            &Kernel::ALL
+        }
+        fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(match kernel {
+                Kernel::Histogram => {
+                    let mut counts = [0u32; 256];
+                    for &b in input {
+                        counts[b as usize] += 1;
+                    }
+                    counts.iter().flat_map(|c| c.to_le_bytes()).collect()
+                }
+                Kernel::Aes128Ctr => input.iter().map(|b| b ^ aux[0]).collect(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_call_reads_its_input_and_writes_only_its_output() {
+        let (daemon, client) = hetsched_views::data_region::pair(8192).unwrap();
+        client.write(0, &[3u8; 100]).unwrap();
+        client.write(4096, &[0xEE; 1024 + 16]).unwrap();
+        let call = decode(&[1, 1, 0, 100, 4096, 1024, 0], 8192).unwrap();
+        execute(&mut Plain, &call, &daemon).unwrap();
+        let mut counts = [0u8; 1024];
+        client.read(4096, &mut counts).unwrap();
+        assert_eq!(&counts[12..16], &100u32.to_le_bytes());
+        assert_eq!(counts.iter().map(|&b| u32::from(b)).sum::<u32>(), 100);
+        let mut after = [0u8; 16];
+        client.read(4096 + 1024, &mut after).unwrap();
+        assert_eq!(after, [0xEE; 16], "bytes past the output are untouched");
+    }
+
+    #[test]
+    fn an_in_place_call_sees_its_whole_input_first() {
+        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
+        client.write(0, &[0x0F; 64]).unwrap();
+        client.write(1024, &[0xF0; 32]).unwrap();
+        let call = decode(&[2, 2, 0, 64, 0, 64, 1024], 4096).unwrap();
+        execute(&mut Plain, &call, &daemon).unwrap();
+        let mut got = [0u8; 64];
+        client.read(0, &mut got).unwrap();
+        assert_eq!(got, [0xFF; 64]);
+    }
+
+    /// A backend that lies about its output size is caught before the
+    /// region is written.
+    #[test]
+    fn a_short_output_is_an_error_and_writes_nothing() {
+        struct Short;
+        impl KernelBackend for Short {
+            fn kernels(&self) -> &[Kernel] {
+                &[Kernel::Histogram]
+            }
+            fn run(&mut self, _: Kernel, _: &[u8], _: &[u8]) -> Result<Vec<u8>, String> {
+                Ok(vec![1; 10])
+            }
+        }
+        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
+        let call = decode(&[1, 1, 0, 8, 1024, 1024, 0], 4096).unwrap();
+        let err = execute(&mut Short, &call, &daemon).unwrap_err();
+        assert!(err.contains("10 bytes instead of 1024"), "{err}");
+        let mut out = [9u8; 1024];
+        client.read(1024, &mut out).unwrap();
+        assert_eq!(out, [0u8; 1024]);
+        let aes = KernelCall {
+            task: TaskId(2),
+            kernel: Kernel::Aes128Ctr,
+            input: 0..16,
+            output: 16..32,
+            aux: 64..96,
+        };
+        let err = execute(&mut Short, &aes, &daemon).unwrap_err();
+        assert!(err.contains("does not run aes128-ctr"), "{err}");
+    }
+}
