@@ -128,6 +128,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             max_outstanding: cfg.max_outstanding,
             max_device_ns: (cfg.max_device_seconds * 1e9) as u64,
             admin_gid,
+            domains: cfg.domains.clone(),
         },
         units,
         tick: Duration::from_millis(cfg.tick_ms),

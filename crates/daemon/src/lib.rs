@@ -14,6 +14,7 @@ mod connection;
 mod coordinator;
 mod cpu_agent;
 pub mod cpu_cgroups;
+pub mod domains;
 pub mod launch;
 pub mod monitor;
 pub mod nice_map;

@@ -181,6 +181,20 @@ pub enum ClientMsg {
         memory_bytes: u64,
         class: Option<UnitClass>,
     },
+    // Appended for Pegasus domains (issue 5).
+    /// Ask for the configured domains (containers) and their members.
+    /// Answered with `Domains`.
+    ListDomains,
+    /// Change a configured domain's accelerator credits and, with
+    /// `cpu_cap`, its CPU ceiling in cores (`Some(0.0)` removes the
+    /// ceiling, `None` leaves it as it is). Root or the admin group only.
+    /// Answered with `Domains` listing the changed domain, or `Error`
+    /// (`NotPermitted`, `UnknownDomain`, `InvalidSettings`).
+    SetDomain {
+        name: String,
+        credits: Option<u32>,
+        cpu_cap: Option<f64>,
+    },
 }
 
 /// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
@@ -389,6 +403,8 @@ pub enum ErrorCode {
     /// memory asked for, or every one that could is at its client cap or
     /// short of free memory now (the message says which).
     NoAcceleratorFits,
+    /// `SetDomain` names a domain the daemon's config does not have.
+    UnknownDomain,
 }
 
 /// Daemon → client.
@@ -450,6 +466,24 @@ pub enum DaemonMsg {
         unit: UnitId,
         weight: f64,
     },
+    /// Answer to `ListDomains` (every configured domain) and to
+    /// `SetDomain` (the one changed).
+    Domains(Vec<DomainInfo>),
+}
+
+/// A configured domain (`[[domains]]`): clients whose process is in its
+/// cgroup share its accelerator credits, and its CPU ceiling.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainInfo {
+    pub name: String,
+    /// The cgroup path (as in `/proc/PID/cgroup`) whose processes belong.
+    pub cgroup: String,
+    /// Accelerator credits on every unit under a Pegasus policy.
+    pub credits: u32,
+    /// CFS ceiling of the domain's processes together, in cores.
+    pub cpu_cap: Option<f64>,
+    /// Connected application clients in it: (client id, pid).
+    pub members: Vec<(ClientId, u32)>,
 }
 
 #[cfg(test)]
@@ -487,6 +521,7 @@ mod tests {
             ErrorCode::ViewsUnavailable,
             ErrorCode::CallRingCorrupt,
             ErrorCode::NoAcceleratorFits,
+            ErrorCode::UnknownDomain,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();
