@@ -102,10 +102,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
 }
 
 /// The configured domain `client` is in, by name.
-fn domain_of<'a>(
-    domains: &'a [DomainInfo],
-    client: hetsched_core::ids::ClientId,
-) -> Option<&'a str> {
+fn domain_of(domains: &[DomainInfo], client: hetsched_core::ids::ClientId) -> Option<&str> {
     domains
         .iter()
         .find(|d| d.members.iter().any(|&(c, _)| c == client))

@@ -970,7 +970,7 @@ impl Monitor {
         }
         let cap = match cpu_cap {
             None => self.domains[i].cpu_cap,
-            Some(c) if c == 0.0 => None,
+            Some(0.0) => None,
             Some(c) => {
                 let cores = self.cpu_cores();
                 if cores == 0 {
