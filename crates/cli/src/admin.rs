@@ -150,7 +150,8 @@ pub struct DomainsSetArgs {
     socket: SocketArg,
     /// The domain's name in the daemon's config.
     name: String,
-    /// Accelerator credits on every unit under a Pegasus policy.
+    /// Accelerator credits on every unit under a Pegasus policy (this
+    /// replaces the config's per-unit credits).
     #[arg(long)]
     credits: Option<u32>,
     /// CPU ceiling of the domain's clients together, in cores (`none`
@@ -175,6 +176,15 @@ fn parse_cap(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// Credits, with the units that have other credits: `512 gpu1=64`.
+fn credits_text(d: &DomainInfo) -> String {
+    let mut t = d.credits.to_string();
+    for (unit, c) in &d.unit_credits {
+        let _ = write!(t, " {unit}={c}");
+    }
+    t
+}
+
 fn cap_text(cap: Option<f64>) -> String {
     cap.map_or("-".to_string(), |c| format!("{c}"))
 }
@@ -190,7 +200,7 @@ fn domains_table(domains: &[DomainInfo]) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<16} {:<28} {:>8} {:>8}  MEMBERS (client/pid)",
+        "{:<16} {:<28} {:>12} {:>8}  MEMBERS (client/pid)",
         "DOMAIN", "CGROUP", "CREDITS", "CPU-CAP"
     );
     for d in domains {
@@ -201,10 +211,10 @@ fn domains_table(domains: &[DomainInfo]) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "{:<16} {:<28} {:>8} {:>8}  {}",
+            "{:<16} {:<28} {:>12} {:>8}  {}",
             d.name,
             d.cgroup,
-            d.credits,
+            credits_text(d),
             cap_text(d.cpu_cap),
             if members.is_empty() {
                 "-".to_string()

@@ -307,3 +307,38 @@ fn a_capped_domain_is_held_to_its_ceiling() {
     }
     let _ = std::fs::remove_dir(&parent);
 }
+
+/// Mistakes in `[[domains]]` stop the daemon before it starts, naming
+/// the key or the unit (no root needed).
+#[test]
+fn domain_mistakes_stop_the_daemon_with_a_reason() {
+    let dir = std::env::temp_dir().join(format!("hetsched-it-domains-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let start = |domain: &str| {
+        let config = dir.join("bad.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "{}\n[[domains]]\nname = \"web\"\ncgroup = \"/docker/abc\"\n{domain}",
+                common::ONE_GPU.trim_end()
+            ),
+        )
+        .unwrap();
+        let out = Command::new(BIN)
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(dir.join("s.sock"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the daemon started with {domain:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = start("credit = 512\n");
+    assert!(err.contains("credit"), "{err}");
+    let err = start("unit_credits = { gpu7 = 64 }\n");
+    assert!(err.contains("gpu7") && err.contains("gpu0"), "{err}");
+    let err = start("cpu_cap = 0.5\n");
+    assert!(err.contains("cpu_cgroups"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

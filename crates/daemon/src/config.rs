@@ -333,6 +333,7 @@ mod tests {
             name = "web"
             cgroup = "/docker/abc"
             credits = 512
+            unit_credits = { gpu1 = 64 }
             cpu_cap = 0.5
             [[domains]]
             name = "batch"
@@ -343,6 +344,8 @@ mod tests {
         assert_eq!(cfg.domains.len(), 2);
         assert_eq!(cfg.domains[0].credits, 512);
         assert_eq!(cfg.domains[0].cpu_cap, Some(0.5));
+        assert_eq!(cfg.domains[0].credits_on("gpu1"), 64);
+        assert_eq!(cfg.domains[0].credits_on("gpu0"), 512);
         assert_eq!(cfg.domains[1].credits, 10, "a default client's credits");
         assert_eq!(cfg.domains[1].cpu_cap, None);
         let one = |extra: &str| {
@@ -352,6 +355,8 @@ mod tests {
         };
         let err = one("credit = 5\n").unwrap_err();
         assert!(err.contains("credit") && err.contains("line"), "{err}");
+        let err = one("unit_credits = { gpu0 = 0 }\n").unwrap_err();
+        assert!(err.contains("gpu0"), "{err}");
         let err = one("credits = 0\n").unwrap_err();
         assert!(err.contains("credits must be at least 1"), "{err}");
         let err = one("cpu_cap = 0\n").unwrap_err();

@@ -13,6 +13,7 @@
 use crate::cpu_cgroups::{DOMAIN_PREFIX, PARENT_PREFIX};
 use hetsched_core::policy::DEFAULT_NORMAL_SHARES;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 /// One `[[domains]]` table.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -28,6 +29,9 @@ pub struct DomainSpec {
     /// credits under XC); a default client has 10.
     #[serde(default = "default_credits")]
     pub credits: u32,
+    /// Credits on particular units instead (`unit_credits = { gpu1 = 64 }`).
+    #[serde(default)]
+    pub unit_credits: BTreeMap<String, u32>,
     /// CFS ceiling of the domain's clients together, in cores (needs
     /// `cpu_cgroups`).
     pub cpu_cap: Option<f64>,
@@ -90,6 +94,11 @@ pub fn validate(specs: &[DomainSpec], cores: u32) -> Result<(), String> {
         if d.credits == 0 {
             return Err(format!("{which}: credits must be at least 1"));
         }
+        if let Some((unit, _)) = d.unit_credits.iter().find(|(_, c)| **c == 0) {
+            return Err(format!(
+                "{which}: unit_credits for {unit} must be at least 1"
+            ));
+        }
         if let Some(cap) = d.cpu_cap {
             check_cap(cap, cores).map_err(|e| format!("{which}: {e}"))?;
         }
@@ -107,6 +116,24 @@ pub fn validate(specs: &[DomainSpec], cores: u32) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+impl DomainSpec {
+    /// Its credits on the unit named `unit`.
+    pub fn credits_on(&self, unit: &str) -> u32 {
+        self.unit_credits.get(unit).copied().unwrap_or(self.credits)
+    }
+}
+
+/// Unit names in the entries' `unit_credits` that no unit has, for an
+/// error message.
+pub fn unknown_units<'a>(specs: &'a [DomainSpec], units: &[&str]) -> Vec<&'a str> {
+    specs
+        .iter()
+        .flat_map(|d| d.unit_credits.keys())
+        .filter(|k| !units.contains(&k.as_str()))
+        .map(String::as_str)
+        .collect()
 }
 
 /// The domain (index into `specs`) of a process whose `/proc/PID/cgroup`
@@ -145,6 +172,7 @@ mod tests {
             name: name.into(),
             cgroup: cgroup.into(),
             credits: 512,
+            unit_credits: BTreeMap::new(),
             cpu_cap: None,
         }
     }
@@ -180,6 +208,18 @@ mod tests {
             ..spec("w", "/x")
         };
         assert!(bad(zero).contains("credits"));
+        let zero_on_unit = DomainSpec {
+            unit_credits: BTreeMap::from([("gpu0".to_string(), 0)]),
+            ..spec("w", "/x")
+        };
+        assert!(bad(zero_on_unit).contains("gpu0"));
+        let mut per_unit = spec("w", "/x");
+        per_unit.unit_credits.insert("gpu1".into(), 64);
+        assert_eq!(
+            (per_unit.credits_on("gpu0"), per_unit.credits_on("gpu1")),
+            (512, 64)
+        );
+        assert_eq!(unknown_units(&[per_unit], &["gpu0"]), vec!["gpu1"]);
         for cap in [0.0, -1.0, f64::NAN, 2.5] {
             let d = DomainSpec {
                 cpu_cap: Some(cap),

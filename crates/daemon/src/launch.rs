@@ -19,6 +19,10 @@ pub enum LaunchError {
     Platform(#[from] PlatformError),
     #[error("[policies] names units that do not exist: {unknown}; units are: {known}")]
     UnknownPolicyUnit { unknown: String, known: String },
+    #[error(
+        "[[domains]] unit_credits names units that do not exist: {unknown}; units are: {known}"
+    )]
+    UnknownDomainUnit { unknown: String, known: String },
     #[error("admin_group {0:?} is not a group on this machine (see /etc/group)")]
     UnknownGroup(String),
     #[error(
@@ -76,6 +80,13 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     let unknown = cfg.unknown_policy_units(&names);
     if !unknown.is_empty() {
         return Err(LaunchError::UnknownPolicyUnit {
+            unknown: unknown.join(", "),
+            known: names.join(", "),
+        });
+    }
+    let unknown = crate::domains::unknown_units(&cfg.domains, &names);
+    if !unknown.is_empty() {
+        return Err(LaunchError::UnknownDomainUnit {
             unknown: unknown.join(", "),
             known: names.join(", "),
         });

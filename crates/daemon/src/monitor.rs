@@ -862,19 +862,22 @@ impl Monitor {
             .find_map(|c| c.domain)
             .or_else(|| domains::domain_of(&self.domains, cgroup, std::process::id()))?;
         self.clients.get_mut(&client).expect("checked").domain = Some(found);
-        let shared = self.shared_domain(found);
-        for agent in &mut self.agents {
-            agent
-                .policy_mut()
-                .set_client_domain(client, Some(shared), now);
-        }
+        self.tell_domain(found, &[client], now);
         Some(found)
     }
 
-    fn shared_domain(&self, i: usize) -> SharedDomain {
-        SharedDomain {
-            key: i as u32,
-            credits: self.domains[i].credits,
+    /// Tells every unit's policy that `clients` are in domain `i`, with
+    /// the domain's credits on that unit.
+    fn tell_domain(&mut self, i: usize, clients: &[ClientId], now: Ns) {
+        let spec = &self.domains[i];
+        for agent in &mut self.agents {
+            let shared = SharedDomain {
+                key: i as u32,
+                credits: spec.credits_on(&agent.setup.unit.name),
+            };
+            for &c in clients {
+                agent.policy_mut().set_client_domain(c, Some(shared), now);
+            }
         }
     }
 
@@ -897,6 +900,7 @@ impl Monitor {
             name: d.name.clone(),
             cgroup: d.cgroup.clone(),
             credits: d.credits,
+            unit_credits: d.unit_credits.clone().into_iter().collect(),
             cpu_cap: d.cpu_cap,
             members: self
                 .clients
@@ -985,19 +989,16 @@ impl Monitor {
         };
         self.domains[i].cpu_cap = cap;
         if let Some(c) = credits {
+            // One figure for every unit from now on.
             self.domains[i].credits = c;
-            let shared = self.shared_domain(i);
+            self.domains[i].unit_credits.clear();
             let members: Vec<ClientId> = self
                 .clients
                 .values()
                 .filter(|c| c.domain == Some(i))
                 .map(|c| c.id)
                 .collect();
-            for agent in &mut self.agents {
-                for &m in &members {
-                    agent.policy_mut().set_client_domain(m, Some(shared), now);
-                }
-            }
+            self.tell_domain(i, &members, now);
         }
         Ok(DaemonMsg::Domains(vec![self.domain_info(i)]))
     }

@@ -401,6 +401,7 @@ fn clients_of_a_container_join_its_domain() {
                 name: "web".into(),
                 cgroup: "/docker/abc".into(),
                 credits: 512,
+                unit_credits: Default::default(),
                 cpu_cap: None,
             }],
             ..MonitorConfig::default()
@@ -469,6 +470,26 @@ fn clients_of_a_container_join_its_domain() {
     }
     assert_eq!(credits(&m, a), 64);
     assert_eq!(credits(&m, b), 64);
+    // Per-unit credits from the config apply on their unit.
+    let mut unit = device(1);
+    unit.policy = PolicyKind::BackendRr;
+    let mut m2 = Monitor::new(
+        vec![unit],
+        MonitorConfig {
+            domains: vec![DomainSpec {
+                name: "web".into(),
+                cgroup: "/docker/abc".into(),
+                credits: 512,
+                unit_credits: [("gpu0".to_string(), 64)].into(),
+                cpu_cap: None,
+            }],
+            ..MonitorConfig::default()
+        },
+        SettingsStore::default(),
+    );
+    let x = app(&mut m2, 100, 1000, None);
+    m2.join_domain(x, "0::/docker/abc\n", 0);
+    assert_eq!(credits(&m2, x), 64);
     // A member leaves; the other stays in the domain.
     let mut out = Outbox::default();
     m.disconnect(a, true, 0, &mut out);

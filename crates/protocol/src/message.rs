@@ -478,8 +478,10 @@ pub struct DomainInfo {
     pub name: String,
     /// The cgroup path (as in `/proc/PID/cgroup`) whose processes belong.
     pub cgroup: String,
-    /// Accelerator credits on every unit under a Pegasus policy.
+    /// Accelerator credits on every unit under a Pegasus policy…
     pub credits: u32,
+    /// …except these units (unit name, credits).
+    pub unit_credits: Vec<(String, u32)>,
     /// CFS ceiling of the domain's processes together, in cores.
     pub cpu_cap: Option<f64>,
     /// Connected application clients in it: (client id, pid).
