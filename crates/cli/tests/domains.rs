@@ -294,7 +294,9 @@ fn a_capped_domain_is_held_to_its_ceiling() {
     });
     let got = cores_used(&pids, 1.0);
     eprintln!("without a ceiling: {got:.3} cores");
-    assert!(got > 0.6, "{got:.3} cores without a ceiling");
+    // Other work on the machine may take a share too; above the last
+    // ceiling is what shows the ceiling went.
+    assert!(got > 0.35, "{got:.3} cores without a ceiling");
     // The members leave: the domain's cgroup goes with the last one.
     drop(hogs);
     wait_for("the domain's cgroup to go", || !group.exists());
