@@ -1,10 +1,12 @@
-//! `hetsched status`, `hetsched shares set` and `hetsched run`.
+//! `hetsched status`, `hetsched shares set`, `hetsched domains` and
+//! `hetsched run`.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_core::ids::UnitId;
 use hetsched_protocol::{
-    Client, ClientOptions, CoordinationStatus, SettingsRequest, StatusReport, parse_class,
+    Client, ClientOptions, CoordinationStatus, DomainInfo, SettingsRequest, StatusReport,
+    parse_class,
 };
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
@@ -84,13 +86,174 @@ pub struct RunArgs {
 pub fn status(args: StatusArgs) -> Result<()> {
     let mut client = args.socket.observer("hetsched-status")?;
     let report = client.status()?;
+    let domains = client.domains()?;
     let _ = client.goodbye();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&status_json(&report, &domains)?)?
+        );
     } else if args.prometheus {
         print!("{}", prometheus(&report));
     } else {
-        print!("{}", table(&report));
+        print!("{}", table(&report, &domains));
+    }
+    Ok(())
+}
+
+/// The configured domain `client` is in, by name.
+fn domain_of(domains: &[DomainInfo], client: hetsched_core::ids::ClientId) -> Option<&str> {
+    domains
+        .iter()
+        .find(|d| d.members.iter().any(|&(c, _)| c == client))
+        .map(|d| d.name.as_str())
+}
+
+/// The report as JSON, with the configured domains (`domains`) and each
+/// client's domain (`domain`, `null` for a client that is its own).
+fn status_json(r: &StatusReport, domains: &[DomainInfo]) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(r)?;
+    if let Some(clients) = v.get_mut("clients").and_then(|c| c.as_array_mut()) {
+        for (c, cv) in r.clients.iter().zip(clients) {
+            if let Some(o) = cv.as_object_mut() {
+                o.insert(
+                    "domain".into(),
+                    serde_json::to_value(domain_of(domains, c.id))?,
+                );
+            }
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.insert("domains".into(), serde_json::to_value(domains)?);
+    }
+    Ok(v)
+}
+
+#[derive(Args)]
+pub struct DomainsArgs {
+    #[command(flatten)]
+    socket: SocketArg,
+    #[command(subcommand)]
+    command: Option<DomainsCommand>,
+}
+
+#[derive(Subcommand)]
+pub enum DomainsCommand {
+    /// Change a configured domain's accelerator credits or CPU ceiling
+    /// (root or the admin group).
+    Set(DomainsSetArgs),
+}
+
+#[derive(Args)]
+pub struct DomainsSetArgs {
+    #[command(flatten)]
+    socket: SocketArg,
+    /// The domain's name in the daemon's config.
+    name: String,
+    /// Accelerator credits on every unit under a Pegasus policy (this
+    /// replaces the config's per-unit credits).
+    #[arg(long)]
+    credits: Option<u32>,
+    /// CPU ceiling of the domain's clients together, in cores (`none`
+    /// lifts it).
+    #[arg(long, value_parser = parse_cap)]
+    cpu_cap: Option<f64>,
+}
+
+/// `--cpu-cap`: cores, or `none` (sent as 0, which lifts the ceiling).
+fn parse_cap(s: &str) -> Result<f64, String> {
+    if s == "none" {
+        return Ok(0.0);
+    }
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of cores (or `none`)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!(
+            "{s} cores: a ceiling is a positive number (or `none`)"
+        ));
+    }
+    Ok(v)
+}
+
+/// Credits, with the units that have other credits: `512 gpu1=64`.
+fn credits_text(d: &DomainInfo) -> String {
+    let mut t = d.credits.to_string();
+    for (unit, c) in &d.unit_credits {
+        let _ = write!(t, " {unit}={c}");
+    }
+    t
+}
+
+fn cap_text(cap: Option<f64>) -> String {
+    cap.map_or("-".to_string(), |c| format!("{c}"))
+}
+
+fn domains_table(domains: &[DomainInfo]) -> String {
+    let mut s = String::new();
+    if domains.is_empty() {
+        let _ = writeln!(
+            s,
+            "no domains configured ([[domains]] in the daemon's config)"
+        );
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "{:<16} {:<28} {:>12} {:>8}  MEMBERS (client/pid)",
+        "DOMAIN", "CGROUP", "CREDITS", "CPU-CAP"
+    );
+    for d in domains {
+        let members: Vec<String> = d
+            .members
+            .iter()
+            .map(|(c, pid)| format!("{}/{pid}", c.0))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:<16} {:<28} {:>12} {:>8}  {}",
+            d.name,
+            d.cgroup,
+            credits_text(d),
+            cap_text(d.cpu_cap),
+            if members.is_empty() {
+                "-".to_string()
+            } else {
+                members.join(" ")
+            }
+        );
+    }
+    s
+}
+
+/// `hetsched domains` and `hetsched domains set`.
+pub fn domains(args: DomainsArgs) -> Result<()> {
+    match args.command {
+        None => {
+            let mut client = args.socket.observer("hetsched-domains")?;
+            let list = client.domains()?;
+            let _ = client.goodbye();
+            print!("{}", domains_table(&list));
+        }
+        Some(DomainsCommand::Set(a)) => {
+            if a.credits.is_none() && a.cpu_cap.is_none() {
+                bail!("nothing to change: give --credits or --cpu-cap");
+            }
+            if a.credits == Some(0) {
+                bail!("--credits must be at least 1");
+            }
+            let mut client = a.socket.observer("hetsched-domains")?;
+            let changed = client.set_domain(&a.name, a.credits, a.cpu_cap)?;
+            let _ = client.goodbye();
+            for d in changed {
+                println!(
+                    "domain {}: credits {}, cpu cap {}",
+                    d.name,
+                    d.credits,
+                    cap_text(d.cpu_cap)
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -106,7 +269,7 @@ fn pct(x: f64) -> String {
     format!("{:.1}", x * 100.0)
 }
 
-fn table(r: &StatusReport) -> String {
+fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -190,7 +353,11 @@ fn table(r: &StatusReport) -> String {
             );
         }
     }
-    backend_table(&mut s, r);
+    backend_table(&mut s, r, domains);
+    if !domains.is_empty() {
+        s.push('\n');
+        s.push_str(&domains_table(domains));
+    }
     s
 }
 
@@ -232,7 +399,7 @@ fn selection_table(s: &mut String, r: &StatusReport) {
 
 /// Clients of units under a Pegasus backend policy: credits, ticks
 /// granted, accelerator time served and, under SLAF, the SLO state.
-fn backend_table(s: &mut String, r: &StatusReport) {
+fn backend_table(s: &mut String, r: &StatusReport, domains: &[DomainInfo]) {
     let rows: Vec<_> = r
         .clients
         .iter()
@@ -244,8 +411,17 @@ fn backend_table(s: &mut String, r: &StatusReport) {
     }
     let _ = writeln!(
         s,
-        "\n{:<6} {:>8} {:<12} {:<8} {:>10} {:>10} {:>8} {:>9} {:<12}",
-        "CLIENT", "PID", "UNIT", "BACKEND", "ACC-CRED", "CPU-CRED", "TICKS", "SERVED-S", "SLO"
+        "\n{:<6} {:>8} {:<12} {:<8} {:<12} {:>10} {:>10} {:>8} {:>9} {:<12}",
+        "CLIENT",
+        "PID",
+        "UNIT",
+        "BACKEND",
+        "DOMAIN",
+        "ACC-CRED",
+        "CPU-CRED",
+        "TICKS",
+        "SERVED-S",
+        "SLO"
     );
     for (c, unit, b) in rows {
         let slo = match (b.config.slo, b.slo_met) {
@@ -256,11 +432,12 @@ fn backend_table(s: &mut String, r: &StatusReport) {
         };
         let _ = writeln!(
             s,
-            "{:<6} {:>8} {:<12} {:<8} {:>10} {:>10} {:>8} {:>9.3} {:<12}",
+            "{:<6} {:>8} {:<12} {:<8} {:<12} {:>10} {:>10} {:>8} {:>9.3} {:<12}",
             c.id.0,
             c.pid,
             unit_name(r, unit),
             b.policy.name(),
+            domain_of(domains, c.id).unwrap_or("-"),
             b.config.acc_credits,
             b.config.cpu_credits,
             b.ticks_granted,
@@ -500,7 +677,7 @@ mod tests {
 
     #[test]
     fn status_says_when_nobody_below_native_is_infeasible() {
-        let text = table(&report(Some(0.62), Some(false)));
+        let text = table(&report(Some(0.62), Some(false)), &[]);
         assert!(
             text.contains("INFEASIBLE, largest common floor 0.62x native"),
             "{text}"
@@ -512,9 +689,9 @@ mod tests {
             text.contains("client 6 (pid 60): not coordinated"),
             "{text}"
         );
-        let ok = table(&report(Some(1.05), Some(true)));
+        let ok = table(&report(Some(1.05), Some(true)), &[]);
         assert!(ok.contains("nobody below native: feasible"), "{ok}");
-        let early = table(&report(None, None));
+        let early = table(&report(None, None), &[]);
         assert!(early.contains("not solved yet"), "{early}");
     }
 }

@@ -37,6 +37,9 @@ enum Command {
     /// Change a client's class, shares or priority.
     #[command(subcommand)]
     Shares(admin::SharesCommand),
+    /// List the configured domains (containers): credits, CPU ceiling,
+    /// member clients; `domains set` changes them.
+    Domains(admin::DomainsArgs),
     /// Start a program under a class (it asks the daemon when it connects).
     Run(admin::RunArgs),
     /// Keep a unit busy with tasks, as an application would, and report
@@ -75,6 +78,7 @@ fn main() -> Result<()> {
         Command::Status(args) => admin::status(args),
         Command::Shares(cmd) => admin::shares(cmd),
         Command::Run(args) => admin::run(args),
+        Command::Domains(args) => admin::domains(args),
         Command::Load(args) => load::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Units(args) => daemon_cmd::units(args),

@@ -281,10 +281,103 @@ fn impossible_settings_are_refused() {
 }
 
 mod as_unit_policy {
+    use hetsched_core::backend_policy::BackendPolicy;
     use hetsched_core::ids::{ClientId, TaskId};
-    use hetsched_core::policy::{ClientSettings, PolicyKind, Request, ShareClass};
+    use hetsched_core::policy::{
+        ClientSettings, CreditPolicy, PolicyKind, Request, ShareClass, SharedDomain, UnitPolicy,
+    };
     use proptest::prelude::*;
     use std::collections::{BTreeMap, VecDeque};
+
+    /// Device time per client over `secs` simulated seconds of every
+    /// client in `clients` keeping two calls of `call_ns` queued.
+    fn busy_run(
+        p: &mut CreditPolicy,
+        clients: &[u32],
+        call_ns: u64,
+        secs: u64,
+    ) -> BTreeMap<u32, u64> {
+        let mut served: BTreeMap<u32, u64> = clients.iter().map(|&c| (c, 0)).collect();
+        let mut queued: BTreeMap<u32, usize> = served.keys().map(|&c| (c, 0)).collect();
+        let (mut now, mut task) = (0u64, 0u64);
+        while now < secs * 1_000_000_000 {
+            for &c in clients {
+                while queued[&c] < 2 {
+                    p.submit(
+                        Request {
+                            client: ClientId(c),
+                            task: TaskId(task),
+                            expected_ns: call_ns as f64,
+                            submitted_at: now,
+                        },
+                        now,
+                    );
+                    *queued.get_mut(&c).unwrap() += 1;
+                    task += 1;
+                }
+            }
+            let r = p.pick_next(now).expect("work-conserving");
+            *queued.get_mut(&r.client.0).unwrap() -= 1;
+            now += call_ns;
+            p.complete(r.client, call_ns, now);
+            *served.get_mut(&r.client.0).unwrap() += call_ns;
+        }
+        served
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Two clients in one domain with credits `a` get, together, the
+        /// device time and the ticks one client with credits `a` gets
+        /// beside the same others, whatever the credits and call length.
+        #[test]
+        fn a_shared_domain_gets_what_one_client_with_its_credits_would(
+            backend in proptest::sample::select(vec![
+                BackendPolicy::Rr, BackendPolicy::AccC, BackendPolicy::Xc, BackendPolicy::Slaf,
+            ]),
+            a in 1u32..2048,
+            others in proptest::collection::vec(1u32..2048, 1..3),
+            call_us in 300u64..3000,
+        ) {
+            let normal = |shares| ClientSettings { class: ShareClass::Normal { shares }, priority: 0 };
+            let call_ns = call_us * 1000;
+            let other_ids: Vec<u32> = (10..10 + others.len() as u32).collect();
+            // Two members of a shared domain with credits a.
+            let mut shared = CreditPolicy::new(backend, 1);
+            for c in [1, 2] {
+                shared.set_client(ClientId(c), normal(7), 0).unwrap();
+                shared.set_client_domain(ClientId(c), Some(SharedDomain { key: 0, credits: a }), 0);
+            }
+            // One client with credits a.
+            let mut single = CreditPolicy::new(backend, 1);
+            single.set_client(ClientId(1), normal(a), 0).unwrap();
+            for p in [&mut shared, &mut single] {
+                for (&c, &x) in other_ids.iter().zip(&others) {
+                    p.set_client(ClientId(c), normal(x), 0).unwrap();
+                }
+            }
+            let mut all = vec![1, 2];
+            all.extend(&other_ids);
+            let got = busy_run(&mut shared, &all, call_ns, 5);
+            let mut solo = vec![1];
+            solo.extend(&other_ids);
+            let want = busy_run(&mut single, &solo, call_ns, 5);
+            let total: u64 = want.values().sum();
+            let part = |x: u64| x as f64 / total as f64;
+            prop_assert!(
+                (part(got[&1] + got[&2]) - part(want[&1])).abs() < 0.02,
+                "shared {got:?} single {want:?}"
+            );
+            let ticks_shared = shared.backend_state(ClientId(1)).unwrap().ticks_granted;
+            let ticks_single = single.backend_state(ClientId(1)).unwrap().ticks_granted;
+            let turn = u64::from(a / others.iter().copied().chain([a]).min().unwrap()).max(1) + 2;
+            prop_assert!(
+                ticks_shared.abs_diff(ticks_single) <= 2 * turn,
+                "ticks {ticks_shared} vs {ticks_single}"
+            );
+        }
+    }
 
     #[derive(Clone, Debug)]
     enum Op {
@@ -292,6 +385,7 @@ mod as_unit_policy {
         Pick,
         Remove(u32),
         Settings(u32, u32),
+        Domain(u32, Option<u32>, u32),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -300,6 +394,8 @@ mod as_unit_policy {
             3 => Just(Op::Pick),
             1 => (0u32..5).prop_map(Op::Remove),
             1 => (0u32..5, 1u32..2048).prop_map(|(c, s)| Op::Settings(c, s)),
+            1 => (0u32..5, proptest::option::of(0u32..2), 1u32..2048)
+                .prop_map(|(c, k, s)| Op::Domain(c, k, s)),
         ]
     }
 
@@ -350,6 +446,10 @@ mod as_unit_policy {
                     Op::Settings(c, s) => {
                         let settings = ClientSettings { class: ShareClass::Normal { shares: s }, priority: 0 };
                         prop_assert!(p.set_client(ClientId(c), settings, now).is_ok());
+                    }
+                    Op::Domain(c, key, credits) => {
+                        let d = key.map(|key| SharedDomain { key, credits });
+                        p.set_client_domain(ClientId(c), d, now);
                     }
                 }
                 prop_assert_eq!(p.queued(), model.values().map(VecDeque::len).sum::<usize>());

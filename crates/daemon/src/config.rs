@@ -2,6 +2,7 @@
 //! `--config`). Every key is optional; unknown keys are errors that name
 //! the line, so a typo never silently falls back to a default.
 
+use crate::domains::DomainSpec;
 use hetsched_core::policy::PolicyKind;
 use hetsched_platform::{EmulatedUnitConfig, SlowCoreConfig};
 use serde::Deserialize;
@@ -68,6 +69,10 @@ pub struct DaemonConfig {
     pub opencl_units: bool,
     /// Largest data region one kernel ring may have, MiB.
     pub max_region_mb: u64,
+    /// Pegasus domains beyond single clients (`[[domains]]` tables): the
+    /// clients of a cgroup (a container) share its accelerator credits
+    /// and, with `cpu_cap`, a CPU ceiling ([`crate::domains`]).
+    pub domains: Vec<DomainSpec>,
 }
 
 impl Default for DaemonConfig {
@@ -92,6 +97,7 @@ impl Default for DaemonConfig {
             emulated: Vec::new(),
             opencl_units: false,
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
+            domains: Vec::new(),
         }
     }
 }
@@ -189,6 +195,16 @@ impl DaemonConfig {
                 cfg.max_region_mb
             )));
         }
+        crate::domains::validate(&cfg.domains, online_cpus()).map_err(invalid)?;
+        if !cfg.cpu_cgroups {
+            if let Some(d) = cfg.domains.iter().find(|d| d.cpu_cap.is_some()) {
+                return Err(invalid(format!(
+                    "domain {:?}: cpu_cap needs cpu_cgroups = true (the ceiling is a CFS quota \
+                     on the domain's cgroup)",
+                    d.name
+                )));
+            }
+        }
         if cfg.max_frame_bytes < 1024 {
             return Err(invalid(format!(
                 "max_frame_bytes = {} is too small (at least 1024)",
@@ -227,6 +243,30 @@ impl DaemonConfig {
             .clone()
             .unwrap_or_else(hetsched_protocol::default_socket_path)
     }
+}
+
+/// CPUs online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`), else
+/// what the standard library sees; what a CPU ceiling may not exceed.
+pub fn online_cpus() -> u32 {
+    let from_sys = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| {
+            t.trim().split(',').try_fold(0u32, |n, part| {
+                let count = match part.split_once('-') {
+                    Some((a, b)) => b.parse::<u32>().ok()? + 1 - a.parse::<u32>().ok()?,
+                    None => part.parse::<u32>().map(|_| 1).ok()?,
+                };
+                Some(n + count)
+            })
+        });
+    from_sys
+        .filter(|&n| n > 0)
+        .or_else(|| {
+            std::thread::available_parallelism()
+                .ok()
+                .map(|n| n.get() as u32)
+        })
+        .unwrap_or(1)
 }
 
 #[cfg(test)]
@@ -304,5 +344,57 @@ mod tests {
             parse("[[emulated]]\nname = \"g\"\nspeed = 1.0\ncopy_gbps = 1.0\nmemory_gb = 4\n")
                 .unwrap_err();
         assert!(err.contains("memory_gb"), "{err}");
+    }
+
+    #[test]
+    fn domains_parse_and_their_mistakes_are_named() {
+        let cfg = parse(
+            r#"
+            cpu_cgroups = true
+            [[domains]]
+            name = "web"
+            cgroup = "/docker/abc"
+            credits = 512
+            unit_credits = { gpu1 = 64 }
+            cpu_cap = 0.5
+            [[domains]]
+            name = "batch"
+            cgroup = "/batch.slice"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.domains.len(), 2);
+        assert_eq!(cfg.domains[0].credits, 512);
+        assert_eq!(cfg.domains[0].cpu_cap, Some(0.5));
+        assert_eq!(cfg.domains[0].credits_on("gpu1"), 64);
+        assert_eq!(cfg.domains[0].credits_on("gpu0"), 512);
+        assert_eq!(cfg.domains[1].credits, 10, "a default client's credits");
+        assert_eq!(cfg.domains[1].cpu_cap, None);
+        let one = |extra: &str| {
+            parse(&format!(
+                "cpu_cgroups = true\n[[domains]]\nname = \"web\"\ncgroup = \"/docker/abc\"\n{extra}"
+            ))
+        };
+        let err = one("credit = 5\n").unwrap_err();
+        assert!(err.contains("credit") && err.contains("line"), "{err}");
+        let err = one("unit_credits = { gpu0 = 0 }\n").unwrap_err();
+        assert!(err.contains("gpu0"), "{err}");
+        let err = one("credits = 0\n").unwrap_err();
+        assert!(err.contains("credits must be at least 1"), "{err}");
+        let err = one("cpu_cap = 0\n").unwrap_err();
+        assert!(err.contains("cpu_cap"), "{err}");
+        let err = one("cpu_cap = -0.5\n").unwrap_err();
+        assert!(err.contains("cpu_cap"), "{err}");
+        let err = one("cpu_cap = 100000.0\n").unwrap_err();
+        assert!(err.contains("cores"), "{err}");
+        let err = one("credits = \"many\"\n").unwrap_err();
+        assert!(err.contains("credits"), "{err}");
+        let err = parse("[[domains]]\nname = \"web\"\n").unwrap_err();
+        assert!(err.contains("cgroup"), "{err}");
+        let err =
+            parse("[[domains]]\nname = \"web\"\ncgroup = \"/x\"\ncpu_cap = 0.5\n").unwrap_err();
+        assert!(err.contains("cpu_cgroups"), "{err}");
+        let err = one("[[domains]]\nname = \"web\"\ncgroup = \"/y\"\n").unwrap_err();
+        assert!(err.contains("two domains"), "{err}");
     }
 }

@@ -172,11 +172,18 @@ fn hello(
     } else {
         None
     };
+    // Which configured domain (container) it is in, if the config has any.
+    let cgroup = if role == Role::Application && !shared.setup.monitor.domains.is_empty() {
+        procfs::cgroup_text(peer.pid)
+    } else {
+        String::new()
+    };
     let mut state = shared.lock();
     let now = shared.now();
     let (id, welcome) = state
         .monitor
         .hello(peer.clone(), name, role, requested, now);
+    state.monitor.join_domain(id, &cgroup, now);
     let mut conn = Conn {
         stream: Arc::clone(stream),
         private,
@@ -429,6 +436,18 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             Ok(reply) => out.push(id, reply),
             Err(r) => refuse(&mut out, id, r, None),
         },
+        ClientMsg::ListDomains => out.push(id, DaemonMsg::Domains(st.monitor.domain_list())),
+        ClientMsg::SetDomain {
+            name,
+            credits,
+            cpu_cap,
+        } => {
+            match st.monitor.set_domain(id, &name, credits, cpu_cap, now) {
+                Ok(reply) => out.push(id, reply),
+                Err(r) => refuse(&mut out, id, r, None),
+            }
+            wake = true;
+        }
         ClientMsg::Goodbye => {}
     }
     st.deliver(&mut out);

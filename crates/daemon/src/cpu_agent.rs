@@ -52,7 +52,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
     loop {
         scan(&shared, renicer.as_mut());
         if let Some(cg) = cgroups.as_mut() {
-            let targets = shared.lock().monitor.cpu_shares_targets();
+            let targets = shared.lock().monitor.cpu_cgroup_targets();
             cg.apply(&targets);
         }
         std::thread::sleep(shared.setup.cpu_scan);

@@ -42,6 +42,11 @@ pub const V1_ROOT: &str = "/sys/fs/cgroup/cpu";
 pub const V2_ROOT: &str = "/sys/fs/cgroup";
 /// Name of a daemon's parent cgroup, before its pid.
 pub const PARENT_PREFIX: &str = "hetsched-cpu-";
+/// Name of a configured domain's shared cgroup, before the domain's name.
+pub const DOMAIN_PREFIX: &str = "domain-";
+/// CFS bandwidth period the daemon sets with a ceiling, µs (the kernel's
+/// default).
+pub const CFS_PERIOD_US: u64 = 100_000;
 
 /// cgroup v1 `cpu.shares` bounds (kernel `MIN_SHARES`, `MAX_SHARES`).
 pub const V1_MIN_SHARES: u64 = 2;
@@ -125,6 +130,59 @@ impl Hierarchy {
             Hierarchy::V2 => "cgroup v2 cpu.weight",
         }
     }
+
+    /// Writes a CFS ceiling of `cap` cores (`None`: no ceiling) into `dir`:
+    /// v1 `cpu.cfs_period_us` and `cpu.cfs_quota_us`, v2 `cpu.max`.
+    fn write_cap(self, dir: &Path, cap: Option<f64>) -> io::Result<()> {
+        let quota = cap.map(|c| quota_us(c, CFS_PERIOD_US));
+        match self {
+            Hierarchy::V1 => {
+                // The period first: the kernel checks the quota against it.
+                std::fs::write(dir.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
+                let q = quota.map_or("-1".to_string(), |q| q.to_string());
+                std::fs::write(dir.join("cpu.cfs_quota_us"), q)
+            }
+            Hierarchy::V2 => {
+                let q = quota.map_or("max".to_string(), |q| q.to_string());
+                std::fs::write(dir.join("cpu.max"), format!("{q} {CFS_PERIOD_US}"))
+            }
+        }
+    }
+}
+
+/// CFS quota per `period_us` for a ceiling of `cores` (at least the
+/// kernel's 1 ms).
+pub fn quota_us(cores: f64, period_us: u64) -> u64 {
+    ((cores * period_us as f64).round() as u64).max(1000)
+}
+
+/// What the CPU agent wants for one client process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CgroupTarget {
+    /// Its `cpu.shares` (v1 scale), from its CPU credits.
+    pub shares: u64,
+    /// The configured domain it belongs to: it then shares the domain's
+    /// cgroup, weighed by its members' shares together and held to the
+    /// domain's ceiling.
+    pub domain: Option<DomainTarget>,
+}
+
+/// A configured domain's cgroup.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DomainTarget {
+    pub name: String,
+    /// Ceiling in cores.
+    pub cpu_cap: Option<f64>,
+}
+
+/// A configured domain's shared cgroup.
+#[derive(Clone, Debug)]
+struct Group {
+    dir: PathBuf,
+    /// The weight last written (v1 scale; the sum of its members').
+    shares: u64,
+    /// The ceiling last written; `None` before the first write.
+    cap: Option<Option<f64>>,
 }
 
 /// One client process's cgroup.
@@ -134,8 +192,11 @@ struct Domain {
     /// The cgroup (path below the root) the process was in at first
     /// sight; its threads go back there when it leaves.
     home: String,
-    /// The `cpu.shares` value last written (v1 scale).
+    /// The `cpu.shares` value last written (v1 scale); for a member of a
+    /// domain, the share it adds to the domain's cgroup.
     shares: u64,
+    /// The configured domain whose cgroup (`dir`) it shares.
+    group: Option<String>,
 }
 
 /// What one pass did, for logs and tests.
@@ -158,6 +219,8 @@ pub struct CpuCgroups {
     root: PathBuf,
     parent: PathBuf,
     domains: BTreeMap<u32, Domain>,
+    /// Configured domains with members, by name.
+    groups: BTreeMap<String, Group>,
     /// `/proc`; the unit tests point it at a fake one, so that the cgroup
     /// side can be driven on plain directories.
     proc_root: PathBuf,
@@ -214,6 +277,7 @@ impl CpuCgroups {
             root: root.to_path_buf(),
             parent,
             domains: BTreeMap::new(),
+            groups: BTreeMap::new(),
             proc_root,
         };
         cg.write_parent_weight()?;
@@ -242,75 +306,192 @@ impl CpuCgroups {
         self.domains.get(&pid).map(|d| d.dir.as_path())
     }
 
-    /// Brings the cgroups in line with `targets` (client pid → its
-    /// `cpu.shares`, v1 scale): creates and weighs one per process, moves
-    /// its threads in, and removes those of processes no longer listed.
-    pub fn apply(&mut self, targets: &BTreeMap<u32, u64>) -> CgroupPass {
+    /// The shared cgroup of configured domain `name`, once it has members.
+    pub fn domain_dir(&self, name: &str) -> Option<&Path> {
+        self.groups.get(name).map(|g| g.dir.as_path())
+    }
+
+    /// Brings the cgroups in line with `targets` (client pid → what it
+    /// should get): creates one cgroup per process, or one per configured
+    /// domain shared by its members, writes weights and ceilings, moves
+    /// threads in, and removes the cgroups of processes and domains no
+    /// longer listed.
+    pub fn apply(&mut self, targets: &BTreeMap<u32, CgroupTarget>) -> CgroupPass {
         let mut pass = CgroupPass::default();
+        let group_of = |t: &CgroupTarget| t.domain.as_ref().map(|d| d.name.clone());
+        // Processes that left, or whose domain changed, go first.
         let gone: Vec<u32> = self
             .domains
-            .keys()
-            .filter(|p| !targets.contains_key(p))
-            .copied()
+            .iter()
+            .filter(|(p, d)| targets.get(p).is_none_or(|t| group_of(t) != d.group))
+            .map(|(&p, _)| p)
             .collect();
         let mut parent_changed = !gone.is_empty();
         for pid in gone {
             let d = self.domains.remove(&pid).expect("listed");
-            if self.release(&d).is_ok() {
+            let released = match &d.group {
+                None => self.release(&d),
+                Some(_) => {
+                    self.send_home(pid, &d);
+                    Ok(())
+                }
+            };
+            if released.is_ok() {
                 pass.removed += 1;
             } else {
                 pass.failed += 1;
             }
         }
-        for (&pid, &shares) in targets {
+        for (&pid, t) in targets {
             if !self.domains.contains_key(&pid) {
                 let Some(home) = self.cgroup_of(pid, None) else {
                     continue; // the process is gone
                 };
-                let dir = self.parent.join(format!("pid-{pid}"));
-                match std::fs::create_dir(&dir) {
-                    Ok(()) => pass.created += 1,
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(_) => {
-                        pass.failed += 1;
-                        continue;
+                let dir = match &t.domain {
+                    Some(g) => match self.group_dir(&g.name, &mut pass) {
+                        Some(dir) => dir,
+                        None => continue,
+                    },
+                    None => {
+                        let dir = self.parent.join(format!("pid-{pid}"));
+                        match std::fs::create_dir(&dir) {
+                            Ok(()) => pass.created += 1,
+                            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                            Err(_) => {
+                                pass.failed += 1;
+                                continue;
+                            }
+                        }
+                        dir
                     }
-                }
+                };
                 self.domains.insert(
                     pid,
                     Domain {
                         dir,
                         home,
                         shares: 0,
+                        group: group_of(t),
                     },
                 );
             }
             let d = self.domains.get_mut(&pid).expect("inserted above");
-            if d.shares != shares {
-                let value = self.hierarchy.weight_value(shares);
-                if std::fs::write(d.dir.join(self.hierarchy.weight_file()), value.to_string())
-                    .is_ok()
-                {
-                    d.shares = shares;
-                    parent_changed = true;
+            if d.shares != t.shares {
+                if d.group.is_some() {
+                    // Written with the domain's sum below.
+                    d.shares = t.shares;
                 } else {
-                    pass.failed += 1;
+                    let value = self.hierarchy.weight_value(t.shares);
+                    if std::fs::write(d.dir.join(self.hierarchy.weight_file()), value.to_string())
+                        .is_ok()
+                    {
+                        d.shares = t.shares;
+                        parent_changed = true;
+                    } else {
+                        pass.failed += 1;
+                    }
                 }
             }
             let d = self.domains[&pid].clone();
             self.move_in(pid, &d, &mut pass);
         }
+        parent_changed |= self.update_groups(targets, &mut pass);
         if parent_changed && self.write_parent_weight().is_err() {
             pass.failed += 1;
         }
         pass
     }
 
+    /// The shared cgroup of domain `name`, created on first use.
+    fn group_dir(&mut self, name: &str, pass: &mut CgroupPass) -> Option<PathBuf> {
+        if let Some(g) = self.groups.get(name) {
+            return Some(g.dir.clone());
+        }
+        let dir = self.parent.join(format!("{DOMAIN_PREFIX}{name}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => pass.created += 1,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(_) => {
+                pass.failed += 1;
+                return None;
+            }
+        }
+        self.groups.insert(
+            name.to_string(),
+            Group {
+                dir: dir.clone(),
+                shares: 0,
+                cap: None,
+            },
+        );
+        Some(dir)
+    }
+
+    /// Weighs each domain's cgroup by its members' shares together,
+    /// writes its ceiling when it changed, and removes the cgroups of
+    /// domains without members. Returns whether a weight changed.
+    fn update_groups(
+        &mut self,
+        targets: &BTreeMap<u32, CgroupTarget>,
+        pass: &mut CgroupPass,
+    ) -> bool {
+        let mut changed = false;
+        let names: Vec<String> = self.groups.keys().cloned().collect();
+        for name in names {
+            let members: Vec<&Domain> = self
+                .domains
+                .values()
+                .filter(|d| d.group.as_deref() == Some(name.as_str()))
+                .collect();
+            if members.is_empty() {
+                let g = self.groups.remove(&name).expect("listed");
+                evacuate(self.hierarchy, &g.dir, &self.root);
+                if std::fs::remove_dir(&g.dir).is_ok() {
+                    pass.removed += 1;
+                } else {
+                    pass.failed += 1;
+                }
+                changed = true;
+                continue;
+            }
+            let shares: u64 = members.iter().map(|d| d.shares).sum();
+            let cap = targets
+                .values()
+                .filter_map(|t| t.domain.as_ref())
+                .find(|d| d.name == name)
+                .and_then(|d| d.cpu_cap);
+            let (h, g) = (self.hierarchy, self.groups.get_mut(&name).expect("listed"));
+            if g.shares != shares {
+                let value = h.weight_value(shares);
+                if std::fs::write(g.dir.join(h.weight_file()), value.to_string()).is_ok() {
+                    g.shares = shares;
+                    changed = true;
+                } else {
+                    pass.failed += 1;
+                }
+            }
+            if g.cap != Some(cap) {
+                if h.write_cap(&g.dir, cap).is_ok() {
+                    g.cap = Some(cap);
+                } else {
+                    pass.failed += 1;
+                }
+            }
+        }
+        changed
+    }
+
     /// The parent weighs what its children weigh together (at least the
     /// minimum), so joining it costs the applications nothing against
     /// processes outside.
     fn write_parent_weight(&self) -> io::Result<()> {
-        let total: u64 = self.domains.values().map(|d| d.shares).sum();
+        let total: u64 = self
+            .domains
+            .values()
+            .filter(|d| d.group.is_none())
+            .map(|d| d.shares)
+            .chain(self.groups.values().map(|g| g.shares))
+            .sum();
         let total = if total == 0 { 1024 } else { total };
         std::fs::write(
             self.parent.join(self.hierarchy.weight_file()),
@@ -365,24 +546,59 @@ impl CpuCgroups {
         }
     }
 
-    /// Sends a domain's threads home (or to the root if home is gone) and
-    /// removes its cgroup.
-    fn release(&self, d: &Domain) -> io::Result<()> {
+    /// The cgroup directory a process's home path names, or the root if
+    /// it is gone.
+    fn home_dir(&self, d: &Domain) -> PathBuf {
         let home = self.root.join(d.home.trim_start_matches('/'));
-        let home = if home.is_dir() {
+        if home.is_dir() {
             home
         } else {
             self.root.clone()
-        };
-        evacuate(self.hierarchy, &d.dir, &home);
+        }
+    }
+
+    /// Sends the threads of `pid` that are in its domain's shared cgroup
+    /// home; the cgroup stays for the other members.
+    fn send_home(&self, pid: u32, d: &Domain) {
+        let home = self.home_dir(d);
+        let mine = self.rel(&d.dir);
+        match self.hierarchy {
+            Hierarchy::V1 => {
+                for tid in tids(&self.proc_root, pid) {
+                    if self.cgroup_of(pid, Some(tid)).as_deref() == Some(mine.as_str()) {
+                        let _ = std::fs::write(home.join("tasks"), tid.to_string());
+                    }
+                }
+            }
+            Hierarchy::V2 => {
+                if self.cgroup_of(pid, None).as_deref() == Some(mine.as_str()) {
+                    let _ = std::fs::write(home.join("cgroup.procs"), pid.to_string());
+                }
+            }
+        }
+    }
+
+    /// Sends a domain's threads home (or to the root if home is gone) and
+    /// removes its cgroup.
+    fn release(&self, d: &Domain) -> io::Result<()> {
+        evacuate(self.hierarchy, &d.dir, &self.home_dir(d));
         std::fs::remove_dir(&d.dir)
     }
 }
 
 impl Drop for CpuCgroups {
     fn drop(&mut self) {
-        for d in std::mem::take(&mut self.domains).into_values() {
-            let _ = self.release(&d);
+        for (pid, d) in std::mem::take(&mut self.domains) {
+            match d.group {
+                None => {
+                    let _ = self.release(&d);
+                }
+                Some(_) => self.send_home(pid, &d),
+            }
+        }
+        for g in std::mem::take(&mut self.groups).into_values() {
+            evacuate(self.hierarchy, &g.dir, &self.root);
+            let _ = std::fs::remove_dir(&g.dir);
         }
         let _ = std::fs::remove_dir(&self.parent);
     }
@@ -470,6 +686,22 @@ mod tests {
     use super::*;
 
     const N10: ShareClass = ShareClass::Normal { shares: 10 };
+
+    /// Targets of clients that are their own domains.
+    fn plain<const N: usize>(pairs: [(u32, u64); N]) -> BTreeMap<u32, CgroupTarget> {
+        pairs
+            .into_iter()
+            .map(|(pid, shares)| {
+                (
+                    pid,
+                    CgroupTarget {
+                        shares,
+                        domain: None,
+                    },
+                )
+            })
+            .collect()
+    }
 
     #[test]
     fn credits_are_the_shares_on_the_cpu_units() {
@@ -583,7 +815,7 @@ mod tests {
         fake_proc(&proc_root, 200, &[200], Hierarchy::V1, "/");
         // A thread of 200 in a throttle group stays there.
         fake_proc(&proc_root, 200, &[201], Hierarchy::V1, "/hetsched/slow-50");
-        let pass = cg.apply(&BTreeMap::from([(100, 1024), (200, 3072)]));
+        let pass = cg.apply(&plain([(100, 1024), (200, 3072)]));
         assert_eq!(
             (pass.created, pass.moved, pass.failed),
             (2, 3, 0),
@@ -597,7 +829,7 @@ mod tests {
         assert_eq!(read(dir.join("tasks")), "200");
         assert_eq!(read(cg.parent().join("cpu.shares")), "4096");
         // The class changes: only the weight is written again.
-        let pass = cg.apply(&BTreeMap::from([(100, 1024), (200, 2)]));
+        let pass = cg.apply(&plain([(100, 1024), (200, 2)]));
         assert_eq!(pass.created, 0);
         assert_eq!(read(dir.join("cpu.shares")), "2");
         assert_eq!(read(cg.parent().join("cpu.shares")), "1026");
@@ -605,7 +837,7 @@ mod tests {
         // forgotten. (Removing it is for cgroupfs, where a group's control
         // files do not keep rmdir from working: the integration test in
         // crates/cli/tests/backend.rs checks that on the real thing.)
-        let pass = cg.apply(&BTreeMap::from([(100, 1024)]));
+        let pass = cg.apply(&plain([(100, 1024)]));
         assert_eq!(pass.removed + pass.failed, 1, "{pass:?}");
         assert_eq!(read(tmp.path().join("cg/tasks")), "200");
         assert!(cg.dir_of(200).is_none());
@@ -618,7 +850,7 @@ mod tests {
         let proc_root = tmp.path().join("proc");
         fake_proc(&proc_root, 100, &[100, 101], Hierarchy::V2, "/user.slice");
         std::fs::create_dir_all(tmp.path().join("cg/user.slice")).unwrap();
-        let pass = cg.apply(&BTreeMap::from([(100, 3072)]));
+        let pass = cg.apply(&plain([(100, 3072)]));
         assert_eq!((pass.created, pass.moved), (1, 1), "{pass:?}");
         let dir = cg.dir_of(100).unwrap().to_path_buf();
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
@@ -626,12 +858,107 @@ mod tests {
         assert_eq!(read(dir.join("cgroup.procs")), "100");
         assert_eq!(read(cg.parent().join("cgroup.subtree_control")), "+cpu");
         // A process that is gone before its first pass gets nothing.
-        let pass = cg.apply(&BTreeMap::from([(100, 3072), (999, 1024)]));
+        let pass = cg.apply(&plain([(100, 3072), (999, 1024)]));
         assert_eq!(pass.created, 0);
         assert!(cg.dir_of(999).is_none());
         // Leaving: back to its home cgroup.
-        cg.apply(&BTreeMap::new());
+        cg.apply(&plain([]));
         assert_eq!(read(tmp.path().join("cg/user.slice/cgroup.procs")), "100");
+    }
+
+    /// Two processes of a configured domain share its cgroup, weighed by
+    /// both and held to its ceiling; the cgroup goes with the last one.
+    #[test]
+    fn a_domain_shares_one_capped_cgroup() {
+        let (tmp, mut cg) = on_plain_dirs(Hierarchy::V1);
+        let proc_root = tmp.path().join("proc");
+        for pid in [100, 200, 300] {
+            fake_proc(&proc_root, pid, &[pid], Hierarchy::V1, "/docker/abc");
+        }
+        std::fs::create_dir_all(tmp.path().join("cg/docker/abc")).unwrap();
+        let web = |shares| CgroupTarget {
+            shares,
+            domain: Some(DomainTarget {
+                name: "web".into(),
+                cpu_cap: Some(0.5),
+            }),
+        };
+        let mut targets = BTreeMap::from([(100, web(1024)), (200, web(3072))]);
+        targets.extend(plain([(300, 1024)]));
+        let pass = cg.apply(&targets);
+        assert_eq!(
+            (pass.created, pass.moved, pass.failed),
+            (2, 3, 0),
+            "{pass:?}"
+        );
+        let dir = cg.domain_dir("web").unwrap().to_path_buf();
+        assert_eq!(dir, cg.parent().join("domain-web"));
+        assert_eq!(cg.dir_of(100), Some(dir.as_path()));
+        assert_eq!(cg.dir_of(200), Some(dir.as_path()));
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(dir.join("cpu.shares")), "4096");
+        assert_eq!(read(dir.join("cpu.cfs_period_us")), "100000");
+        assert_eq!(read(dir.join("cpu.cfs_quota_us")), "50000");
+        assert_eq!(read(cg.parent().join("cpu.shares")), "5120");
+        // (A plain file does not move threads: say where 100 is now.)
+        fake_proc(
+            &proc_root,
+            100,
+            &[100],
+            Hierarchy::V1,
+            "/hetsched-cpu-4242/domain-web",
+        );
+        // The ceiling is lifted from the CLI.
+        targets.insert(
+            100,
+            CgroupTarget {
+                domain: Some(DomainTarget {
+                    name: "web".into(),
+                    cpu_cap: None,
+                }),
+                shares: 1024,
+            },
+        );
+        targets.insert(
+            200,
+            CgroupTarget {
+                domain: Some(DomainTarget {
+                    name: "web".into(),
+                    cpu_cap: None,
+                }),
+                shares: 3072,
+            },
+        );
+        cg.apply(&targets);
+        assert_eq!(read(dir.join("cpu.cfs_quota_us")), "-1");
+        // One member leaves: it goes home, the cgroup stays for the other.
+        targets.remove(&100);
+        cg.apply(&targets);
+        assert_eq!(read(tmp.path().join("cg/docker/abc/tasks")), "100");
+        assert!(cg.domain_dir("web").is_some());
+        assert_eq!(read(dir.join("cpu.shares")), "3072");
+        // The last one leaves: the domain's cgroup is forgotten too.
+        targets.remove(&200);
+        let pass = cg.apply(&targets);
+        assert_eq!(pass.removed + pass.failed, 2, "{pass:?}");
+        assert!(cg.domain_dir("web").is_none());
+        assert_eq!(read(cg.parent().join("cpu.shares")), "1024");
+    }
+
+    #[test]
+    fn v2_ceilings_go_to_cpu_max() {
+        let tmp = Scratch::new("v2max");
+        Hierarchy::V2.write_cap(tmp.path(), Some(1.5)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("cpu.max")).unwrap(),
+            "150000 100000"
+        );
+        Hierarchy::V2.write_cap(tmp.path(), None).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("cpu.max")).unwrap(),
+            "max 100000"
+        );
+        assert_eq!(quota_us(0.001, CFS_PERIOD_US), 1000);
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub enum LaunchError {
     Platform(#[from] PlatformError),
     #[error("[policies] names units that do not exist: {unknown}; units are: {known}")]
     UnknownPolicyUnit { unknown: String, known: String },
+    #[error(
+        "[[domains]] unit_credits names units that do not exist: {unknown}; units are: {known}"
+    )]
+    UnknownDomainUnit { unknown: String, known: String },
     #[error("admin_group {0:?} is not a group on this machine (see /etc/group)")]
     UnknownGroup(String),
     #[error(
@@ -86,6 +90,13 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             known: names.join(", "),
         });
     }
+    let unknown = crate::domains::unknown_units(&cfg.domains, &names);
+    if !unknown.is_empty() {
+        return Err(LaunchError::UnknownDomainUnit {
+            unknown: unknown.join(", "),
+            known: names.join(", "),
+        });
+    }
     let admin_gid = match &cfg.admin_group {
         Some(g) => Some(procfs::group_gid(g).ok_or_else(|| LaunchError::UnknownGroup(g.clone()))?),
         None => None,
@@ -146,6 +157,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             max_device_ns: (cfg.max_device_seconds * 1e9) as u64,
             admin_gid,
             max_region_bytes: cfg.max_region_mb << 20,
+            domains: cfg.domains.clone(),
         },
         units,
         tick: Duration::from_millis(cfg.tick_ms),

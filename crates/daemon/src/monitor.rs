@@ -4,7 +4,8 @@
 //! [`Outbox`], so it can be tested without sockets, threads or clocks.
 
 use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
-use crate::cpu_cgroups;
+use crate::cpu_cgroups::{self, CgroupTarget, DomainTarget};
+use crate::domains::{self, DomainSpec};
 use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::Outbox;
 use crate::privilege::{Peer, may_change};
@@ -14,13 +15,13 @@ use hetsched_core::backend_policy::selection::{
 };
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::min_funding::{CoreClaim, min_funding};
-use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass};
+use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass, SharedDomain};
 use hetsched_core::unit::UnitClass;
 use hetsched_core::view::{ClientUnitView, UnitView};
 use hetsched_protocol::kernel_call::{Kernel, KernelCall};
 use hetsched_protocol::{
-    ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, ErrorCode, Role, SettingsRequest,
-    StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
+    ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, DomainInfo, ErrorCode, Role,
+    SettingsRequest, StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
 };
 use std::collections::BTreeMap;
 
@@ -35,6 +36,8 @@ pub struct MonitorConfig {
     pub admin_gid: Option<u32>,
     /// Largest data region a client may ask for with a kernel ring, bytes.
     pub max_region_bytes: u64,
+    /// Configured domains (`[[domains]]`), checked.
+    pub domains: Vec<DomainSpec>,
 }
 
 /// Default `max_region_mb`.
@@ -47,6 +50,7 @@ impl Default for MonitorConfig {
             max_device_ns: 10_000_000_000,
             admin_gid: None,
             max_region_bytes: DEFAULT_MAX_REGION_MB << 20,
+            domains: Vec::new(),
         }
     }
 }
@@ -92,6 +96,9 @@ pub struct ClientEntry {
     /// Per unit, in unit order (empty for observers).
     pub settings: Vec<ClientSettings>,
     pub connected_at: Ns,
+    /// The configured domain it belongs to (index into the monitor's
+    /// domains), from its cgroup when it connected.
+    pub domain: Option<usize>,
 }
 
 impl ClientEntry {
@@ -129,6 +136,8 @@ pub struct Monitor {
     /// Per served unit and kernel, the measured wall time per input byte
     /// (a moving average), so the policy is told what a call will cost.
     kernel_costs: BTreeMap<(usize, Kernel), f64>,
+    /// Configured domains, with the credits and ceilings set since.
+    domains: Vec<DomainSpec>,
 }
 
 /// Weight of the newest measure in a kernel's cost per byte.
@@ -145,6 +154,7 @@ impl Monitor {
                     .then(AcceleratorLimits::default)
             })
             .collect();
+        let domains = cfg.domains.clone();
         Monitor {
             cfg,
             agents: units.into_iter().map(Agent::new).collect(),
@@ -155,6 +165,7 @@ impl Monitor {
             accelerator_limits,
             associations: BTreeMap::new(),
             kernel_costs: BTreeMap::new(),
+            domains,
         }
     }
 
@@ -347,6 +358,7 @@ impl Monitor {
                 role,
                 settings,
                 connected_at: now,
+                domain: None,
             },
         );
         if role == Role::Application && !requested.is_empty() {
@@ -904,16 +916,27 @@ impl Monitor {
     /// cgroup, from its classes on the CPU units
     /// ([`cpu_cgroups::cpu_shares`]); a process with several connections
     /// gets the largest. Empty without CPU units.
-    pub fn cpu_shares_targets(&self) -> BTreeMap<u32, u64> {
-        let mut out: BTreeMap<u32, u64> = BTreeMap::new();
+    ///
+    /// A process in a configured domain shares the domain's cgroup, with
+    /// its ceiling.
+    pub fn cpu_cgroup_targets(&self) -> BTreeMap<u32, CgroupTarget> {
+        let mut out: BTreeMap<u32, CgroupTarget> = BTreeMap::new();
         for c in self
             .clients
             .values()
             .filter(|c| c.role == Role::Application)
         {
             if let Some(shares) = cpu_cgroups::cpu_shares(&self.cpu_classes(c)) {
-                let v = out.entry(c.peer.pid).or_insert(shares);
-                *v = (*v).max(shares);
+                let domain = c.domain.map(|i| DomainTarget {
+                    name: self.domains[i].name.clone(),
+                    cpu_cap: self.domains[i].cpu_cap,
+                });
+                let t = out.entry(c.peer.pid).or_insert(CgroupTarget {
+                    shares,
+                    domain: None,
+                });
+                t.shares = t.shares.max(shares);
+                t.domain = t.domain.take().or(domain);
             }
         }
         out
@@ -935,6 +958,166 @@ impl Monitor {
         for agent in &mut self.agents {
             agent.policy_mut().set_cpu_credits(client, credits);
         }
+    }
+
+    /// Puts an application client in the configured domain its process
+    /// is in: `cgroup` is the text of its `/proc/PID/cgroup` at connect
+    /// time. Another connection of the same process that already has a
+    /// domain decides instead (the daemon may have moved the process into
+    /// the domain's cgroup since). Every unit's policy is told, so the
+    /// backend policies serve the domain's clients as one domain.
+    pub fn join_domain(&mut self, client: ClientId, cgroup: &str, now: Ns) -> Option<usize> {
+        let entry = self
+            .clients
+            .get(&client)
+            .filter(|c| c.role == Role::Application)?;
+        let pid = entry.peer.pid;
+        let found = self
+            .clients
+            .values()
+            .filter(|c| c.peer.pid == pid && c.id != client)
+            .find_map(|c| c.domain)
+            .or_else(|| domains::domain_of(&self.domains, cgroup, std::process::id()))?;
+        self.clients.get_mut(&client).expect("checked").domain = Some(found);
+        self.tell_domain(found, &[client], now);
+        Some(found)
+    }
+
+    /// Tells every unit's policy that `clients` are in domain `i`, with
+    /// the domain's credits on that unit.
+    fn tell_domain(&mut self, i: usize, clients: &[ClientId], now: Ns) {
+        let spec = &self.domains[i];
+        for agent in &mut self.agents {
+            let shared = SharedDomain {
+                key: i as u32,
+                credits: spec.credits_on(&agent.setup.unit.name),
+            };
+            for &c in clients {
+                agent.policy_mut().set_client_domain(c, Some(shared), now);
+            }
+        }
+    }
+
+    /// The name of the configured domain `client` belongs to.
+    pub fn domain_name(&self, client: ClientId) -> Option<&str> {
+        let i = self.clients.get(&client)?.domain?;
+        Some(self.domains[i].name.as_str())
+    }
+
+    /// Every configured domain with its members, for `hetsched domains`.
+    pub fn domain_list(&self) -> Vec<DomainInfo> {
+        (0..self.domains.len())
+            .map(|i| self.domain_info(i))
+            .collect()
+    }
+
+    fn domain_info(&self, i: usize) -> DomainInfo {
+        let d = &self.domains[i];
+        DomainInfo {
+            name: d.name.clone(),
+            cgroup: d.cgroup.clone(),
+            credits: d.credits,
+            unit_credits: d.unit_credits.clone().into_iter().collect(),
+            cpu_cap: d.cpu_cap,
+            members: self
+                .clients
+                .values()
+                .filter(|c| c.domain == Some(i))
+                .map(|c| (c.id, c.peer.pid))
+                .collect(),
+        }
+    }
+
+    /// Cores of the CPU units together: what a ceiling may not exceed.
+    fn cpu_cores(&self) -> u32 {
+        self.agents
+            .iter()
+            .filter(|a| a.setup.unit.class == UnitClass::Cpu)
+            .map(|a| a.setup.unit.slots)
+            .sum()
+    }
+
+    /// `hetsched domains set`: new credits (on every unit, for every
+    /// member) and CPU ceiling (`Some(0.0)` lifts it) of a configured
+    /// domain. Root and the admin group only, as for others' shares.
+    pub fn set_domain(
+        &mut self,
+        actor: ClientId,
+        name: &str,
+        credits: Option<u32>,
+        cpu_cap: Option<f64>,
+        now: Ns,
+    ) -> Result<DaemonMsg, Refusal> {
+        let actor = self.clients.get(&actor).ok_or((
+            ErrorCode::BadSequence,
+            "say Hello before anything else".to_string(),
+        ))?;
+        if !actor.peer.is_admin(self.cfg.admin_gid) {
+            let who = match self.cfg.admin_gid {
+                Some(g) => format!("root or members of the admin group (gid {g})"),
+                None => "root".to_string(),
+            };
+            return Err((
+                ErrorCode::NotPermitted,
+                format!("only {who} may change a domain's credits or CPU ceiling"),
+            ));
+        }
+        let i = self
+            .domains
+            .iter()
+            .position(|d| d.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.domains.iter().map(|d| d.name.as_str()).collect();
+                (
+                    ErrorCode::UnknownDomain,
+                    if names.is_empty() {
+                        format!("no domain {name:?}: the daemon's config has no [[domains]]")
+                    } else {
+                        format!("no domain {name:?}; domains are: {}", names.join(", "))
+                    },
+                )
+            })?;
+        if credits.is_none() && cpu_cap.is_none() {
+            return Err((
+                ErrorCode::InvalidSettings,
+                "nothing to change: give credits or a CPU ceiling".into(),
+            ));
+        }
+        if credits == Some(0) {
+            return Err((
+                ErrorCode::InvalidSettings,
+                "credits must be at least 1".into(),
+            ));
+        }
+        let cap = match cpu_cap {
+            None => self.domains[i].cpu_cap,
+            Some(0.0) => None,
+            Some(c) => {
+                let cores = self.cpu_cores();
+                if cores == 0 {
+                    return Err((
+                        ErrorCode::InvalidSettings,
+                        "this daemon manages no CPUs, so it sets no CPU ceilings".into(),
+                    ));
+                }
+                domains::check_cap(c, cores).map_err(|why| (ErrorCode::InvalidSettings, why))?;
+                Some(c)
+            }
+        };
+        self.domains[i].cpu_cap = cap;
+        if let Some(c) = credits {
+            // One figure for every unit from now on.
+            self.domains[i].credits = c;
+            self.domains[i].unit_credits.clear();
+            let members: Vec<ClientId> = self
+                .clients
+                .values()
+                .filter(|c| c.domain == Some(i))
+                .map(|c| c.id)
+                .collect();
+            self.tell_domain(i, &members, now);
+        }
+        Ok(DaemonMsg::Domains(vec![self.domain_info(i)]))
     }
 
     pub fn status(&self, daemon: DaemonStatus, now: Ns) -> StatusReport {

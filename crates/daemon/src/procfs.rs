@@ -73,6 +73,11 @@ pub fn uid(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// The text of `/proc/PID/cgroup` (empty if the process is gone).
+pub fn cgroup_text(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
+}
+
 /// Threads of a process (0 if it is gone).
 pub fn threads(pid: u32) -> u32 {
     status_field(pid, "Threads:")

@@ -571,3 +571,114 @@ fn a_kernel_call_past_its_slot_asks_for_no_retry_while_it_holds_the_unit() {
     assert_eq!(out.kernel_starts().len(), 1);
     assert_eq!(out.kernel_starts()[0].client, b);
 }
+
+/// Clients in a configured domain's cgroup are its members on every
+/// unit: they share its credits under a Pegasus policy, status names it,
+/// and only root (or the admin group) changes its credits and ceiling.
+#[test]
+fn clients_of_a_container_join_its_domain() {
+    use hetsched_daemon::domains::DomainSpec;
+    let mut unit = device(1);
+    unit.policy = PolicyKind::BackendAccC;
+    let mut m = Monitor::new(
+        vec![unit],
+        MonitorConfig {
+            domains: vec![DomainSpec {
+                name: "web".into(),
+                cgroup: "/docker/abc".into(),
+                credits: 512,
+                unit_credits: Default::default(),
+                cpu_cap: None,
+            }],
+            ..MonitorConfig::default()
+        },
+        SettingsStore::default(),
+    );
+    let a = app(&mut m, 100, 1000, None);
+    let b = app(&mut m, 101, 1000, None);
+    let c = app(&mut m, 102, 1000, None);
+    assert_eq!(m.join_domain(a, "0::/docker/abc/app\n", 0), Some(0));
+    assert_eq!(m.join_domain(b, "4:cpu,cpuacct:/docker/abc\n", 0), Some(0));
+    assert_eq!(m.join_domain(c, "0::/user.slice\n", 0), None);
+    assert_eq!(m.domain_name(a), Some("web"));
+    assert_eq!(m.domain_name(c), None);
+    let list = m.domain_list();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].members, vec![(a, 100), (b, 101)]);
+    let credits = |m: &Monitor, id: ClientId| {
+        let r = m.status(
+            hetsched_protocol::DaemonStatus {
+                version: String::new(),
+                pid: 0,
+                uptime_ns: 0,
+                socket: String::new(),
+            },
+            0,
+        );
+        let cs = r.clients.iter().find(|x| x.id == id).unwrap();
+        cs.units[0].backend.unwrap().config.acc_credits
+    };
+    assert_eq!(credits(&m, a), 512);
+    assert_eq!(credits(&m, b), 512);
+    assert_eq!(credits(&m, c), 10);
+    // Users may not change a domain; root may.
+    let user = m
+        .hello(
+            peer(300, 1000),
+            "cli".into(),
+            Role::Observer,
+            SettingsRequest::default(),
+            0,
+        )
+        .0;
+    let err = m.set_domain(user, "web", Some(64), None, 0).unwrap_err();
+    assert_eq!(err.0, ErrorCode::NotPermitted);
+    let root = m
+        .hello(
+            peer(301, 0),
+            "cli".into(),
+            Role::Observer,
+            SettingsRequest::default(),
+            0,
+        )
+        .0;
+    let err = m.set_domain(root, "db", Some(64), None, 0).unwrap_err();
+    assert_eq!(err.0, ErrorCode::UnknownDomain);
+    assert!(err.1.contains("web"), "{}", err.1);
+    let err = m.set_domain(root, "web", Some(0), None, 0).unwrap_err();
+    assert_eq!(err.0, ErrorCode::InvalidSettings);
+    // No CPU units here, so no ceiling.
+    let err = m.set_domain(root, "web", None, Some(0.5), 0).unwrap_err();
+    assert_eq!(err.0, ErrorCode::InvalidSettings);
+    match m.set_domain(root, "web", Some(64), None, 0).unwrap() {
+        DaemonMsg::Domains(d) => assert_eq!(d[0].credits, 64),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(credits(&m, a), 64);
+    assert_eq!(credits(&m, b), 64);
+    // Per-unit credits from the config apply on their unit.
+    let mut unit = device(1);
+    unit.policy = PolicyKind::BackendRr;
+    let mut m2 = Monitor::new(
+        vec![unit],
+        MonitorConfig {
+            domains: vec![DomainSpec {
+                name: "web".into(),
+                cgroup: "/docker/abc".into(),
+                credits: 512,
+                unit_credits: [("gpu0".to_string(), 64)].into(),
+                cpu_cap: None,
+            }],
+            ..MonitorConfig::default()
+        },
+        SettingsStore::default(),
+    );
+    let x = app(&mut m2, 100, 1000, None);
+    m2.join_domain(x, "0::/docker/abc\n", 0);
+    assert_eq!(credits(&m2, x), 64);
+    // A member leaves; the other stays in the domain.
+    let mut out = Outbox::default();
+    m.disconnect(a, true, 0, &mut out);
+    assert_eq!(m.domain_list()[0].members, vec![(b, 101)]);
+    assert_eq!(credits(&m, b), 64);
+}

@@ -7,7 +7,8 @@
 use crate::frame::{FrameError, FrameReader, decode_daemon, encode_frame};
 use crate::kernel_call::{Kernel, KernelCall};
 use crate::message::{
-    ClientMsg, DaemonMsg, ErrorCode, Role, SettingsRequest, StatusReport, UnitInfo, WireSettings,
+    ClientMsg, DaemonMsg, DomainInfo, ErrorCode, Role, SettingsRequest, StatusReport, UnitInfo,
+    WireSettings,
 };
 use crate::paths::{default_socket_path, requested_settings_from_env};
 use crate::socket::recv_with_fds;
@@ -721,6 +722,39 @@ impl Client {
             })?;
             c.wait_for(|m| match m {
                 DaemonMsg::AcceleratorSelected { unit, .. } => Some(Ok(*unit)),
+                other => refusal(other, None).map(Err),
+            })
+        })
+    }
+
+    /// The configured domains (containers), their credits, CPU ceilings
+    /// and connected members.
+    pub fn domains(&mut self) -> Result<Vec<DomainInfo>, ClientError> {
+        self.retrying(|c| {
+            c.send(&ClientMsg::ListDomains)?;
+            c.wait_for(|m| match m {
+                DaemonMsg::Domains(list) => Some(Ok(list.clone())),
+                other => refusal(other, None).map(Err),
+            })
+        })
+    }
+
+    /// Changes a configured domain's credits and (with `cpu_cap`; `0.0`
+    /// removes it) its CPU ceiling in cores. Root or the admin group only.
+    pub fn set_domain(
+        &mut self,
+        name: &str,
+        credits: Option<u32>,
+        cpu_cap: Option<f64>,
+    ) -> Result<Vec<DomainInfo>, ClientError> {
+        self.retrying(|c| {
+            c.send(&ClientMsg::SetDomain {
+                name: name.to_string(),
+                credits,
+                cpu_cap,
+            })?;
+            c.wait_for(|m| match m {
+                DaemonMsg::Domains(list) => Some(Ok(list.clone())),
                 other => refusal(other, None).map(Err),
             })
         })

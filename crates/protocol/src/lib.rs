@@ -24,7 +24,7 @@ pub use frame::{
 };
 pub use message::{
     ClientMsg, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus, DaemonMsg,
-    DaemonStatus, ErrorCode, Role, SettingsRequest, StatusReport, UnitDemand, UnitInfo,
+    DaemonStatus, DomainInfo, ErrorCode, Role, SettingsRequest, StatusReport, UnitDemand, UnitInfo,
     UnitSelectionStatus, UnitStatus, WireClass, WireSettings,
 };
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};

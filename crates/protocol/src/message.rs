@@ -189,6 +189,20 @@ pub enum ClientMsg {
     /// ([`crate::kernel_call`]), answered with `DeviceDone` once the
     /// output is in the region, or `Error` with `BadKernelCall`.
     OpenKernelRing { unit: UnitId, region_bytes: u64 },
+    // Appended for Pegasus domains (issue 5).
+    /// Ask for the configured domains (containers) and their members.
+    /// Answered with `Domains`.
+    ListDomains,
+    /// Change a configured domain's accelerator credits and, with
+    /// `cpu_cap`, its CPU ceiling in cores (`Some(0.0)` removes the
+    /// ceiling, `None` leaves it as it is). Root or the admin group only.
+    /// Answered with `Domains` listing the changed domain, or `Error`
+    /// (`NotPermitted`, `UnknownDomain`, `InvalidSettings`).
+    SetDomain {
+        name: String,
+        credits: Option<u32>,
+        cpu_cap: Option<f64>,
+    },
 }
 
 /// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
@@ -406,6 +420,8 @@ pub enum ErrorCode {
     /// bounds, or the kernel failing on the device (the message says
     /// which). Only that call is refused; the ring stays open.
     BadKernelCall,
+    /// `SetDomain` names a domain the daemon's config does not have.
+    UnknownDomain,
 }
 
 /// Daemon → client.
@@ -475,6 +491,26 @@ pub enum DaemonMsg {
         capacity: u64,
         region_bytes: u64,
     },
+    /// Answer to `ListDomains` (every configured domain) and to
+    /// `SetDomain` (the one changed).
+    Domains(Vec<DomainInfo>),
+}
+
+/// A configured domain (`[[domains]]`): clients whose process is in its
+/// cgroup share its accelerator credits, and its CPU ceiling.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainInfo {
+    pub name: String,
+    /// The cgroup path (as in `/proc/PID/cgroup`) whose processes belong.
+    pub cgroup: String,
+    /// Accelerator credits on every unit under a Pegasus policy…
+    pub credits: u32,
+    /// …except these units (unit name, credits).
+    pub unit_credits: Vec<(String, u32)>,
+    /// CFS ceiling of the domain's processes together, in cores.
+    pub cpu_cap: Option<f64>,
+    /// Connected application clients in it: (client id, pid).
+    pub members: Vec<(ClientId, u32)>,
 }
 
 #[cfg(test)]
@@ -513,6 +549,7 @@ mod tests {
             ErrorCode::CallRingCorrupt,
             ErrorCode::NoAcceleratorFits,
             ErrorCode::BadKernelCall,
+            ErrorCode::UnknownDomain,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();

@@ -15,7 +15,7 @@ pub use accounting::{
     ClientLedger, ClientQueue, ClientRecord, DEFAULT_ACTIVITY_WINDOW_NS,
     DEFAULT_USAGE_HALF_LIFE_NS, LedgerConfig, QueuedRequest, UsageAt,
 };
-pub use credit::{CREDIT_TICK_NS, CreditPolicy, domain_config};
+pub use credit::{CREDIT_TICK_NS, CreditPolicy, SharedDomain, domain_config};
 pub use fifo::FifoPolicy;
 pub use priority::PriorityPolicy;
 pub use share::{SharePolicy, ShareWindow};
@@ -258,4 +258,10 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// The client's CPU credits (its weight on the CPU side), which XC
     /// gives accelerator ticks by. Only the backend policies use them.
     fn set_cpu_credits(&mut self, _client: ClientId, _credits: u32) {}
+
+    /// Puts `client` in a domain it shares with others (a container's
+    /// cgroup), or with `None` makes it its own domain again. Only the
+    /// backend policies group clients; the others keep serving clients
+    /// one by one.
+    fn set_client_domain(&mut self, _client: ClientId, _domain: Option<SharedDomain>, _now: Ns) {}
 }
