@@ -25,6 +25,10 @@ pub enum BenchCommand {
     Balance(crate::bench_balance::BalanceBenchArgs),
     /// The thread balancer's epoch step time on a synthetic 8-core map.
     BalanceOverhead(crate::bench_balance::OverheadArgs),
+    /// A kernel served by the daemon (kernel ring, `opencl_units`) against
+    /// the same kernel called in this process, per call.
+    #[cfg(feature = "opencl")]
+    ServedKernel(crate::bench_kernel::ServedKernelArgs),
 }
 
 #[derive(Args)]
@@ -67,11 +71,13 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Gate(args) => gate(args),
         BenchCommand::Balance(args) => crate::bench_balance::balance(args),
         BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
+        #[cfg(feature = "opencl")]
+        BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),
     }
 }
 
 /// A daemon child that is killed when dropped.
-struct DaemonChild {
+pub(crate) struct DaemonChild {
     child: Child,
     dir: PathBuf,
 }
@@ -85,6 +91,16 @@ impl Drop for DaemonChild {
 }
 
 fn start_daemon(streams: u32, policy: &str) -> Result<(DaemonChild, PathBuf)> {
+    start_daemon_with(&format!(
+        "include_cpus = false\nmax_outstanding = 4\n\
+         [policies]\ngate = \"{policy}\"\n\
+         [[emulated]]\nname = \"gate\"\nspeed = 1.0\ncopy_gbps = 10.0\nstreams = {streams}\n"
+    ))
+}
+
+/// Starts this binary as a daemon with `config` (a state file of its own
+/// is added) and waits until it answers.
+pub(crate) fn start_daemon_with(config_body: &str) -> Result<(DaemonChild, PathBuf)> {
     let dir = std::env::temp_dir().join(format!("hetsched-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("hetsched.sock");
@@ -92,9 +108,7 @@ fn start_daemon(streams: u32, policy: &str) -> Result<(DaemonChild, PathBuf)> {
     std::fs::write(
         &config,
         format!(
-            "include_cpus = false\nmax_outstanding = 4\nstate_file = \"{}\"\n\
-             [policies]\ngate = \"{policy}\"\n\
-             [[emulated]]\nname = \"gate\"\nspeed = 1.0\ncopy_gbps = 10.0\nstreams = {streams}\n",
+            "state_file = \"{}\"\n{config_body}",
             dir.join("state.json").display()
         ),
     )?;
@@ -118,7 +132,7 @@ fn start_daemon(streams: u32, policy: &str) -> Result<(DaemonChild, PathBuf)> {
     Ok((daemon, socket))
 }
 
-fn percentile(sorted: &[u64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

@@ -6,6 +6,8 @@ mod admin;
 mod balance_cmd;
 mod bench;
 mod bench_balance;
+#[cfg(feature = "opencl")]
+mod bench_kernel;
 mod daemon_cmd;
 mod demo;
 mod load;

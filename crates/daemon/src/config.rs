@@ -69,6 +69,12 @@ pub struct DaemonConfig {
     pub opencl_units: bool,
     /// Largest data region one kernel ring may have, MiB.
     pub max_region_mb: u64,
+    /// Accelerator selection binds: a client's calls on the units
+    /// selection chooses among go only to the one it is associated with
+    /// (`SelectAccelerator`, or its first call, which associates it there
+    /// if the unit is under its `max_clients`). Off: associations are
+    /// advisory.
+    pub accelerator_binding: bool,
     /// Pegasus domains beyond single clients (`[[domains]]` tables): the
     /// clients of a cgroup (a container) share its accelerator credits
     /// and, with `cpu_cap`, a CPU ceiling ([`crate::domains`]).
@@ -97,6 +103,7 @@ impl Default for DaemonConfig {
             emulated: Vec::new(),
             opencl_units: false,
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
+            accelerator_binding: false,
             domains: Vec::new(),
         }
     }

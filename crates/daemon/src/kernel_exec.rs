@@ -42,25 +42,26 @@ pub struct KernelJob {
 }
 
 /// Runs one call against the client's region: input out, kernel, output
-/// in.
+/// in. `input` is scratch space kept between calls, so a large input does
+/// not cost fresh pages every time.
 pub fn execute(
     backend: &mut dyn KernelBackend,
     call: &KernelCall,
     region: &DataRegion,
+    input: &mut Vec<u8>,
 ) -> Result<(), String> {
     if !backend.kernels().contains(&call.kernel) {
         return Err(format!("this unit does not run {}", call.kernel));
     }
-    let copy_out = |range: &std::ops::Range<u64>| {
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
-        region
-            .read(range.start, &mut buf)
-            .map(|()| buf)
-            .map_err(|e| e.to_string())
-    };
-    let input = copy_out(&call.input)?;
-    let aux = copy_out(&call.aux)?;
-    let output = backend.run(call.kernel, &input, &aux)?;
+    input.resize(call.in_len() as usize, 0);
+    region
+        .read(call.input.start, input)
+        .map_err(|e| e.to_string())?;
+    let mut aux = vec![0u8; (call.aux.end - call.aux.start) as usize];
+    region
+        .read(call.aux.start, &mut aux)
+        .map_err(|e| e.to_string())?;
+    let output = backend.run(call.kernel, input, &aux)?;
     let want = call.output.end - call.output.start;
     if output.len() as u64 != want {
         return Err(format!(
@@ -114,10 +115,11 @@ pub(crate) fn run(
     jobs: Receiver<KernelJob>,
 ) {
     let mut out = Outbox::default();
+    let mut input = Vec::new();
     for job in jobs {
         let started = Instant::now();
         let result = match &job.region {
-            Some(region) => execute(backend.as_mut(), &job.call, region),
+            Some(region) => execute(backend.as_mut(), &job.call, region, &mut input),
             None => Err("the client left".to_string()),
         };
         let ran_ns = started.elapsed().as_nanos() as u64;
@@ -247,7 +249,7 @@ mod tests {
         client.write(0, &[3u8; 100]).unwrap();
         client.write(4096, &[0xEE; 1024 + 16]).unwrap();
         let call = decode(&[1, 1, 0, 100, 4096, 1024, 0], 8192).unwrap();
-        execute(&mut Plain, &call, &daemon).unwrap();
+        execute(&mut Plain, &call, &daemon, &mut Vec::new()).unwrap();
         let mut counts = [0u8; 1024];
         client.read(4096, &mut counts).unwrap();
         assert_eq!(&counts[12..16], &100u32.to_le_bytes());
@@ -263,7 +265,7 @@ mod tests {
         client.write(0, &[0x0F; 64]).unwrap();
         client.write(1024, &[0xF0; 32]).unwrap();
         let call = decode(&[2, 2, 0, 64, 0, 64, 1024], 4096).unwrap();
-        execute(&mut Plain, &call, &daemon).unwrap();
+        execute(&mut Plain, &call, &daemon, &mut Vec::new()).unwrap();
         let mut got = [0u8; 64];
         client.read(0, &mut got).unwrap();
         assert_eq!(got, [0xFF; 64]);
@@ -284,7 +286,7 @@ mod tests {
         }
         let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
         let call = decode(&[1, 1, 0, 8, 1024, 1024, 0], 4096).unwrap();
-        let err = execute(&mut Short, &call, &daemon).unwrap_err();
+        let err = execute(&mut Short, &call, &daemon, &mut Vec::new()).unwrap_err();
         assert!(err.contains("10 bytes instead of 1024"), "{err}");
         let mut out = [9u8; 1024];
         client.read(1024, &mut out).unwrap();
@@ -296,7 +298,7 @@ mod tests {
             output: 16..32,
             aux: 64..96,
         };
-        let err = execute(&mut Short, &aes, &daemon).unwrap_err();
+        let err = execute(&mut Short, &aes, &daemon, &mut Vec::new()).unwrap_err();
         assert!(err.contains("does not run aes128-ctr"), "{err}");
     }
 }

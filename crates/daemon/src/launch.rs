@@ -158,6 +158,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             admin_gid,
             max_region_bytes: cfg.max_region_mb << 20,
             domains: cfg.domains.clone(),
+            accelerator_binding: cfg.accelerator_binding,
         },
         units,
         tick: Duration::from_millis(cfg.tick_ms),

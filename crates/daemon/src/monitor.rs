@@ -38,6 +38,11 @@ pub struct MonitorConfig {
     pub max_region_bytes: u64,
     /// Configured domains (`[[domains]]`), checked.
     pub domains: Vec<DomainSpec>,
+    /// Accelerator selection binds (`accelerator_binding`): a client's
+    /// calls on selectable units go to the one it is associated with
+    /// only, and its first call on one associates it there if the unit
+    /// has room under its client cap.
+    pub accelerator_binding: bool,
 }
 
 /// Default `max_region_mb`.
@@ -51,6 +56,7 @@ impl Default for MonitorConfig {
             admin_gid: None,
             max_region_bytes: DEFAULT_MAX_REGION_MB << 20,
             domains: Vec::new(),
+            accelerator_binding: false,
         }
     }
 }
@@ -560,9 +566,12 @@ impl Monitor {
             .sum()
     }
 
-    fn admit(&self, client: ClientId, unit: UnitId) -> Result<usize, Refusal> {
+    fn admit(&mut self, client: ClientId, unit: UnitId) -> Result<usize, Refusal> {
         self.application(client)?;
         let u = self.unit_index(unit)?;
+        if self.cfg.accelerator_binding {
+            self.check_binding(client, u)?;
+        }
         if self.outstanding(client) >= self.cfg.max_outstanding {
             return Err((
                 ErrorCode::TooManyOutstanding,
@@ -573,6 +582,50 @@ impl Monitor {
             ));
         }
         Ok(u)
+    }
+
+    /// Under `accelerator_binding`: a call on selectable unit `u` is
+    /// admitted only from a client associated with `u`; a client with no
+    /// association yet is associated with `u` if it has room for one more
+    /// client (Pegasus associates a domain before it schedules it).
+    fn check_binding(&mut self, client: ClientId, u: usize) -> Result<(), Refusal> {
+        let Some(limits) = self.accelerator_limits[u] else {
+            return Ok(());
+        };
+        let name = |m: &Monitor, i: usize| m.agents[i].setup.unit.name.clone();
+        match self.associations.get(&client) {
+            Some(a) if a.unit == u => Ok(()),
+            Some(a) => Err((
+                ErrorCode::NotAssociated,
+                format!(
+                    "this client is associated with {}; accelerator_binding refuses its calls on {}",
+                    name(self, a.unit),
+                    name(self, u)
+                ),
+            )),
+            None => {
+                let clients = self.associations.values().filter(|a| a.unit == u).count();
+                if clients >= limits.max_clients as usize {
+                    return Err((
+                        ErrorCode::NoAcceleratorFits,
+                        format!(
+                            "{} already has its {} associated clients (max_clients); \
+                             select another accelerator first",
+                            name(self, u),
+                            limits.max_clients
+                        ),
+                    ));
+                }
+                self.associations.insert(
+                    client,
+                    Association {
+                        unit: u,
+                        memory_bytes: 0,
+                    },
+                );
+                Ok(())
+            }
+        }
     }
 
     /// Whether `client` may have a call ring on `unit`: an application,

@@ -682,3 +682,82 @@ fn clients_of_a_container_join_its_domain() {
     assert_eq!(m.domain_list()[0].members, vec![(b, 101)]);
     assert_eq!(credits(&m, b), 64);
 }
+
+/// Under `accelerator_binding`, a client's calls go to the accelerator it
+/// is associated with only; its first call associates it if the unit has
+/// room, and the client cap holds for everyone else.
+#[test]
+fn binding_associations_hold_calls_to_the_chosen_accelerator() {
+    let mut second = device(1);
+    second.unit.id = UnitId(1);
+    second.unit.name = "gpu1".into();
+    let mut m = Monitor::new(
+        vec![device(1), second],
+        MonitorConfig {
+            accelerator_binding: true,
+            ..MonitorConfig::default()
+        },
+        SettingsStore::default(),
+    );
+    let cap_one = hetsched_daemon::monitor::AcceleratorLimits {
+        memory_bytes: 1 << 30,
+        max_clients: 1,
+    };
+    m.set_accelerator_limits(&BTreeMap::from([
+        ("gpu0".to_string(), cap_one),
+        ("gpu1".to_string(), cap_one),
+    ]));
+    let a = app(&mut m, 10, 0, None);
+    let b = app(&mut m, 11, 0, None);
+    let c = app(&mut m, 12, 0, None);
+    let mut out = Outbox::default();
+    // a's first call associates it with gpu0.
+    m.submit_device(a, UnitId(0), TaskId(1), 1000, 0, 0, 0, &mut out)
+        .unwrap();
+    let err = m
+        .submit_device(a, UnitId(1), TaskId(2), 1000, 0, 0, 0, &mut out)
+        .unwrap_err();
+    assert_eq!(err.0, ErrorCode::NotAssociated, "{}", err.1);
+    assert!(
+        err.1.contains("gpu0") && err.1.contains("gpu1"),
+        "{}",
+        err.1
+    );
+    // gpu0 is at its cap of one: b is refused there, and goes to gpu1.
+    let err = m
+        .request_dispatch(b, UnitId(0), TaskId(1), 1000, 0, &mut out)
+        .unwrap_err();
+    assert_eq!(err.0, ErrorCode::NoAcceleratorFits, "{}", err.1);
+    m.request_dispatch(b, UnitId(1), TaskId(1), 1000, 0, &mut out)
+        .unwrap();
+    // Both are full now; when a leaves, c gets gpu0.
+    assert_eq!(
+        m.submit_device(c, UnitId(0), TaskId(1), 1000, 0, 0, 0, &mut out)
+            .unwrap_err()
+            .0,
+        ErrorCode::NoAcceleratorFits
+    );
+    m.disconnect(a, true, 1, &mut out);
+    m.submit_device(c, UnitId(0), TaskId(1), 1000, 0, 0, 1, &mut out)
+        .unwrap();
+}
+
+/// Without binding, associations are advisory and calls go anywhere.
+#[test]
+fn without_binding_an_association_does_not_limit_calls() {
+    let mut second = device(1);
+    second.unit.id = UnitId(1);
+    second.unit.name = "gpu1".into();
+    let mut m = Monitor::new(
+        vec![device(1), second],
+        MonitorConfig::default(),
+        SettingsStore::default(),
+    );
+    let a = app(&mut m, 10, 0, None);
+    let mut out = Outbox::default();
+    m.select_accelerator(a, 0, None).unwrap();
+    m.submit_device(a, UnitId(0), TaskId(1), 1000, 0, 0, 0, &mut out)
+        .unwrap();
+    m.submit_device(a, UnitId(1), TaskId(2), 1000, 0, 0, 0, &mut out)
+        .unwrap();
+}

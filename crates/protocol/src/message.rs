@@ -422,6 +422,9 @@ pub enum ErrorCode {
     BadKernelCall,
     /// `SetDomain` names a domain the daemon's config does not have.
     UnknownDomain,
+    /// Under `accelerator_binding`, a call on a selectable unit other than
+    /// the one the client is associated with.
+    NotAssociated,
 }
 
 /// Daemon → client.
@@ -550,6 +553,7 @@ mod tests {
             ErrorCode::NoAcceleratorFits,
             ErrorCode::BadKernelCall,
             ErrorCode::UnknownDomain,
+            ErrorCode::NotAssociated,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();

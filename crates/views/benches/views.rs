@@ -87,5 +87,31 @@ fn bench_call_ring(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_views, bench_call_ring);
+/// Copying a kernel call's input out of a data region and its output in
+/// (the daemon's side of a served call), against a plain `memcpy` of the
+/// same bytes: the region goes through atomic words, since the client may
+/// write it at the same time.
+fn bench_data_region(c: &mut Criterion) {
+    use hetsched_views::data_region::pair;
+    const BYTES: usize = 1 << 20;
+    let (daemon, client) = pair(BYTES as u64).unwrap();
+    client.write(0, &vec![7u8; BYTES]).unwrap();
+    let mut buf = vec![0u8; BYTES];
+    let mut g = c.benchmark_group("data_region_1MiB");
+    g.throughput(criterion::Throughput::Bytes(BYTES as u64));
+    g.bench_function("read", |b| {
+        b.iter(|| daemon.read(0, black_box(&mut buf)).unwrap())
+    });
+    let src = vec![9u8; BYTES];
+    g.bench_function("write", |b| {
+        b.iter(|| daemon.write(0, black_box(&src)).unwrap())
+    });
+    let mut dst = vec![0u8; BYTES];
+    g.bench_function("memcpy_anchor", |b| {
+        b.iter(|| dst.copy_from_slice(black_box(&src)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_views, bench_call_ring, bench_data_region);
 criterion_main!(benches);
