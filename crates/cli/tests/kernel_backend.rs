@@ -234,3 +234,61 @@ fn a_client_killed_with_queued_kernel_calls_frees_the_device() {
         "waited {waited:?} behind a dead client's calls"
     );
 }
+
+/// A call queued before its client replaced the ring runs against the
+/// region it was checked against, not the new one.
+#[test]
+fn a_queued_call_keeps_its_region_when_the_ring_is_replaced() {
+    let Some(d) = served_daemon("kernel-replace", "fifo") else {
+        return;
+    };
+    let _hog = Reaped(d.load(
+        &[],
+        &[
+            "--unit",
+            SERVED,
+            "--kernel",
+            "aes128-ctr",
+            "--bytes",
+            "1048576",
+            "--depth",
+            "4",
+            "--seconds",
+            "30",
+        ],
+    ));
+    let mut c = Client::connect(
+        ClientOptions::application("replacer")
+            .unwrap()
+            .socket(&d.socket),
+    )
+    .unwrap();
+    let unit = served_unit(&c);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.status().unwrap().units[unit.index()]
+        .queued_by_class
+        .iter()
+        .sum::<u32>()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the hog never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut old = c.open_kernel_ring(unit, 8192).unwrap();
+    old.region().write(0, &[5u8; 4096]).unwrap();
+    let task = c
+        .push_kernel_call(&mut old, Kernel::Histogram, 0..4096, 4096..5120, 0)
+        .unwrap();
+    // Let the poller take the call into the (busy) unit's queue, then
+    // replace the ring with a region too small for the call's ranges.
+    std::thread::sleep(Duration::from_millis(20));
+    let _new = c.open_kernel_ring(unit, 8).unwrap();
+    c.wait_device(task).unwrap();
+    let mut counts = [0u8; 1024];
+    old.region().read(4096, &mut counts).unwrap();
+    assert_eq!(
+        &counts[20..24],
+        &4096u32.to_le_bytes(),
+        "bin 5 holds every byte"
+    );
+}

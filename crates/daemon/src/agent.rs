@@ -3,11 +3,11 @@
 //! slot and the work holding one. Agents never talk to sockets; they
 //! return what must be told to whom through an [`Outbox`].
 
-use crate::outbox::{KernelStart, Outbox};
+use crate::outbox::{KernelStart, Outbox, QueuedKernel};
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::{PolicyKind, Request, ShareClass, UnitPolicy};
 use hetsched_core::unit::Unit;
-use hetsched_protocol::kernel_call::{Kernel, KernelCall};
+use hetsched_protocol::kernel_call::Kernel;
 use hetsched_protocol::{DaemonMsg, ErrorCode, UnitInfo};
 use std::collections::HashMap;
 
@@ -88,7 +88,7 @@ struct Waiting {
     work: Work,
     submitted_at: Ns,
     /// The call, for `Work::Kernel`; handed to the executor at dispatch.
-    call: Option<KernelCall>,
+    call: Option<QueuedKernel>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -209,12 +209,12 @@ impl Agent {
     pub fn submit_kernel(
         &mut self,
         client: ClientId,
-        call: KernelCall,
+        call: QueuedKernel,
         expected_ns: f64,
         now: Ns,
         out: &mut Outbox,
     ) -> Result<(), AgentRefusal> {
-        let task = call.task;
+        let task = call.call.task;
         self.submit_with(
             client,
             task,
@@ -233,7 +233,7 @@ impl Agent {
         task: TaskId,
         expected_ns: f64,
         work: Work,
-        call: Option<KernelCall>,
+        call: Option<QueuedKernel>,
         now: Ns,
         out: &mut Outbox,
     ) -> Result<(), AgentRefusal> {

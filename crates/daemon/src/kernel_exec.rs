@@ -36,9 +36,9 @@ pub trait KernelBackend: Send {
 pub struct KernelJob {
     pub client: ClientId,
     pub call: KernelCall,
-    /// The client's region; `None` when the client had already left (the
-    /// call then only frees its slot).
-    pub region: Option<Arc<DataRegion>>,
+    /// The region the call was checked against (alive while the job is,
+    /// even if the client left or replaced its ring).
+    pub region: Arc<DataRegion>,
 }
 
 /// Runs one call against the client's region: input out, kernel, output
@@ -118,10 +118,7 @@ pub(crate) fn run(
     let mut input = Vec::new();
     for job in jobs {
         let started = Instant::now();
-        let result = match &job.region {
-            Some(region) => execute(backend.as_mut(), &job.call, region, &mut input),
-            None => Err("the client left".to_string()),
-        };
+        let result = execute(backend.as_mut(), &job.call, &job.region, &mut input);
         let ran_ns = started.elapsed().as_nanos() as u64;
         let mut state = shared.lock();
         let now = shared.now();

@@ -7,7 +7,7 @@ use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
 use crate::cpu_cgroups::{self, CgroupTarget, DomainTarget};
 use crate::domains::{self, DomainSpec};
 use crate::nice_map::nice_for_cpu_classes;
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, QueuedKernel};
 use crate::privilege::{Peer, may_change};
 use crate::store::{ProcessKey, SettingsStore};
 use hetsched_core::backend_policy::selection::{
@@ -23,7 +23,9 @@ use hetsched_protocol::{
     ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, DomainInfo, ErrorCode, Role,
     SettingsRequest, StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
 };
+use hetsched_views::data_region::DataRegion;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Limits and policy knobs of the monitor.
 #[derive(Clone, Debug, PartialEq)]
@@ -687,12 +689,13 @@ impl Monitor {
         Ok(())
     }
 
-    /// A kernel call from a client's ring, checked against its region.
+    /// A kernel call from a client's ring, checked against `region`.
     pub fn submit_kernel(
         &mut self,
         client: ClientId,
         unit: UnitId,
         call: KernelCall,
+        region: Arc<DataRegion>,
         now: Ns,
         out: &mut Outbox,
     ) -> Result<(), Refusal> {
@@ -714,7 +717,7 @@ impl Monitor {
             .unwrap_or(KERNEL_COST_PRIOR_NS_PER_BYTE);
         let expected = per_byte * call.in_len() as f64;
         self.agents[u]
-            .submit_kernel(client, call, expected, now, out)
+            .submit_kernel(client, QueuedKernel { call, region }, expected, now, out)
             .map_err(|r| refusal(r, task))
     }
 

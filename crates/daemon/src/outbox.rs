@@ -4,13 +4,24 @@
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::DaemonMsg;
 use hetsched_protocol::kernel_call::KernelCall;
+use hetsched_views::data_region::DataRegion;
+use std::sync::Arc;
 
 /// A kernel call whose unit's policy just gave it the unit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct KernelStart {
     pub unit: UnitId,
     pub client: ClientId,
+    pub call: QueuedKernel,
+}
+
+/// A checked kernel call and the data region it was checked against
+/// (kept with the call: a ring the client replaces meanwhile has a new
+/// region, which the call's ranges were never checked against).
+#[derive(Debug, Clone)]
+pub struct QueuedKernel {
     pub call: KernelCall,
+    pub region: Arc<DataRegion>,
 }
 
 #[derive(Debug, Default)]

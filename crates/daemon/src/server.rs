@@ -154,16 +154,10 @@ impl State {
                 return;
             }
             for start in starts {
-                let region = self.conns.get(&start.client).and_then(|c| {
-                    c.rings
-                        .iter()
-                        .find(|r| r.unit == start.unit)
-                        .and_then(|r| r.region.clone())
-                });
                 let job = KernelJob {
                     client: start.client,
-                    call: start.call,
-                    region,
+                    call: start.call.call,
+                    region: start.call.region,
                 };
                 let sent = match self.kernel_jobs.get(&start.unit) {
                     Some(tx) => tx.send(job).map_err(|e| e.0),

@@ -11,6 +11,7 @@ use crate::server::{Shared, State};
 use hetsched_core::ids::{Ns, TaskId};
 use hetsched_protocol::{DaemonMsg, ErrorCode, kernel_call};
 use hetsched_views::GlobalUnit;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often stored settings of exited processes are dropped.
@@ -121,7 +122,9 @@ fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> RingsPolled {
                 let task = TaskId(packet.0[0]);
                 let submitted = match region {
                     Some(region) => match kernel_call::decode(&packet.0, region.size()) {
-                        Ok(call) => monitor.submit_kernel(id, *unit, call, now, out),
+                        Ok(call) => {
+                            monitor.submit_kernel(id, *unit, call, Arc::clone(region), now, out)
+                        }
                         Err(e) => Err((
                             ErrorCode::BadKernelCall,
                             format!("kernel call {} refused: {e}", task.0),

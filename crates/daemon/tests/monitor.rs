@@ -398,6 +398,11 @@ fn served() -> UnitSetup {
     s
 }
 
+/// A data region the calls below are checked against.
+fn region() -> std::sync::Arc<hetsched_views::data_region::DataRegion> {
+    std::sync::Arc::new(hetsched_views::data_region::DataRegion::create(8192).unwrap())
+}
+
 fn histogram_call(task: u64) -> KernelCall {
     kernel_call::decode(&[task, 1, 0, 4096, 4096, 1024, 0], 8192).unwrap()
 }
@@ -411,12 +416,16 @@ fn kernel_calls_go_to_the_executor_one_at_a_time_and_are_charged_what_they_held(
     );
     let a = app(&mut m, 10, 0, None);
     let mut out = Outbox::default();
-    m.submit_kernel(a, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(a, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
-    m.submit_kernel(a, UnitId(0), histogram_call(2), 0, &mut out)
+    m.submit_kernel(a, UnitId(0), histogram_call(2), region(), 0, &mut out)
         .unwrap();
     // One slot: only the first call is started.
-    let started: Vec<u64> = out.kernel_starts().iter().map(|s| s.call.task.0).collect();
+    let started: Vec<u64> = out
+        .kernel_starts()
+        .iter()
+        .map(|s| s.call.call.task.0)
+        .collect();
     assert_eq!(started, vec![1]);
     let _ = out.take_kernel_starts();
     m.kernel_done(
@@ -442,7 +451,11 @@ fn kernel_calls_go_to_the_executor_one_at_a_time_and_are_charged_what_they_held(
         "{done:?}"
     );
     // Finishing the first started the second.
-    let started: Vec<u64> = out.kernel_starts().iter().map(|s| s.call.task.0).collect();
+    let started: Vec<u64> = out
+        .kernel_starts()
+        .iter()
+        .map(|s| s.call.call.task.0)
+        .collect();
     assert_eq!(started, vec![2]);
 }
 
@@ -456,9 +469,9 @@ fn a_failed_kernel_call_is_an_error_for_that_task_and_frees_the_unit() {
     let a = app(&mut m, 10, 0, None);
     let b = app(&mut m, 11, 0, None);
     let mut out = Outbox::default();
-    m.submit_kernel(a, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(a, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
-    m.submit_kernel(b, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(b, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
     let _ = out.take_kernel_starts();
     m.kernel_done(
@@ -487,7 +500,9 @@ fn kernels_a_unit_does_not_run_and_units_without_kernels_are_refused() {
     let a = app(&mut m, 10, 0, None);
     let mut out = Outbox::default();
     let aes = kernel_call::decode(&[1, 2, 0, 64, 64, 64, 1024], 8192).unwrap();
-    let err = m.submit_kernel(a, UnitId(0), aes, 0, &mut out).unwrap_err();
+    let err = m
+        .submit_kernel(a, UnitId(0), aes, region(), 0, &mut out)
+        .unwrap_err();
     assert_eq!(err.0, ErrorCode::BadKernelCall);
     assert!(err.1.contains("does not run aes128-ctr"), "{}", err.1);
     assert_eq!(
@@ -518,11 +533,11 @@ fn a_client_that_leaves_mid_kernel_is_not_told_and_the_unit_frees_when_the_call_
     let a = app(&mut m, 10, 0, None);
     let b = app(&mut m, 11, 0, None);
     let mut out = Outbox::default();
-    m.submit_kernel(a, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(a, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
-    m.submit_kernel(a, UnitId(0), histogram_call(2), 0, &mut out)
+    m.submit_kernel(a, UnitId(0), histogram_call(2), region(), 0, &mut out)
         .unwrap();
-    m.submit_kernel(b, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(b, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
     let _ = out.take_kernel_starts();
     m.disconnect(a, true, 5, &mut out);
@@ -535,7 +550,7 @@ fn a_client_that_leaves_mid_kernel_is_not_told_and_the_unit_frees_when_the_call_
     let next: Vec<(ClientId, u64)> = out
         .kernel_starts()
         .iter()
-        .map(|s| (s.client, s.call.task.0))
+        .map(|s| (s.client, s.call.call.task.0))
         .collect();
     assert_eq!(next, vec![(b, 1)]);
 }
@@ -556,9 +571,9 @@ fn a_kernel_call_past_its_slot_asks_for_no_retry_while_it_holds_the_unit() {
     let a = app(&mut m, 10, 0, None);
     let b = app(&mut m, 11, 0, None);
     let mut out = Outbox::default();
-    m.submit_kernel(a, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(a, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
-    m.submit_kernel(b, UnitId(0), histogram_call(1), 0, &mut out)
+    m.submit_kernel(b, UnitId(0), histogram_call(1), region(), 0, &mut out)
         .unwrap();
     assert_eq!(out.take_kernel_starts().len(), 1);
     // Long after a's 10 ms slot ended, its call still runs.
