@@ -27,7 +27,7 @@
 //! tasks in the old mix. Pure: no I/O, clocks or threads; `now` is passed in.
 
 use crate::fairness::{
-    FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_limited,
+    FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
 };
 use crate::ids::{ClientId, Ns};
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,15 @@ pub struct AppDemand {
     pub overhead_ns: Vec<f64>,
     /// Tasks the app keeps in flight.
     pub in_flight: f64,
+    /// The app's weight `w_i` in `Σ w_i ln r_i` (e.g. its share; 1 for
+    /// all: plain proportional fairness). Above the common floor, a unit's
+    /// time is split in proportion to the weights.
+    #[serde(default = "unit_weight")]
+    pub weight: f64,
+}
+
+fn unit_weight() -> f64 {
+    1.0
 }
 
 impl AppDemand {
@@ -451,8 +460,9 @@ pub fn solve_targets_waiting(
     let native = native_estimate(apps, units);
     let base = problem(apps, units, &native);
     let mut p = base.clone();
-    let mut s = solve_no_loser_limited(&p, floor_goal, &[])?;
-    let score = |x: &[Vec<f64>]| predicted_score(&base, units, x, floor_goal);
+    let weights = weights_of(apps);
+    let mut s = solve_no_loser_weighted(&p, floor_goal, &[], &weights)?;
+    let score = |x: &[Vec<f64>]| predicted_score(&base, units, x, floor_goal, &weights);
     // A later round is taken only if it predicts no lower floor *and* a
     // larger Σ ln r: letting a predicted higher floor win on its own
     // (measured) moved rinnegan-contention to allocations that really did
@@ -471,7 +481,7 @@ pub fn solve_targets_waiting(
                 }
             }
         }
-        match solve_no_loser_limited(&p, floor_goal, &[]) {
+        match solve_no_loser_weighted(&p, floor_goal, &[], &weights) {
             Ok(next) => s = next,
             Err(_) => break,
         }
@@ -490,6 +500,7 @@ pub fn solve_targets_waiting(
             &s.solution.allocation,
             floor_goal,
             best_score,
+            &weights,
         )
     {
         s = next;
@@ -505,18 +516,38 @@ pub fn solve_targets_waiting(
     })
 }
 
-/// `(lowest predicted r_i counted up to floor_goal, predicted Σ ln r_i)`
-/// of allocation `x` ([`predicted_throughput`] against `p.native`).
+/// Each app's weight in `Σ w_i ln r_i` ([`AppDemand::weight`]; anything
+/// not finite and positive counts as 1).
+fn weights_of(apps: &[AppDemand]) -> Vec<f64> {
+    apps.iter()
+        .map(|a| {
+            if a.weight.is_finite() && a.weight > 0.0 {
+                a.weight
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// `(lowest predicted r_i counted up to floor_goal, predicted Σ w_i ln r_i)`
+/// of allocation `x` ([`predicted_throughput`] against `p.native`; weights
+/// missing from `weights` count as 1).
 fn predicted_score(
     p: &FairProblem,
     units: &[UnitSupply],
     x: &[Vec<f64>],
     floor_goal: f64,
+    weights: &[f64],
 ) -> (f64, f64) {
     let thr = predicted_throughput(p, units, x);
     let rel: Vec<f64> = thr.iter().zip(&p.native).map(|(t, n)| t / n).collect();
     let min = rel.iter().copied().fold(f64::INFINITY, f64::min);
-    let log: f64 = rel.iter().map(|r| r.max(1e-12).ln()).sum();
+    let log: f64 = rel
+        .iter()
+        .enumerate()
+        .map(|(i, r)| weights.get(i).copied().unwrap_or(1.0) * r.max(1e-12).ln())
+        .sum();
     (min.min(floor_goal), log)
 }
 
@@ -530,7 +561,8 @@ fn better(a: (f64, f64), b: (f64, f64)) -> bool {
 const EXCLUSION_FLOOR_BELOW: f64 = 0.95;
 /// …the candidate raises it by more than this…
 const EXCLUSION_FLOOR_GAIN: f64 = 0.1;
-/// …and loses at most this much predicted `ln r` per app.
+/// …and loses at most this much predicted `ln r` per app (per unit of
+/// weight).
 const EXCLUSION_LOG_LOSS_PER_APP: f64 = 0.1;
 
 /// The exclusion step of [`solve_targets_waiting`]. Candidates, all solved
@@ -556,6 +588,7 @@ fn exclusion_step(
     x: &[Vec<f64>],
     floor_goal: f64,
     kept: (f64, f64),
+    weights: &[f64],
 ) -> Option<(NoLoserSolution, FairProblem)> {
     let (n, m) = (base.apps(), base.units());
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
@@ -589,14 +622,14 @@ fn exclusion_step(
             }
         }
         let limits = coupled_wait_limits(&q, units, &x_ref);
-        let Ok(next) = solve_no_loser_limited(&q, floor_goal, &limits) else {
+        let Ok(next) = solve_no_loser_weighted(&q, floor_goal, &limits, weights) else {
             continue;
         };
-        let sc = predicted_score(base, units, &next.solution.allocation, floor_goal);
+        let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
         let current = pick.as_ref().map_or(kept, |c| c.0);
         let floor_gain = kept.0 < EXCLUSION_FLOOR_BELOW
             && sc.0 > current.0 + EXCLUSION_FLOOR_GAIN
-            && sc.1 > kept.1 - EXCLUSION_LOG_LOSS_PER_APP * n as f64;
+            && sc.1 > kept.1 - EXCLUSION_LOG_LOSS_PER_APP * weights.iter().sum::<f64>();
         if better(sc, current) || floor_gain {
             pick = Some((sc, next, q));
         }
@@ -629,7 +662,8 @@ pub fn solve_targets(
         Vec::new()
     };
     let mut p = base.clone();
-    let mut s = solve_no_loser_limited(&p, floor_goal, &limits)?;
+    let weights = weights_of(apps);
+    let mut s = solve_no_loser_weighted(&p, floor_goal, &limits, &weights)?;
     let mut factor = vec![vec![1.0; units.len()]; apps.len()];
     for _ in 0..rounds {
         for (i, row) in factor.iter_mut().enumerate() {
@@ -641,7 +675,7 @@ pub fn solve_targets(
                 }
             }
         }
-        match solve_no_loser_limited(&p, floor_goal, &limits) {
+        match solve_no_loser_weighted(&p, floor_goal, &limits, &weights) {
             Ok(next) => s = next,
             Err(_) => break,
         }
@@ -962,6 +996,7 @@ mod tests {
             exec_ns: vec![Some(a), Some(b)],
             overhead_ns: vec![0.0; 2],
             in_flight: 2.0,
+            weight: 1.0,
         };
         let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
         c.set_app(ClientId(1), app(1e6, 2e6));
@@ -1030,11 +1065,13 @@ mod tests {
                 exec_ns: vec![None, Some(1e5)],
                 overhead_ns: vec![0.0, 1e5],
                 in_flight: 1.0,
+                weight: 1.0,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e7), Some(1e7)],
                 overhead_ns: vec![0.0, 0.0],
                 in_flight: 1.0,
+                weight: 1.0,
             },
         ];
         let plain = solve_targets(&apps, &units, 0.5, 0, false).unwrap();
@@ -1072,11 +1109,13 @@ mod tests {
                 exec_ns: vec![Some(1.7e7), Some(2.5e6), Some(3e7)],
                 overhead_ns: vec![1e5; 3],
                 in_flight: 1.0,
+                weight: 1.0,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e5), Some(2e4), Some(3e4)],
                 overhead_ns: vec![1e5; 3],
                 in_flight: 1.0,
+                weight: 1.0,
             },
         ];
         let plain = solve_targets(&apps, &units, 1.0, 0, false).unwrap();
@@ -1120,6 +1159,7 @@ mod tests {
             exec_ns: vec![Some(cpu), queue],
             overhead_ns: vec![5e3, overhead],
             in_flight: 1.0,
+            weight: 1.0,
         };
         let apps = [
             app(3e4, None, 0.0),
@@ -1146,7 +1186,7 @@ mod tests {
                         .collect()
                 })
                 .collect();
-            predicted_score(&p, &units, &x, 1.05).0
+            predicted_score(&p, &units, &x, 1.05, &[]).0
         };
         assert!(
             floor(&excluded) > floor(&rounds) + 0.1,
@@ -1172,11 +1212,13 @@ mod tests {
                 exec_ns: vec![None, Some(1e5)],
                 overhead_ns: vec![0.0, 4e5],
                 in_flight: 1.0,
+                weight: 1.0,
             },
             AppDemand {
                 exec_ns: vec![Some(1.1e7), Some(1e7)],
                 overhead_ns: vec![0.0, 0.0],
                 in_flight: 1.0,
+                weight: 1.0,
             },
         ];
         let units = [cpu, queue];
@@ -1213,6 +1255,38 @@ mod tests {
     }
 
     #[test]
+    fn weights_split_what_is_above_the_floor() {
+        let units = [UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+        }];
+        let app = |weight: f64| AppDemand {
+            exec_ns: vec![Some(1e6)],
+            overhead_ns: vec![0.0],
+            in_flight: 4.0,
+            weight,
+        };
+        // No floor: the unit is split 1 : 3.
+        let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 0.0, 0, false).unwrap();
+        assert!((t.rate[1] / t.rate[0] - 3.0).abs() < 1e-3, "{t:?}");
+        // Equal weights: an even split, as before weights existed.
+        let t = solve_targets_waiting(&[app(1.0), app(1.0)], &units, 0.0, 3, true).unwrap();
+        assert!((t.rate[1] / t.rate[0] - 1.0).abs() < 1e-3, "{t:?}");
+        // A weight that is not positive counts as 1.
+        let t = solve_targets_waiting(&[app(0.0), app(f64::NAN)], &units, 0.0, 0, false).unwrap();
+        assert!((t.rate[1] / t.rate[0] - 1.0).abs() < 1e-3, "{t:?}");
+        // The floor binds whatever the weights: both natives are 500
+        // tasks/s (two apps sharing the unit), so a floor of 1 leaves
+        // nothing above it to split 1 : 3.
+        let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 1.0, 0, false).unwrap();
+        assert!((t.rate[0] - 500.0).abs() < 1.0, "{t:?}");
+        assert!((t.rate[1] - 500.0).abs() < 1.0, "{t:?}");
+        let p = problem(&[app(1.0)], &units, &[1.0]);
+        assert!(crate::fairness::solve_no_loser_weighted(&p, 0.0, &[], &[-1.0]).is_err());
+        assert!(crate::fairness::solve_no_loser_weighted(&p, 0.0, &[], &[1.0, 2.0]).is_err());
+    }
+
+    #[test]
     fn native_estimate_splits_a_queue_by_work() {
         let units = [UnitSupply {
             slots: 1.0,
@@ -1222,6 +1296,7 @@ mod tests {
             exec_ns: vec![Some(e)],
             overhead_ns: vec![0.0],
             in_flight: 1.0,
+            weight: 1.0,
         };
         let thr = native_estimate(&[app(1e6), app(3e6)], &units);
         // Time shares 1/4 and 3/4: both complete 250 tasks/s.
@@ -1243,6 +1318,7 @@ mod tests {
             exec_ns: vec![Some(1e6), Some(2e6)],
             overhead_ns: vec![0.0, 0.0],
             in_flight: 2.0,
+            weight: 1.0,
         };
         c.set_app(ClientId(1), d.clone());
         assert!(c.update(0));
