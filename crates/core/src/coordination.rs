@@ -594,11 +594,11 @@ fn exclusion_step(
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
     let mut on_units = p.clone();
     for i in 0..n {
-        for u in 0..m {
+        for (u, unit) in units.iter().enumerate() {
             if !used(i, u) {
                 on_units.rate[i][u] = 0.0;
             }
-            if !units[u].time_shared {
+            if !unit.time_shared {
                 on_units.occupancy[i][u] = base.occupancy[i][u];
             }
         }
