@@ -26,7 +26,9 @@
 //! only when apps come or go or models move, so a 10 ms delay costs a few
 //! tasks in the old mix. Pure: no I/O, clocks or threads; `now` is passed in.
 
-use crate::fairness::{FairError, FairProblem, LinearLimit, solve_no_loser_limited};
+use crate::fairness::{
+    FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
+};
 use crate::ids::{ClientId, Ns};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -51,6 +53,15 @@ pub struct AppDemand {
     pub overhead_ns: Vec<f64>,
     /// Tasks the app keeps in flight.
     pub in_flight: f64,
+    /// The app's weight `w_i` in `Σ w_i ln r_i` (e.g. its share; 1 for
+    /// all: plain proportional fairness). Above the common floor, a unit's
+    /// time is split in proportion to the weights.
+    #[serde(default = "unit_weight")]
+    pub weight: f64,
+}
+
+fn unit_weight() -> f64 {
+    1.0
 }
 
 impl AppDemand {
@@ -233,6 +244,49 @@ pub fn blocking_limits(p: &FairProblem, units: &[UnitSupply]) -> Vec<LinearLimit
     limits
 }
 
+/// Limits every schedule obeys on a single-slot, non-preemptive queue, so
+/// adding them to the fluid program still gives an upper bound (unlike
+/// [`blocking_limits`], a model). For queue `u` (one slot) and app `i`
+/// that can run there, with `c_iu` the copy and dispatch time of its task
+/// (`(occ_iu − 1) · e_iu`):
+/// `occ_iu · x_iu / in_flight_i + Σ_{j≠i} (1 − c_iu / e_ju)⁺ · x_ju ≤ 1`.
+///
+/// Why: while another app's task runs on `u`, each of `i`'s places in
+/// flight is copying a task of its own for `u`, running one elsewhere, or
+/// idle; it cannot run on `u`. So over a second, `i`'s places spend
+/// `occ_iu · x_iu` on `u`'s tasks and at least `in_flight_i · Σ_j x_ju`
+/// minus the overlap with their copies elsewhere or idle. A place's copies
+/// overlap one task of `j` by at most one copy-out (the task it just ran,
+/// as `j`'s starts) and one copy-in (of the task that runs when `j`'s ends),
+/// so by at most `min(c_iu, e_ju)`, that is `n_j · min(c_iu, e_ju)` over
+/// the `n_j = x_ju / e_ju` tasks of `j`. Hence
+/// `occ_iu · x_iu + in_flight_i · Σ_j x_ju (1 − min(c_iu, e_ju) / e_ju) ≤ in_flight_i`.
+/// Multi-slot queues and processor-shared units get no rows (another app's
+/// task does not hold them whole).
+pub fn nonpreemptive_limits(p: &FairProblem, units: &[UnitSupply]) -> Vec<LinearLimit> {
+    let mut limits = Vec::new();
+    for (u, unit) in units.iter().enumerate() {
+        if unit.time_shared || unit.slots > 1.0 || p.capacity[u] <= 0.0 {
+            continue;
+        }
+        for i in (0..p.apps()).filter(|&i| p.rate[i][u] > 0.0) {
+            let copy_ns = (p.occupancy[i][u] - 1.0).max(0.0) * 1e9 / p.rate[i][u];
+            let mut terms = vec![(i, u, p.occupancy[i][u] / p.in_flight[i])];
+            for j in (0..p.apps()).filter(|&j| j != i && p.rate[j][u] > 0.0) {
+                let exec_j = 1e9 / p.rate[j][u];
+                let w = (1.0 - copy_ns / exec_j).max(0.0);
+                if w > 0.0 {
+                    terms.push((j, u, w));
+                }
+            }
+            if terms.len() > 1 {
+                limits.push(LinearLimit { terms });
+            }
+        }
+    }
+    limits
+}
+
 /// Per app, the fraction of its tasks each unit runs under allocation `x`
 /// (entries below [`MIN_FRACTION`] dropped, rows renormalised).
 fn fractions(p: &FairProblem, x: &[Vec<f64>]) -> Vec<Vec<f64>> {
@@ -313,6 +367,43 @@ pub fn expected_wait_ns(
     }
 }
 
+/// Each app's in-flight row with the waits on the queues it uses written
+/// as a function of the *others'* allocation there, so the program sees
+/// that moving a long-task app off a queue frees a short-task app that
+/// depends on it. App `i`, visiting queue `u` `n_iu` times per ns under
+/// `x_ref`, loses `min(1, n_iu · e_ju / 2) · x_ju / slots_u` of a place in
+/// flight to app `j` (the closed-loop cap of [`expected_wait_ns`]: at most
+/// `j`'s busy share, a frequent visitor being blocked by nearly every task
+/// of `j`). `p`'s occupancies are the app's own (with any processor-sharing
+/// slowdown); queues `i` does not use under `x_ref` add nothing.
+pub fn coupled_wait_limits(
+    p: &FairProblem,
+    units: &[UnitSupply],
+    x_ref: &[Vec<f64>],
+) -> Vec<LinearLimit> {
+    (0..p.apps())
+        .map(|i| {
+            let k = p.in_flight[i].max(1e-9);
+            let mut terms: Vec<(usize, usize, f64)> = (0..p.units())
+                .filter(|&v| p.rate[i][v] > 0.0)
+                .map(|v| (i, v, p.occupancy[i][v] / k))
+                .collect();
+            for (u, unit) in units.iter().enumerate() {
+                if unit.time_shared || p.rate[i][u] <= 0.0 || x_ref[i][u] <= 0.0 {
+                    continue;
+                }
+                let visits = x_ref[i][u] * p.rate[i][u] / 1e9;
+                let cap = p.capacity[u].max(1e-9);
+                for j in (0..p.apps()).filter(|&j| j != i && p.rate[j][u] > 0.0) {
+                    let c = (visits * 0.5e9 / p.rate[j][u]).min(1.0) / cap;
+                    terms.push((j, u, c / k));
+                }
+            }
+            LinearLimit { terms }
+        })
+        .collect()
+}
+
 /// What an allocation is predicted to really give each app (tasks/s): its
 /// fluid throughput, scaled down where the waits [`expected_wait_ns`]
 /// predicts would need more places in flight than the app has.
@@ -349,31 +440,34 @@ fn predicted_throughput(p: &FairProblem, units: &[UnitSupply], x: &[Vec<f64>]) -
 /// than it.
 /// Apps with short tasks thus move off queues that long tasks hold, and
 /// long-task apps off the queues short-task apps depend on, when another
-/// allocation nearly as good in the fluid model avoids the mix. A pure
-/// function of its inputs, so it cannot make placement oscillate.
+/// allocation nearly as good in the fluid model avoids the mix.
+///
+/// With `exclusion`, an exclusion step follows ([`exclusion_step`]): the
+/// rounds hold each wait fixed, so they cannot see that moving a long-task
+/// app off a queue frees the short-task app that depends on it; the step
+/// re-solves on the kept allocation's units with the waits written as a
+/// function of the others' allocation ([`coupled_wait_limits`]), once as is
+/// and once per (app, shared queue) pair taken away, and keeps a candidate
+/// the predictor prefers. A pure function of its inputs, so it cannot make
+/// placement oscillate.
 pub fn solve_targets_waiting(
     apps: &[AppDemand],
     units: &[UnitSupply],
     floor_goal: f64,
     rounds: usize,
+    exclusion: bool,
 ) -> Result<Targets, FairError> {
     let native = native_estimate(apps, units);
     let base = problem(apps, units, &native);
     let mut p = base.clone();
-    let mut s = solve_no_loser_limited(&p, floor_goal, &[])?;
-    let score = |x: &[Vec<f64>]| {
-        let thr = predicted_throughput(&base, units, x);
-        let rel: Vec<f64> = thr.iter().zip(&base.native).map(|(t, n)| t / n).collect();
-        let min = rel.iter().copied().fold(f64::INFINITY, f64::min);
-        let log: f64 = rel.iter().map(|r| r.max(1e-12).ln()).sum();
-        (min.min(floor_goal), log)
-    };
+    let weights = weights_of(apps);
+    let mut s = solve_no_loser_weighted(&p, floor_goal, &[], &weights)?;
+    let score = |x: &[Vec<f64>]| predicted_score(&base, units, x, floor_goal, &weights);
     // A later round is taken only if it predicts no lower floor *and* a
     // larger Σ ln r: letting a predicted higher floor win on its own
     // (measured) moved rinnegan-contention to allocations that really did
     // worse (3.06× and min 0.95 instead of 3.51× and 1.10), the predictor
     // being too rough to trade the floor against the sum.
-    let better = |a: (f64, f64), b: (f64, f64)| a.0 >= b.0 - 1e-3 && a.1 > b.1;
     let mut best_score = score(&s.solution.allocation);
     let mut best = (s.clone(), p.clone());
     let mut wait = vec![vec![0.0; units.len()]; apps.len()];
@@ -387,7 +481,7 @@ pub fn solve_targets_waiting(
                 }
             }
         }
-        match solve_no_loser_limited(&p, floor_goal, &[]) {
+        match solve_no_loser_weighted(&p, floor_goal, &[], &weights) {
             Ok(next) => s = next,
             Err(_) => break,
         }
@@ -397,7 +491,21 @@ pub fn solve_targets_waiting(
             best = (s.clone(), p.clone());
         }
     }
-    let (s, p) = best;
+    let (mut s, mut p) = best;
+    if exclusion
+        && let Some((next, q)) = exclusion_step(
+            &base,
+            &p,
+            units,
+            &s.solution.allocation,
+            floor_goal,
+            best_score,
+            &weights,
+        )
+    {
+        s = next;
+        p = q;
+    }
     Ok(Targets {
         fraction: fractions(&p, &s.solution.allocation),
         rate: s.solution.throughput.clone(),
@@ -406,6 +514,127 @@ pub fn solve_targets_waiting(
         floor_feasible: s.floor_feasible,
         predicted_relative: s.solution.relative,
     })
+}
+
+/// Each app's weight in `Σ w_i ln r_i` ([`AppDemand::weight`]; anything
+/// not finite and positive counts as 1).
+fn weights_of(apps: &[AppDemand]) -> Vec<f64> {
+    apps.iter()
+        .map(|a| {
+            if a.weight.is_finite() && a.weight > 0.0 {
+                a.weight
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// `(lowest predicted r_i counted up to floor_goal, predicted Σ w_i ln r_i)`
+/// of allocation `x` ([`predicted_throughput`] against `p.native`; weights
+/// missing from `weights` count as 1).
+fn predicted_score(
+    p: &FairProblem,
+    units: &[UnitSupply],
+    x: &[Vec<f64>],
+    floor_goal: f64,
+    weights: &[f64],
+) -> (f64, f64) {
+    let thr = predicted_throughput(p, units, x);
+    let rel: Vec<f64> = thr.iter().zip(&p.native).map(|(t, n)| t / n).collect();
+    let min = rel.iter().copied().fold(f64::INFINITY, f64::min);
+    let log: f64 = rel
+        .iter()
+        .enumerate()
+        .map(|(i, r)| weights.get(i).copied().unwrap_or(1.0) * r.max(1e-12).ln())
+        .sum();
+    (min.min(floor_goal), log)
+}
+
+/// Whether predicted score `a` beats `b`: no lower floor and a larger sum.
+fn better(a: (f64, f64), b: (f64, f64)) -> bool {
+    a.0 >= b.0 - 1e-3 && a.1 > b.1
+}
+
+/// The exclusion step may trade the predicted sum for the floor only when
+/// the kept allocation's predicted floor is below this…
+const EXCLUSION_FLOOR_BELOW: f64 = 0.95;
+/// …the candidate raises it by more than this…
+const EXCLUSION_FLOOR_GAIN: f64 = 0.1;
+/// …and loses at most this much predicted `ln r` per app (per unit of
+/// weight).
+const EXCLUSION_LOG_LOSS_PER_APP: f64 = 0.1;
+
+/// The exclusion step of [`solve_targets_waiting`]. Candidates, all solved
+/// on the units the kept allocation `x` uses (other pairs taken away, so
+/// the coupled rows, which only charge queues an app uses, cannot be
+/// dodged by moving to a queue it did not use) with the queue waits as
+/// [`coupled_wait_limits`] of the others' allocation: the kept units as
+/// they are, and each (app, queue) pair of a queue two or more apps share
+/// taken away. `p` is the kept allocation's problem (its processor-sharing
+/// waits are kept; its queue waits give way to the coupled rows).
+///
+/// A candidate replaces the kept allocation when the predictor scores it
+/// [`better`], or, where the kept allocation's predicted floor is below
+/// [`EXCLUSION_FLOOR_BELOW`], when it raises the predicted floor by more
+/// than [`EXCLUSION_FLOOR_GAIN`] and loses at most
+/// [`EXCLUSION_LOG_LOSS_PER_APP`] per app of predicted `Σ ln r` (a clear
+/// floor gain at a bounded cost; smaller gains measured worse: the
+/// predictor is rough). The best such candidate is returned.
+fn exclusion_step(
+    base: &FairProblem,
+    p: &FairProblem,
+    units: &[UnitSupply],
+    x: &[Vec<f64>],
+    floor_goal: f64,
+    kept: (f64, f64),
+    weights: &[f64],
+) -> Option<(NoLoserSolution, FairProblem)> {
+    let (n, m) = (base.apps(), base.units());
+    let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
+    let mut on_units = p.clone();
+    for i in 0..n {
+        for (u, unit) in units.iter().enumerate() {
+            if !used(i, u) {
+                on_units.rate[i][u] = 0.0;
+            }
+            if !unit.time_shared {
+                on_units.occupancy[i][u] = base.occupancy[i][u];
+            }
+        }
+    }
+    let mut moves: Vec<Option<(usize, usize)>> = vec![None];
+    for u in (0..m).filter(|&u| !units[u].time_shared) {
+        let users: Vec<usize> = (0..n).filter(|&i| used(i, u)).collect();
+        if users.len() >= 2 {
+            moves.extend(users.into_iter().map(|i| Some((i, u))));
+        }
+    }
+    let mut pick: Option<((f64, f64), NoLoserSolution, FairProblem)> = None;
+    for mv in moves {
+        let mut q = on_units.clone();
+        let mut x_ref = x.to_vec();
+        if let Some((i, u)) = mv {
+            q.rate[i][u] = 0.0;
+            x_ref[i][u] = 0.0;
+            if q.rate[i].iter().all(|r| *r <= 0.0) {
+                continue;
+            }
+        }
+        let limits = coupled_wait_limits(&q, units, &x_ref);
+        let Ok(next) = solve_no_loser_weighted(&q, floor_goal, &limits, weights) else {
+            continue;
+        };
+        let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
+        let current = pick.as_ref().map_or(kept, |c| c.0);
+        let floor_gain = kept.0 < EXCLUSION_FLOOR_BELOW
+            && sc.0 > current.0 + EXCLUSION_FLOOR_GAIN
+            && sc.1 > kept.1 - EXCLUSION_LOG_LOSS_PER_APP * weights.iter().sum::<f64>();
+        if better(sc, current) || floor_gain {
+            pick = Some((sc, next, q));
+        }
+    }
+    pick.map(|(_, s, q)| (s, q))
 }
 
 /// Solves the floor-constrained proportional-fair allocation for `apps`
@@ -433,7 +662,8 @@ pub fn solve_targets(
         Vec::new()
     };
     let mut p = base.clone();
-    let mut s = solve_no_loser_limited(&p, floor_goal, &limits)?;
+    let weights = weights_of(apps);
+    let mut s = solve_no_loser_weighted(&p, floor_goal, &limits, &weights)?;
     let mut factor = vec![vec![1.0; units.len()]; apps.len()];
     for _ in 0..rounds {
         for (i, row) in factor.iter_mut().enumerate() {
@@ -445,7 +675,7 @@ pub fn solve_targets(
                 }
             }
         }
-        match solve_no_loser_limited(&p, floor_goal, &limits) {
+        match solve_no_loser_weighted(&p, floor_goal, &limits, &weights) {
             Ok(next) => s = next,
             Err(_) => break,
         }
@@ -479,6 +709,14 @@ pub struct CoordinatorConfig {
     /// Wait-aware rounds of [`solve_targets_waiting`] (0: off). Takes
     /// precedence over `interference_rounds` and `blocking`.
     pub wait_rounds: usize,
+    /// The exclusion step of [`solve_targets_waiting`] after the rounds
+    /// (only with `wait_rounds` > 0).
+    #[serde(default = "default_exclusion")]
+    pub exclusion: bool,
+}
+
+fn default_exclusion() -> bool {
+    true
 }
 
 impl Default for CoordinatorConfig {
@@ -490,6 +728,7 @@ impl Default for CoordinatorConfig {
             interference_rounds: 0,
             blocking: false,
             wait_rounds: 3,
+            exclusion: true,
         }
     }
 }
@@ -606,6 +845,7 @@ impl Coordinator {
                 &self.units,
                 self.config.floor_goal,
                 self.config.wait_rounds,
+                self.config.exclusion,
             )
         } else {
             solve_targets(
@@ -756,6 +996,7 @@ mod tests {
             exec_ns: vec![Some(a), Some(b)],
             overhead_ns: vec![0.0; 2],
             in_flight: 2.0,
+            weight: 1.0,
         };
         let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
         c.set_app(ClientId(1), app(1e6, 2e6));
@@ -824,11 +1065,13 @@ mod tests {
                 exec_ns: vec![None, Some(1e5)],
                 overhead_ns: vec![0.0, 1e5],
                 in_flight: 1.0,
+                weight: 1.0,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e7), Some(1e7)],
                 overhead_ns: vec![0.0, 0.0],
                 in_flight: 1.0,
+                weight: 1.0,
             },
         ];
         let plain = solve_targets(&apps, &units, 0.5, 0, false).unwrap();
@@ -866,15 +1109,17 @@ mod tests {
                 exec_ns: vec![Some(1.7e7), Some(2.5e6), Some(3e7)],
                 overhead_ns: vec![1e5; 3],
                 in_flight: 1.0,
+                weight: 1.0,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e5), Some(2e4), Some(3e4)],
                 overhead_ns: vec![1e5; 3],
                 in_flight: 1.0,
+                weight: 1.0,
             },
         ];
         let plain = solve_targets(&apps, &units, 1.0, 0, false).unwrap();
-        let waiting = solve_targets_waiting(&apps, &units, 1.0, 3).unwrap();
+        let waiting = solve_targets_waiting(&apps, &units, 1.0, 3, false).unwrap();
         assert!(plain.fraction[1][1] > 0.1, "{plain:?}");
         assert!(
             waiting.fraction[1][1] < plain.fraction[1][1] / 2.0,
@@ -893,6 +1138,155 @@ mod tests {
     }
 
     #[test]
+    fn exclusion_moves_a_long_task_app_off_a_short_task_apps_queue() {
+        // Random mix 7: app 3's 80 µs tasks need the queue (unit 1) to reach
+        // native; app 2's 28–59 ms tasks run nearly as well on the CPU
+        // group (unit 0). The fluid optimum, and the wait-aware rounds,
+        // which hold each wait fixed, keep app 2 on the queue, where app 3
+        // waits behind it; the exclusion step sees app 3's wait fall as app
+        // 2 leaves.
+        let units = [
+            UnitSupply {
+                slots: 1.0,
+                time_shared: true,
+            },
+            UnitSupply {
+                slots: 1.0,
+                time_shared: false,
+            },
+        ];
+        let app = |cpu: f64, queue: Option<f64>, overhead: f64| AppDemand {
+            exec_ns: vec![Some(cpu), queue],
+            overhead_ns: vec![5e3, overhead],
+            in_flight: 1.0,
+            weight: 1.0,
+        };
+        let apps = [
+            app(3e4, None, 0.0),
+            app(6.1e5, Some(2.24e6), 1.5e5),
+            app(2.84e7, Some(5.94e7), 1.5e5),
+            app(6.5e5, Some(8e4), 1.15e5),
+        ];
+        let rounds = solve_targets_waiting(&apps, &units, 1.05, 3, false).unwrap();
+        let excluded = solve_targets_waiting(&apps, &units, 1.05, 3, true).unwrap();
+        assert!(rounds.fraction[2][1] > 0.3, "{rounds:?}");
+        assert!(excluded.fraction[2][1] < 0.01, "{excluded:?}");
+        let p = problem(&apps, &units, &native_estimate(&apps, &units));
+        let floor = |t: &Targets| {
+            let x: Vec<Vec<f64>> = (0..apps.len())
+                .map(|i| {
+                    (0..units.len())
+                        .map(|u| {
+                            if p.rate[i][u] > 0.0 {
+                                t.fraction[i][u] * t.rate[i] / p.rate[i][u]
+                            } else {
+                                0.0
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            predicted_score(&p, &units, &x, 1.05, &[]).0
+        };
+        assert!(
+            floor(&excluded) > floor(&rounds) + 0.1,
+            "{} vs {}",
+            floor(&excluded),
+            floor(&rounds)
+        );
+    }
+
+    #[test]
+    fn nonpreemptive_rows_charge_long_tasks_less_the_copy_overlap() {
+        let queue = UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+        };
+        let cpu = UnitSupply {
+            slots: 1.0,
+            time_shared: true,
+        };
+        // App 0: 0.1 ms tasks plus 0.4 ms of copies; app 1: 10 ms tasks.
+        let apps = [
+            AppDemand {
+                exec_ns: vec![None, Some(1e5)],
+                overhead_ns: vec![0.0, 4e5],
+                in_flight: 1.0,
+                weight: 1.0,
+            },
+            AppDemand {
+                exec_ns: vec![Some(1.1e7), Some(1e7)],
+                overhead_ns: vec![0.0, 0.0],
+                in_flight: 1.0,
+                weight: 1.0,
+            },
+        ];
+        let units = [cpu, queue];
+        let p = problem(&apps, &units, &[1.0, 1.0]);
+        let rows = nonpreemptive_limits(&p, &units);
+        // One row per app on the queue; none for the CPU group.
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let short = &rows[0].terms;
+        assert_eq!(short[0], (0, 1, 5.0));
+        assert_eq!(short[1].0, 1);
+        assert!((short[1].2 - (1.0 - 4e5 / 1e7)).abs() < 1e-12, "{short:?}");
+        // App 1 has no copies to overlap app 0's tasks with: weight 1.
+        let long = &rows[1].terms;
+        assert_eq!(long[0], (1, 1, 1.0));
+        assert!((long[1].2 - 1.0).abs() < 1e-12, "{long:?}");
+        // A multi-slot queue gets no rows.
+        let wide = [
+            cpu,
+            UnitSupply {
+                slots: 2.0,
+                time_shared: false,
+            },
+        ];
+        assert!(nonpreemptive_limits(&p, &wide).is_empty());
+        // The rows only cut: the bound with them is no higher.
+        let plain = crate::fairness::solve_no_loser_limited(&p, 1.0, &[]).unwrap();
+        let cut = crate::fairness::solve_no_loser_limited(&p, 1.0, &rows).unwrap();
+        assert!(
+            cut.solution.system_speedup <= plain.solution.system_speedup * (1.0 + 1e-6),
+            "{} vs {}",
+            cut.solution.system_speedup,
+            plain.solution.system_speedup
+        );
+    }
+
+    #[test]
+    fn weights_split_what_is_above_the_floor() {
+        let units = [UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+        }];
+        let app = |weight: f64| AppDemand {
+            exec_ns: vec![Some(1e6)],
+            overhead_ns: vec![0.0],
+            in_flight: 4.0,
+            weight,
+        };
+        // No floor: the unit is split 1 : 3.
+        let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 0.0, 0, false).unwrap();
+        assert!((t.rate[1] / t.rate[0] - 3.0).abs() < 1e-3, "{t:?}");
+        // Equal weights: an even split, as before weights existed.
+        let t = solve_targets_waiting(&[app(1.0), app(1.0)], &units, 0.0, 3, true).unwrap();
+        assert!((t.rate[1] / t.rate[0] - 1.0).abs() < 1e-3, "{t:?}");
+        // A weight that is not positive counts as 1.
+        let t = solve_targets_waiting(&[app(0.0), app(f64::NAN)], &units, 0.0, 0, false).unwrap();
+        assert!((t.rate[1] / t.rate[0] - 1.0).abs() < 1e-3, "{t:?}");
+        // The floor binds whatever the weights: both natives are 500
+        // tasks/s (two apps sharing the unit), so a floor of 1 leaves
+        // nothing above it to split 1 : 3.
+        let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 1.0, 0, false).unwrap();
+        assert!((t.rate[0] - 500.0).abs() < 1.0, "{t:?}");
+        assert!((t.rate[1] - 500.0).abs() < 1.0, "{t:?}");
+        let p = problem(&[app(1.0)], &units, &[1.0]);
+        assert!(crate::fairness::solve_no_loser_weighted(&p, 0.0, &[], &[-1.0]).is_err());
+        assert!(crate::fairness::solve_no_loser_weighted(&p, 0.0, &[], &[1.0, 2.0]).is_err());
+    }
+
+    #[test]
     fn native_estimate_splits_a_queue_by_work() {
         let units = [UnitSupply {
             slots: 1.0,
@@ -902,6 +1296,7 @@ mod tests {
             exec_ns: vec![Some(e)],
             overhead_ns: vec![0.0],
             in_flight: 1.0,
+            weight: 1.0,
         };
         let thr = native_estimate(&[app(1e6), app(3e6)], &units);
         // Time shares 1/4 and 3/4: both complete 250 tasks/s.
@@ -923,6 +1318,7 @@ mod tests {
             exec_ns: vec![Some(1e6), Some(2e6)],
             overhead_ns: vec![0.0, 0.0],
             in_flight: 2.0,
+            weight: 1.0,
         };
         c.set_app(ClientId(1), d.clone());
         assert!(c.update(0));

@@ -162,6 +162,7 @@ impl DemandMeter {
             exec_ns: self.units.iter().map(|m| m.mean_ns).collect(),
             overhead_ns: vec![0.0; self.units.len()],
             in_flight: self.in_flight,
+            weight: 1.0,
         }
     }
 

@@ -73,6 +73,8 @@ pub enum FairError {
     BadAllocation { app: usize, unit: usize, value: f64 },
     #[error("floor = {value} must be finite and non-negative")]
     BadFloor { value: f64 },
+    #[error("weight[{app}] = {value} must be finite and positive")]
+    BadWeight { app: usize, value: f64 },
     #[error("the conic solver could not be set up: {0}")]
     SolverSetup(String),
     #[error("the conic solver stopped without a solution: {0}")]
@@ -477,6 +479,7 @@ fn build_conic(
     pairs: &[Pair],
     floor: Option<f64>,
     limits: &[LinearLimit],
+    weights: &[f64],
 ) -> Conic {
     let (n, k) = (p.apps(), pairs.len());
     let t_col = |i: usize| k + i;
@@ -511,9 +514,11 @@ fn build_conic(
 
     let rows = tr.b.len();
     let a = CscMatrix::new_from_triplets(rows, k + n, tr.rows, tr.cols, tr.vals);
-    // Maximise Σ t_i.
+    // Maximise Σ w_i t_i (w_i = 1 unless weighted).
     let mut q = vec![0.0; k + n];
-    q[k..].iter_mut().for_each(|v| *v = -1.0);
+    for (i, v) in q[k..].iter_mut().enumerate() {
+        *v = -weights.get(i).copied().unwrap_or(1.0);
+    }
     Conic {
         a,
         b: tr.b,
@@ -704,7 +709,31 @@ pub fn solve_no_loser_limited(
     goal: f64,
     limits: &[LinearLimit],
 ) -> Result<NoLoserSolution, FairError> {
+    solve_no_loser_weighted(p, goal, limits, &[])
+}
+
+/// [`solve_no_loser_limited`] maximising the *weighted* sum
+/// `Σ w_i ln r_i` above the floor (`weights` empty: all 1). A larger weight
+/// gives an app a proportionally larger say in how what is left above the
+/// floor is split: at the optimum of a single shared unit, app `i`'s share
+/// is proportional to `w_i`. The floor is the same for every app. Weights
+/// must be finite and positive. [`check`] certifies unweighted solutions only.
+pub fn solve_no_loser_weighted(
+    p: &FairProblem,
+    goal: f64,
+    limits: &[LinearLimit],
+    weights: &[f64],
+) -> Result<NoLoserSolution, FairError> {
     p.validate()?;
+    if !weights.is_empty() {
+        expect_len("weights", p.apps(), weights.len())?;
+        if let Some(i) = weights.iter().position(|w| !(w.is_finite() && *w > 0.0)) {
+            return Err(FairError::BadWeight {
+                app: i,
+                value: weights[i],
+            });
+        }
+    }
     if !(goal.is_finite() && goal >= 0.0) {
         return Err(FairError::BadFloor { value: goal });
     }
@@ -718,7 +747,7 @@ pub fn solve_no_loser_limited(
         } else {
             floor * (1.0 - slack)
         };
-        match solve_with_floor(p, Some(held), limits) {
+        match solve_with_floor_weighted(p, Some(held), limits, weights) {
             Ok(solution) => {
                 return Ok(NoLoserSolution {
                     solution,
@@ -738,8 +767,17 @@ fn solve_with_floor(
     floor: Option<f64>,
     limits: &[LinearLimit],
 ) -> Result<FairSolution, FairError> {
+    solve_with_floor_weighted(p, floor, limits, &[])
+}
+
+fn solve_with_floor_weighted(
+    p: &FairProblem,
+    floor: Option<f64>,
+    limits: &[LinearLimit],
+    weights: &[f64],
+) -> Result<FairSolution, FairError> {
     let pairs = p.pairs();
-    let conic = build_conic(p, &pairs, floor, limits);
+    let conic = build_conic(p, &pairs, floor, limits, weights);
     // If the tight tolerances stall on an awkward instance, the default
     // ones still give a usable (and `check`-able) bound.
     let sol = solve_tight_then_default(&conic)?;

@@ -4,8 +4,9 @@
 //! prints, per app, the bound's relative throughput and unit-time shares
 //! beside what `hetsched-pf` achieved; `SCENARIO` is a built-in name, a
 //! file, or `mix:N` (random mix N of `tests/pf_mixes.rs`).
-//! `... --example pf_gap -- mixes [POLICY]` summarises all random mixes
-//! (default policy `hetsched-pf`) and lists the worst ones.
+//! `... --example pf_gap -- mixes [POLICY [all]]` summarises all random
+//! mixes (default policy `hetsched-pf`) against the no-loser and the
+//! queue-aware bound and lists the worst ones (`all`: every mix).
 
 #[path = "../tests/mixgen/mod.rs"]
 mod mixgen;
@@ -34,6 +35,7 @@ fn detail(sc: &Scenario, seed: u64, policy: StrategyKind) {
     let apps = ReportApp::for_scenario(sc);
     let p = oracle::problem(sc, &apps, &native);
     let s = solve_no_loser(&p).expect("bound solves");
+    let q = oracle::queue_aware_bound(sc, &apps, &native);
     let m = engine::run(sc, policy, seed, &mut |_| {});
     let r = m.into_result(&native, f64::NAN);
     let units: Vec<&str> = sc.machine.units.iter().map(|u| u.name.as_str()).collect();
@@ -48,6 +50,13 @@ fn detail(sc: &Scenario, seed: u64, policy: StrategyKind) {
         r.system_speedup / s.solution.system_speedup,
         r.min_relative,
         r.placement_changes_per_s
+    );
+    println!(
+        "  queue-aware bound {:.3} (floor {:.2}, feasible {}): {:.3} of it",
+        q.system_speedup,
+        q.floor,
+        q.floor_feasible,
+        r.system_speedup / q.system_speedup
     );
     for (i, a) in apps.iter().enumerate() {
         let spec = &sc.apps[a.app];
@@ -84,7 +93,22 @@ fn detail(sc: &Scenario, seed: u64, policy: StrategyKind) {
     }
 }
 
-fn mixes(policy: StrategyKind) {
+struct MixRow {
+    mix: u64,
+    /// Of the no-loser bound.
+    fraction: f64,
+    min: f64,
+    feasible: bool,
+    apps: usize,
+    units: usize,
+    /// Of the queue-aware bound.
+    queue_fraction: f64,
+    /// Queue-aware bound ÷ no-loser bound.
+    queue_vs_fluid: f64,
+    queue_floor: f64,
+}
+
+fn mixes(policy: StrategyKind, all: bool) {
     let mut rows = Vec::new();
     for n in 0..mixgen::MIXES {
         let sc = mixgen::random_mix(n);
@@ -92,41 +116,69 @@ fn mixes(policy: StrategyKind) {
         let native = engine::run(&sc, StrategyKind::Native, seed, &mut |_| {}).tasks_per_s();
         let apps = ReportApp::for_scenario(&sc);
         let bound = oracle::no_loser_bound(&sc, &apps, &native);
+        let queue = oracle::queue_aware_bound(&sc, &apps, &native);
         let thr = engine::run(&sc, policy, seed, &mut |_| {}).tasks_per_s();
         let rel: Vec<f64> = thr.iter().zip(&native).map(|(t, n)| t / n).collect();
-        let min = rel.iter().copied().fold(f64::INFINITY, f64::min);
-        rows.push((
-            n,
-            geomean(&rel) / bound.system_speedup,
-            min,
-            bound.floor_feasible,
-            sc.apps.len(),
-            sc.machine.units.len(),
-        ));
+        rows.push(MixRow {
+            mix: n,
+            fraction: geomean(&rel) / bound.system_speedup,
+            min: rel.iter().copied().fold(f64::INFINITY, f64::min),
+            feasible: bound.floor_feasible,
+            apps: sc.apps.len(),
+            units: sc.machine.units.len(),
+            queue_fraction: geomean(&rel) / queue.system_speedup,
+            queue_vs_fluid: queue.system_speedup / bound.system_speedup,
+            queue_floor: queue.floor,
+        });
     }
-    let mean = rows.iter().map(|r| r.1).sum::<f64>() / rows.len() as f64;
-    let worst = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
-    let feasible: Vec<_> = rows.iter().filter(|r| r.3).cloned().collect();
-    let lowest = feasible.iter().map(|r| r.2).fold(f64::INFINITY, f64::min);
-    let below = feasible.iter().filter(|r| r.2 < 0.98).count();
+    let mean = |f: &dyn Fn(&MixRow) -> f64| rows.iter().map(f).sum::<f64>() / rows.len() as f64;
+    let least = |f: &dyn Fn(&MixRow) -> f64| rows.iter().map(f).fold(f64::INFINITY, f64::min);
+    let feasible: Vec<&MixRow> = rows.iter().filter(|r| r.feasible).collect();
+    let lowest = feasible.iter().map(|r| r.min).fold(f64::INFINITY, f64::min);
+    let below = feasible.iter().filter(|r| r.min < 0.98).count();
     println!(
-        "{}: mean fraction {mean:.3}, worst {worst:.3}; floor feasible in {}: below 0.98 in {below}, lowest {lowest:.3}",
+        "{}: mean fraction {:.3}, worst {:.3}; floor feasible in {}: below 0.98 in {below}, lowest {lowest:.3}",
         policy.name(),
+        mean(&|r| r.fraction),
+        least(&|r| r.fraction),
         feasible.len()
     );
-    rows.sort_by(|a, b| a.1.total_cmp(&b.1));
-    for r in rows.iter().take(12) {
+    println!(
+        "  of the queue-aware bound: mean {:.3}, worst {:.3}; queue-aware bound / no-loser bound: mean {:.3}, lowest {:.3}",
+        mean(&|r| r.queue_fraction),
+        least(&|r| r.queue_fraction),
+        mean(&|r| r.queue_vs_fluid),
+        least(&|r| r.queue_vs_fluid)
+    );
+    if all {
+        for r in &rows {
+            println!(
+                "  mix {:3}: fraction {:.3} min {:.3} feasible {} | queue-aware: fraction {:.3}, bound/no-loser {:.3}, floor {:.4}",
+                r.mix,
+                r.fraction,
+                r.min,
+                r.feasible,
+                r.queue_fraction,
+                r.queue_vs_fluid,
+                r.queue_floor
+            );
+        }
+        return;
+    }
+    let mut worst: Vec<&MixRow> = rows.iter().collect();
+    worst.sort_by(|a, b| a.fraction.total_cmp(&b.fraction));
+    for r in worst.iter().take(12) {
         println!(
             "  mix {:3}: fraction {:.3} min {:.3} feasible {} apps {} units {}",
-            r.0, r.1, r.2, r.3, r.4, r.5
+            r.mix, r.fraction, r.min, r.feasible, r.apps, r.units
         );
     }
-    let mut lows: Vec<_> = feasible.iter().filter(|r| r.2 < 0.98).collect();
-    lows.sort_by(|a, b| a.2.total_cmp(&b.2));
+    let mut lows: Vec<&&MixRow> = feasible.iter().filter(|r| r.min < 0.98).collect();
+    lows.sort_by(|a, b| a.min.total_cmp(&b.min));
     for r in lows.iter().take(8) {
         println!(
             "  floor miss mix {:3}: min {:.3} fraction {:.3}",
-            r.0, r.2, r.1
+            r.mix, r.min, r.fraction
         );
     }
 }
@@ -139,11 +191,11 @@ fn main() {
             .unwrap_or(StrategyKind::HetschedPf)
     };
     match args.first().map(String::as_str) {
-        Some("mixes") => mixes(policy(1)),
+        Some("mixes") => mixes(policy(1), args.get(2).is_some_and(|a| a == "all")),
         Some(name) => {
             let seed = args.get(1).map_or(1, |s| s.parse().expect("seed"));
             detail(&load(name), seed, policy(2));
         }
-        None => eprintln!("usage: pf_gap SCENARIO|mix:N [SEED [POLICY]] | mixes [POLICY]"),
+        None => eprintln!("usage: pf_gap SCENARIO|mix:N [SEED [POLICY]] | mixes [POLICY [all]]"),
     }
 }

@@ -901,6 +901,7 @@ impl<'s> Engine<'s> {
                     exec_ns,
                     overhead_ns,
                     in_flight: spec.in_flight as f64,
+                    weight: 1.0,
                 },
             );
         }

@@ -3,7 +3,11 @@
 
 use crate::metrics::ReportApp;
 use crate::scenario::Scenario;
-use hetsched_core::fairness::{FairProblem, solve_no_loser, solve_proportional_fair};
+use hetsched_core::coordination::{UnitSupply, nonpreemptive_limits};
+use hetsched_core::fairness::{
+    FairProblem, solve_no_loser, solve_no_loser_limited, solve_proportional_fair,
+};
+use hetsched_core::policy::PolicyKind;
 
 /// The bound: geometric-mean relative throughput and each app's rᵢ.
 #[derive(Clone, Debug)]
@@ -26,6 +30,43 @@ pub struct NoLoserBound {
 /// solver fails.
 pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
     match solve_no_loser(&problem(sc, apps, native)) {
+        Ok(s) => NoLoserBound {
+            system_speedup: s.solution.system_speedup,
+            relative: s.solution.relative,
+            floor: s.floor,
+            floor_feasible: s.floor_feasible,
+        },
+        Err(_) => NoLoserBound {
+            system_speedup: f64::NAN,
+            relative: vec![f64::NAN; apps.len()],
+            floor: f64::NAN,
+            floor_feasible: false,
+        },
+    }
+}
+
+/// The queue-aware (non-preemptive) no-loser bound: [`no_loser_bound`]
+/// with the rows every schedule obeys on a single-slot non-preemptive queue
+/// ([`nonpreemptive_limits`]: while another app's task runs there, an app's
+/// places in flight can only overlap it with their own copies, at most one
+/// copy-out and one copy-in per task of the other). Still an upper bound
+/// on any placement's Σ log rᵢ at the same floor (the floor is the largest
+/// common one under these rows when rᵢ ≥ 1 is infeasible there), tighter
+/// where short-task apps share a queue with long tasks.
+pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
+    let p = problem(sc, apps, native);
+    let units: Vec<UnitSupply> = sc
+        .machine
+        .units
+        .iter()
+        .zip(&sc.unit_policies)
+        .map(|(u, kind)| UnitSupply {
+            slots: u.slots as f64,
+            time_shared: *kind == PolicyKind::TimeShare,
+        })
+        .collect();
+    let limits = nonpreemptive_limits(&p, &units);
+    match solve_no_loser_limited(&p, 1.0, &limits) {
         Ok(s) => NoLoserBound {
             system_speedup: s.solution.system_speedup,
             relative: s.solution.relative,

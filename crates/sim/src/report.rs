@@ -30,6 +30,16 @@ pub struct ScenarioReport {
     /// Whether rᵢ ≥ 1 for every app is feasible in the fluid model.
     #[serde(default)]
     pub oracle_no_loser_floor_feasible: bool,
+    /// The no-loser bound with the rows every schedule obeys on a
+    /// single-slot non-preemptive queue (an app's places in flight overlap
+    /// another app's task there only with their own copies): still an upper
+    /// bound, tighter where short tasks share a queue with long ones. Its
+    /// floor is `oracle_queue_aware_floor` (1, or the largest common floor
+    /// under these rows).
+    #[serde(default = "nan")]
+    pub oracle_queue_aware_system_speedup: f64,
+    #[serde(default = "nan")]
+    pub oracle_queue_aware_floor: f64,
     /// Units in machine order and apps in scenario order (for plots).
     pub units: Vec<String>,
     pub apps: Vec<String>,

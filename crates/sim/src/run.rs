@@ -21,6 +21,7 @@ pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioRep
     let report_apps = ReportApp::for_scenario(sc);
     let bound = oracle::bound(sc, &report_apps, &native);
     let no_loser = oracle::no_loser_bound(sc, &report_apps, &native);
+    let queue_aware = oracle::queue_aware_bound(sc, &report_apps, &native);
     let mut results = vec![native_metrics.into_result(&native, bound.system_speedup)];
     for strategy in sc.strategies.iter().filter(|s| **s != StrategyKind::Native) {
         let name = strategy.name();
@@ -41,6 +42,8 @@ pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioRep
         oracle_no_loser_system_speedup: no_loser.system_speedup,
         oracle_no_loser_floor: no_loser.floor,
         oracle_no_loser_floor_feasible: no_loser.floor_feasible,
+        oracle_queue_aware_system_speedup: queue_aware.system_speedup,
+        oracle_queue_aware_floor: queue_aware.floor,
         units: sc.machine.units.iter().map(|u| u.name.clone()).collect(),
         apps: report_apps.into_iter().map(|a| a.name).collect(),
         results,

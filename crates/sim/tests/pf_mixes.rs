@@ -19,6 +19,8 @@ use mixgen::{MIXES, random_mix};
 
 struct Outcome {
     bound: f64,
+    queue_bound: f64,
+    queue_floor: f64,
     floor_feasible: bool,
     pf_speedup: f64,
     pf_min: f64,
@@ -34,6 +36,7 @@ fn simulate(sc: &Scenario, seed: u64) -> Outcome {
     let native = engine::run(sc, StrategyKind::Native, seed, &mut |_| {}).tasks_per_s();
     let apps = ReportApp::for_scenario(sc);
     let bound = oracle::no_loser_bound(sc, &apps, &native);
+    let queue = oracle::queue_aware_bound(sc, &apps, &native);
     let relative = |kind: StrategyKind| -> Vec<f64> {
         let thr = engine::run(sc, kind, seed, &mut |_| {}).tasks_per_s();
         thr.iter().zip(&native).map(|(t, n)| t / n).collect()
@@ -43,6 +46,8 @@ fn simulate(sc: &Scenario, seed: u64) -> Outcome {
     let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
     Outcome {
         bound: bound.system_speedup,
+        queue_bound: queue.system_speedup,
+        queue_floor: queue.floor,
         floor_feasible: bound.floor_feasible,
         pf_speedup: geomean(&pf),
         pf_min: min(&pf),
@@ -54,6 +59,7 @@ fn simulate(sc: &Scenario, seed: u64) -> Outcome {
 #[test]
 fn hetsched_pf_on_random_mixes() {
     let mut fractions = Vec::new();
+    let mut queue_fractions = Vec::new();
     let mut selfish = Vec::new();
     let mut floor_mins = Vec::new();
     for seed in 0..MIXES {
@@ -64,6 +70,25 @@ fn hetsched_pf_on_random_mixes() {
             "mix {seed}: bound {}",
             o.bound
         );
+        // The queue-aware bound adds rows every schedule obeys: never above
+        // the fluid one, and no run that holds everyone at its floor gets
+        // above it (by more than measurement noise).
+        assert!(
+            o.queue_bound <= o.bound * (1.0 + 1e-6),
+            "mix {seed}: queue-aware {} above no-loser {}",
+            o.queue_bound,
+            o.bound
+        );
+        for (speedup, min) in [(o.pf_speedup, o.pf_min), (o.selfish_speedup, o.selfish_min)] {
+            if min >= o.queue_floor - 0.02 {
+                assert!(
+                    speedup <= o.queue_bound * 1.03,
+                    "mix {seed}: {speedup:.3} above the queue-aware bound {:.3}",
+                    o.queue_bound
+                );
+            }
+        }
+        queue_fractions.push(o.pf_speedup / o.queue_bound);
         fractions.push(o.pf_speedup / o.bound);
         selfish.push(o.selfish_speedup / o.bound);
         if o.floor_feasible {
@@ -71,6 +96,7 @@ fn hetsched_pf_on_random_mixes() {
         }
     }
     let mean = fractions.iter().sum::<f64>() / fractions.len() as f64;
+    let queue_mean = queue_fractions.iter().sum::<f64>() / queue_fractions.len() as f64;
     let worst = fractions.iter().copied().fold(f64::INFINITY, f64::min);
     let selfish_mean = selfish.iter().sum::<f64>() / selfish.len() as f64;
     let selfish_worst = selfish.iter().copied().fold(f64::INFINITY, f64::min);
@@ -85,15 +111,21 @@ fn hetsched_pf_on_random_mixes() {
         "hetsched-pf over {MIXES} mixes: fraction of the no-loser bound mean {mean:.3}, worst {worst:.3}; \
          hetsched (selfish) mean {selfish_mean:.3}, worst {selfish_worst:.3}; \
          floor feasible in {} mixes: min_relative < 0.98 in {below} (hetsched: {selfish_below}), \
-         lowest {worst_min:.3} in mix {worst_mix} (hetsched: {selfish_worst_min:.3})",
+         lowest {worst_min:.3} in mix {worst_mix} (hetsched: {selfish_worst_min:.3}); \
+         mean fraction of the queue-aware bound {queue_mean:.3}",
         floor_mins.len()
     );
     // What hetsched-pf reaches today, a little below the measured values
-    // (0.863 / 0.576 / 0.274; the simulation is deterministic): the issue's
-    // targets are 0.9 / 0.75 / 0.98, see docs/sim.md for the gap. It must
-    // also beat selfish placement on every count.
-    assert!(mean >= 0.855, "mean fraction {mean:.3}");
-    assert!(worst >= 0.56, "worst fraction {worst:.3}");
+    // (0.878 / 0.608 / 25 mixes below 0.98 / lowest 0.288; the simulation
+    // is deterministic): the issue's targets are 0.9 / 0.75 / 0.98, see
+    // docs/sim.md for the gap. It must also beat selfish placement on
+    // every count.
+    assert!(mean >= 0.87, "mean fraction {mean:.3}");
+    assert!(worst >= 0.60, "worst fraction {worst:.3}");
+    assert!(
+        below <= 25,
+        "{below} mixes below 0.98 where the floor is feasible"
+    );
     assert!(
         mean > selfish_mean,
         "pf {mean:.3} vs selfish {selfish_mean:.3}"
@@ -107,7 +139,7 @@ fn hetsched_pf_on_random_mixes() {
         "below the floor: pf {below}, selfish {selfish_below}"
     );
     assert!(
-        worst_min >= 0.26,
+        worst_min >= 0.28,
         "min_relative {worst_min:.3} in mix {worst_mix}"
     );
     assert!(

@@ -303,6 +303,8 @@ fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -
         oracle_no_loser_system_speedup: f64::NAN,
         oracle_no_loser_floor: f64::NAN,
         oracle_no_loser_floor_feasible: false,
+        oracle_queue_aware_system_speedup: f64::NAN,
+        oracle_queue_aware_floor: f64::NAN,
         units,
         apps: super::apps::APPS
             .iter()

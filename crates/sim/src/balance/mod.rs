@@ -98,6 +98,8 @@ impl BalanceReport {
             oracle_no_loser_system_speedup: self.oracle_no_loser_system_speedup,
             oracle_no_loser_floor: self.oracle_no_loser_floor,
             oracle_no_loser_floor_feasible: self.oracle_no_loser_floor_feasible,
+            oracle_queue_aware_system_speedup: f64::NAN,
+            oracle_queue_aware_floor: f64::NAN,
             units: self.units.clone(),
             apps: self.apps.clone(),
             results: self.results.iter().map(|r| r.result.clone()).collect(),

@@ -175,6 +175,8 @@ pub(crate) mod tests {
             oracle_no_loser_system_speedup: 1.5,
             oracle_no_loser_floor: 1.0,
             oracle_no_loser_floor_feasible: true,
+            oracle_queue_aware_system_speedup: 1.4,
+            oracle_queue_aware_floor: 1.0,
             units: vec!["cpu".into(), "gpu".into()],
             apps: vec!["bfs".into(), "mm, \"big\"".into(), "kmeans".into()],
             results: vec![native, hetsched],

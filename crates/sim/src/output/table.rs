@@ -38,8 +38,17 @@ fn header_line(report: &ScenarioReport) -> String {
             },
         )
     };
+    let queue_aware = if report.oracle_queue_aware_system_speedup.is_nan() {
+        String::new()
+    } else {
+        format!(
+            ", queue-aware {} at floor {}",
+            speedup(report.oracle_queue_aware_system_speedup),
+            fixed(report.oracle_queue_aware_floor, 2),
+        )
+    };
     format!(
-        "scenario {}: {} (seed {}, measured {} s, oracle system speedup {}{no_loser})",
+        "scenario {}: {} (seed {}, measured {} s, oracle system speedup {}{no_loser}{queue_aware})",
         report.scenario,
         report.description,
         report.seed,
