@@ -11,8 +11,8 @@
 //!   the input XOR the keystream. The CUDA kernel takes the raw key (it
 //!   expands it itself) and the counter block as two big-endian 64-bit
 //!   halves, which [`hetsched_cuda::kernels::aes128_ctr`] packs from these
-//!   same bytes, so nothing is converted here; [`tests`] check the two
-//!   references agree.
+//!   same bytes, so nothing is converted here; the tests below check the
+//!   two references agree.
 //!
 //! Every device command is timed by CUDA events; the daemon charges wall
 //! time (as for OpenCL), so each call drains those timings, or they would
