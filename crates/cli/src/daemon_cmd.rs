@@ -77,16 +77,17 @@ fn remove_socket_on_signal(socket: PathBuf) -> Result<()> {
 pub fn units(args: UnitsArgs) -> Result<()> {
     let cfg = DaemonConfig::load_or_default(args.config.as_deref())?;
     let (setup, platform) = launch::prepare(&cfg)?;
-    // Units the daemon runs kernels on for clients (`opencl_units`).
+    // Units the daemon runs kernels on for clients (`opencl_units`,
+    // `cuda_units`).
     let served: Vec<hetsched_protocol::UnitInfo> = setup
         .units
         .iter()
         .filter(|u| !u.kernels.is_empty())
         .map(|u| u.info())
         .collect();
-    // NVIDIA GPUs are driven by the runtime's CUDA executor, not the
-    // daemon, so they are listed beside the daemon's units (`gpus`), not
-    // among them.
+    // NVIDIA GPUs are driven by the runtime's CUDA executor, so they are
+    // listed beside the daemon's units (`gpus`), not among them; with
+    // `cuda_units = true` the daemon serves them too, under `served`.
     #[cfg(feature = "cuda")]
     let gpus = hetsched_platform::gpu::discover();
     if args.json {

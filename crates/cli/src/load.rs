@@ -2,8 +2,8 @@
 //! emulated device it keeps `--depth` tasks queued at the daemon; on any
 //! other unit (or with `--gate`) it goes through the dispatch gate and runs
 //! for the task's duration itself. On a unit the daemon runs real kernels
-//! on (`served-opencl0`) it runs `--kernel` through a kernel ring and
-//! checks every output. It reports what it got, so contention between several
+//! on (`served-opencl0`, `served-cuda0`) it runs `--kernel` through a
+//! kernel ring and checks every output. It reports what it got, so contention between several
 //! of them (under different classes) can be seen and measured.
 
 use anyhow::{Context, Result, bail};

@@ -29,7 +29,8 @@ fn round8(n: u64) -> u64 {
 }
 
 /// The expected output of `kernel` on `input`, where this build can
-/// compute it (AES needs the `opencl` feature's reference).
+/// compute it (AES needs the `opencl` or the `cuda` feature's reference;
+/// the two agree, which the daemon's CUDA backend tests check).
 fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<u8>> {
     match kernel {
         Kernel::Histogram => {
@@ -39,15 +40,18 @@ fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<u8>> {
             }
             Some(counts.iter().flat_map(|c| c.to_le_bytes()).collect())
         }
-        #[cfg(feature = "opencl")]
+        #[cfg(any(feature = "opencl", feature = "cuda"))]
         Kernel::Aes128Ctr => {
             let key: [u8; 16] = aux[..16].try_into().ok()?;
             let iv: [u8; 16] = aux[16..32].try_into().ok()?;
             let mut out = input.to_vec();
+            #[cfg(feature = "opencl")]
             hetsched_opencl::reference::aes128_ctr(&key, &iv, &mut out);
+            #[cfg(not(feature = "opencl"))]
+            hetsched_cuda::reference::aes128_ctr(&key, &iv, &mut out);
             Some(out)
         }
-        #[cfg(not(feature = "opencl"))]
+        #[cfg(not(any(feature = "opencl", feature = "cuda")))]
         Kernel::Aes128Ctr => {
             let _ = aux;
             None

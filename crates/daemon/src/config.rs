@@ -67,6 +67,11 @@ pub struct DaemonConfig {
     /// its clients (kernel rings; Pegasus's backend with real work). Needs
     /// a build with the `opencl` feature.
     pub opencl_units: bool,
+    /// Serve every CUDA device as a unit the daemon runs kernels on
+    /// (`served-cuda<N>`, next to the OpenCL ones). Needs a build with the
+    /// `cuda` feature; where CUDA is absent at run time the daemon says
+    /// why and serves none.
+    pub cuda_units: bool,
     /// Largest data region one kernel ring may have, MiB.
     pub max_region_mb: u64,
     /// Accelerator selection binds: a client's calls on the units
@@ -102,6 +107,7 @@ impl Default for DaemonConfig {
             slow_cores: Vec::new(),
             emulated: Vec::new(),
             opencl_units: false,
+            cuda_units: false,
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
             accelerator_binding: false,
             domains: Vec::new(),
@@ -192,6 +198,13 @@ impl DaemonConfig {
             return Err(invalid(
                 "opencl_units = true, but this hetsched was built without OpenCL \
                  (rebuild with `--features opencl`)"
+                    .into(),
+            ));
+        }
+        if cfg.cuda_units && !cfg!(feature = "cuda") {
+            return Err(invalid(
+                "cuda_units = true, but this hetsched was built without CUDA \
+                 (rebuild with `--features cuda`)"
                     .into(),
             ));
         }
@@ -351,6 +364,29 @@ mod tests {
             parse("[[emulated]]\nname = \"g\"\nspeed = 1.0\ncopy_gbps = 1.0\nmemory_gb = 4\n")
                 .unwrap_err();
         assert!(err.contains("memory_gb"), "{err}");
+    }
+
+    #[test]
+    fn served_units_need_their_features() {
+        for (key, feature, built) in [
+            ("opencl_units", "opencl", cfg!(feature = "opencl")),
+            ("cuda_units", "cuda", cfg!(feature = "cuda")),
+        ] {
+            match parse(&format!("{key} = true\n")) {
+                Ok(cfg) => {
+                    assert!(built, "{key} accepted without the {feature} feature");
+                    assert!(cfg.opencl_units || cfg.cuda_units);
+                }
+                Err(err) => {
+                    assert!(!built, "{key} refused with the {feature} feature: {err}");
+                    assert!(
+                        err.contains(key) && err.contains(&format!("--features {feature}")),
+                        "{err}"
+                    );
+                }
+            }
+        }
+        assert!(!DaemonConfig::default().cuda_units);
     }
 
     #[test]

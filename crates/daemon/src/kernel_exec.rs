@@ -10,8 +10,8 @@
 //! here, never a figure the client gave.
 //!
 //! [`KernelBackend`] is what a device must do; the OpenCL one is
-//! [`opencl::OpenClBackend`] (feature `opencl`). CUDA is to follow the
-//! same trait.
+//! `opencl::OpenClBackend` (feature `opencl`), the CUDA one
+//! `cuda::CudaBackend` (feature `cuda`).
 
 use crate::outbox::Outbox;
 use crate::server::Shared;
@@ -131,6 +131,9 @@ pub(crate) fn run(
         shared.wake.notify_all();
     }
 }
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 /// OpenCL devices as served units (PoCL on this machine, any GPU's
 /// OpenCL driver elsewhere).

@@ -71,11 +71,10 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         slow_cores: cfg.slow_cores.clone(),
     })?;
     let throttles = set_up_throttles(cfg, &platform)?;
-    let served = served_opencl_units(
-        cfg,
-        platform.machine.units.len(),
-        platform.machine.kinds.len(),
-    );
+    let (first_id, first_kind) = (platform.machine.units.len(), platform.machine.kinds.len());
+    let mut served = served_opencl_units(cfg, first_id, first_kind);
+    let cuda = served_cuda_units(cfg, first_id + served.len(), first_kind + served.len());
+    served.extend(cuda);
     let names: Vec<&str> = platform
         .machine
         .units
@@ -184,40 +183,30 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     Ok((setup, platform))
 }
 
-/// The units `opencl_units = true` adds: every OpenCL device that opens,
-/// numbered after the platform's `first_id` units (one kind each, after
-/// its `first_kind` kinds), with the backend that runs its kernels.
-#[cfg(feature = "opencl")]
-fn served_opencl_units(
-    cfg: &DaemonConfig,
-    first_id: usize,
-    first_kind: usize,
-) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
+/// A unit the daemon serves itself: numbered `id`, of a kind `kind` of
+/// its own named `kind_name`, running `kernels` one call at a time.
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+fn served_unit(
+    id: usize,
+    kind: usize,
+    name: String,
+    class: UnitClass,
+    kind_name: String,
+    kernels: &[hetsched_protocol::kernel_call::Kernel],
+) -> UnitSetup {
     use hetsched_core::ids::{KindId, UnitId};
     use hetsched_core::unit::{Capabilities, LinkCost, Unit};
-    use hetsched_opencl::DeviceKind;
-    if !cfg.opencl_units {
-        return Vec::new();
-    }
-    let backends = match crate::kernel_exec::opencl::open_all() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("hetsched daemon: opencl_units = true, but no OpenCL device is served: {e}");
-            return Vec::new();
-        }
-    };
-    let mut out: Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> = Vec::new();
-    for (i, backend) in backends.into_iter().enumerate() {
-        let info = backend.info();
-        let class = if info.kind == DeviceKind::Gpu {
-            UnitClass::Gpu
-        } else {
-            UnitClass::Accelerator
-        };
-        let unit = Unit {
-            id: UnitId((first_id + i) as u16),
-            name: format!("served-opencl{i}"),
-            kind: KindId((first_kind + i) as u16),
+    UnitSetup {
+        kind_name,
+        policy: PolicyKind::Fifo,
+        emulated: false,
+        kernels: kernels.to_vec(),
+        pus: Vec::new(),
+        throttle: None,
+        unit: Unit {
+            id: UnitId(id as u16),
+            name,
+            kind: KindId(kind as u16),
             class,
             caps: Capabilities::empty(),
             // Unknown until measured: the kernel costs the monitor learns
@@ -232,21 +221,52 @@ fn served_opencl_units(
             slots: 1,
             busy_watts: 0.0,
             idle_watts: 0.0,
+        },
+    }
+}
+
+/// The units `opencl_units = true` adds: every OpenCL device that opens,
+/// numbered after the platform's `first_id` units (one kind each, after
+/// its `first_kind` kinds), with the backend that runs its kernels.
+#[cfg(feature = "opencl")]
+fn served_opencl_units(
+    cfg: &DaemonConfig,
+    first_id: usize,
+    first_kind: usize,
+) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
+    use crate::kernel_exec::KernelBackend;
+    use hetsched_opencl::DeviceKind;
+    if !cfg.opencl_units {
+        return Vec::new();
+    }
+    let backends = match crate::kernel_exec::opencl::open_all() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("hetsched daemon: opencl_units = true, but no OpenCL device is served: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(UnitSetup, Box<dyn KernelBackend>)> = Vec::new();
+    for (i, backend) in backends.into_iter().enumerate() {
+        let info = backend.info();
+        let class = if info.kind == DeviceKind::Gpu {
+            UnitClass::Gpu
+        } else {
+            UnitClass::Accelerator
         };
+        let setup = served_unit(
+            first_id + i,
+            first_kind + i,
+            format!("served-opencl{i}"),
+            class,
+            format!("opencl:{}", info.name.trim()),
+            backend.kernels(),
+        );
         eprintln!(
             "hetsched daemon: serving OpenCL device {} as {}",
             info.name.trim(),
-            unit.name
+            setup.unit.name
         );
-        let setup = UnitSetup {
-            kind_name: format!("opencl:{}", info.name.trim()),
-            policy: PolicyKind::Fifo,
-            emulated: false,
-            kernels: crate::kernel_exec::KernelBackend::kernels(&backend).to_vec(),
-            pus: Vec::new(),
-            throttle: None,
-            unit,
-        };
         out.push((setup, Box::new(backend)));
     }
     out
@@ -256,6 +276,60 @@ fn served_opencl_units(
 /// there is nothing to serve.
 #[cfg(not(feature = "opencl"))]
 fn served_opencl_units(
+    _cfg: &DaemonConfig,
+    _first_id: usize,
+    _first_kind: usize,
+) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
+    Vec::new()
+}
+
+/// The units `cuda_units = true` adds: every CUDA device that opens, as
+/// `served-cuda<N>` (class GPU), numbered after the units and kinds
+/// before them. Where CUDA is absent, one line says why and there are
+/// none: the daemon still starts.
+#[cfg(feature = "cuda")]
+fn served_cuda_units(
+    cfg: &DaemonConfig,
+    first_id: usize,
+    first_kind: usize,
+) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
+    use crate::kernel_exec::KernelBackend;
+    if !cfg.cuda_units {
+        return Vec::new();
+    }
+    let backends = match crate::kernel_exec::cuda::open_all() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("hetsched daemon: cuda_units = true, but no CUDA device is served: {e}");
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(UnitSetup, Box<dyn KernelBackend>)> = Vec::new();
+    for (i, backend) in backends.into_iter().enumerate() {
+        let info = backend.info();
+        let setup = served_unit(
+            first_id + i,
+            first_kind + i,
+            format!("served-cuda{i}"),
+            UnitClass::Gpu,
+            format!("cuda:{}", info.name.trim()),
+            backend.kernels(),
+        );
+        eprintln!(
+            "hetsched daemon: serving CUDA device {} ({}) as {}",
+            info.ordinal,
+            info.name.trim(),
+            setup.unit.name
+        );
+        out.push((setup, Box::new(backend)));
+    }
+    out
+}
+
+/// Without the `cuda` feature the config refuses `cuda_units`, so there
+/// is nothing to serve.
+#[cfg(not(feature = "cuda"))]
+fn served_cuda_units(
     _cfg: &DaemonConfig,
     _first_id: usize,
     _first_kind: usize,

@@ -50,8 +50,9 @@
 mod buffer;
 mod coordination;
 mod cpu_exec;
+/// The CUDA layer (crate `hetsched-cuda`), under its old path.
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub use hetsched_cuda as cuda;
 #[cfg(feature = "cuda")]
 mod cuda_exec;
 mod device_exec;

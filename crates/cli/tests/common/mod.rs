@@ -25,10 +25,22 @@ pub struct TestDaemon {
     pub dir: PathBuf,
     pub socket: PathBuf,
     config: PathBuf,
+    /// Where the daemon's stderr goes (`start_logged`); else nowhere.
+    pub log: Option<PathBuf>,
 }
 
 impl TestDaemon {
     pub fn start(name: &str, config: &str) -> TestDaemon {
+        Self::start_with(name, config, false)
+    }
+
+    /// As [`TestDaemon::start`], with the daemon's stderr kept in
+    /// `dir/daemon.log` ([`TestDaemon::log_text`]).
+    pub fn start_logged(name: &str, config: &str) -> TestDaemon {
+        Self::start_with(name, config, true)
+    }
+
+    fn start_with(name: &str, config: &str, logged: bool) -> TestDaemon {
         let dir = std::env::temp_dir().join(format!("hetsched-it-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -44,9 +56,11 @@ impl TestDaemon {
             ),
         )
         .unwrap();
+        let log = logged.then(|| dir.join("daemon.log"));
         let mut d = TestDaemon {
             child: None,
             dir,
+            log,
             socket,
             config: config_path,
         };
@@ -61,7 +75,10 @@ impl TestDaemon {
             .arg("--socket")
             .arg(&self.socket)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(match &self.log {
+                Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+                None => Stdio::null(),
+            })
             .spawn()
             .unwrap();
         self.child = Some(child);
@@ -70,6 +87,14 @@ impl TestDaemon {
             assert!(Instant::now() < deadline, "daemon did not come up");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// What the daemon wrote to stderr so far (`start_logged`).
+    pub fn log_text(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
     }
 
     pub fn kill(&mut self) {

@@ -9,11 +9,11 @@ use super::reference::LbmGrid;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 /// CUDA C source of `aes128_ctr`.
-pub const AES128_CTR_SOURCE: &str = include_str!("../cuda_kernels/aes128_ctr.cu");
+pub const AES128_CTR_SOURCE: &str = include_str!("cuda_kernels/aes128_ctr.cu");
 /// CUDA C source of `histogram256`.
-pub const HISTOGRAM_SOURCE: &str = include_str!("../cuda_kernels/histogram.cu");
+pub const HISTOGRAM_SOURCE: &str = include_str!("cuda_kernels/histogram.cu");
 /// CUDA C source of `lbm_d2q9_step`.
-pub const LBM_D2Q9_SOURCE: &str = include_str!("../cuda_kernels/lbm_d2q9.cu");
+pub const LBM_D2Q9_SOURCE: &str = include_str!("cuda_kernels/lbm_d2q9.cu");
 
 /// Threads per block of the 1-D kernels: a multiple of the warp size that
 /// leaves room for several resident blocks per SM.

@@ -1,5 +1,7 @@
-//! CUDA devices (feature `cuda`): a small safe layer over `cudarc` for the
-//! runtime's CUDA executor and for CUDA implementations of tasks.
+//! CUDA devices: a small safe layer over `cudarc` for the runtime's CUDA
+//! executor (feature `cuda` of `hetsched-runtime`, which re-exports this
+//! crate as `hetsched_runtime::cuda`), for CUDA implementations of tasks,
+//! and for the daemon's CUDA backend (feature `cuda` of `hetsched-daemon`).
 //!
 //! * [`CudaDevice`] — one device: its context and the one stream every
 //!   command goes to, kernels compiled at run time with NVRTC (cached per
@@ -12,8 +14,8 @@
 //!   kernels equal exactly.
 //!
 //! The CUDA driver and NVRTC are loaded at run time, so a binary built with
-//! this feature starts where they are absent: [`probe`] then says why, and
-//! the runtime has no CUDA unit.
+//! this crate starts where they are absent: [`probe`] then says why, and
+//! the runtime and the daemon have no CUDA unit.
 //!
 //! `unsafe` is allowed in `device` and [`kernels`] only (allocating
 //! pinned memory and launching kernels are `unsafe fn` in cudarc), each

@@ -1,0 +1,143 @@
+//! The daemon's CUDA backend (`cuda_units = true`, feature `cuda`): a real
+//! daemon serves every CUDA device as `served-cuda<N>` and runs clients'
+//! histogram and AES-CTR kernels on it through kernel rings.
+//!
+//! Without a usable CUDA device (no driver, no NVRTC, no GPU) the daemon
+//! must still start, serve no CUDA unit and say why in one line; that is
+//! checked here on every machine. The GPU part (`hetsched load` on
+//! `served-cuda0`, every output checked against the reference) runs only
+//! where a device opens, and otherwise prints why it is skipped.
+#![cfg(feature = "cuda")]
+
+use hetsched_protocol::Client;
+use serde_json::Value;
+
+mod common;
+use common::{ONE_GPU, TestDaemon, load_report as report};
+
+const SERVED: &str = "served-cuda0";
+
+/// Why no CUDA device can be used here, or `None` where device 0 opens.
+fn no_gpu() -> Option<String> {
+    match hetsched_cuda::probe() {
+        Ok(0) => Some("the CUDA driver reports no device".into()),
+        Ok(_) => hetsched_cuda::CudaDevice::open(0)
+            .err()
+            .map(|e| e.to_string()),
+        Err(e) => Some(e),
+    }
+}
+
+fn served_cuda(c: &Client) -> Vec<String> {
+    c.units()
+        .iter()
+        .filter(|u| u.name.starts_with("served-cuda"))
+        .map(|u| u.name.clone())
+        .collect()
+}
+
+/// `hetsched load` of `kernel` on `served-cuda0` for a second; every
+/// output must equal the reference.
+fn load_checked(d: &TestDaemon, kernel: &str) -> Value {
+    let v = report(d.load(
+        &[],
+        &[
+            "--unit",
+            SERVED,
+            "--kernel",
+            kernel,
+            "--bytes",
+            "1048577",
+            "--depth",
+            "4",
+            "--seconds",
+            "1",
+        ],
+    ));
+    eprintln!("served-cuda0 {kernel}: {v}");
+    assert!(
+        v["tasks"].as_u64().unwrap() > 0,
+        "{kernel}: no call ran: {v}"
+    );
+    assert_eq!(
+        v["verified"], v["tasks"],
+        "{kernel}: every output checked: {v}"
+    );
+    v
+}
+
+#[test]
+fn the_daemon_serves_cuda_devices_or_says_why_not() {
+    // An emulated GPU as well, so the daemon has a unit to manage when
+    // CUDA has none to offer.
+    let config = format!("cuda_units = true\n{ONE_GPU}");
+    let d = TestDaemon::start_logged("cuda-daemon", &config);
+    let c = d.observer().unwrap();
+    let served = served_cuda(&c);
+    match no_gpu() {
+        Some(why) => {
+            assert!(served.is_empty(), "no CUDA here ({why}), yet {served:?}");
+            assert!(c.unit_by_name("gpu0").is_some(), "{:?}", c.units());
+            // The daemon printed its line before it listened.
+            let log = d.log_text();
+            let said = "cuda_units = true, but no CUDA device is served: ";
+            let lines: Vec<&str> = log.lines().filter(|l| l.contains(said)).collect();
+            assert_eq!(lines.len(), 1, "one line saying why: {log:?}");
+            let reason = lines[0].split_once(said).map_or("", |(_, r)| r.trim());
+            assert!(!reason.is_empty(), "the line says why: {:?}", lines[0]);
+            eprintln!("skipping the GPU part: no CUDA device here; the daemon said: {reason}");
+        }
+        None => {
+            assert!(
+                !served.is_empty(),
+                "device 0 opens here, but the daemon serves no CUDA unit: {}",
+                d.log_text()
+            );
+            let unit = c.unit_by_name(SERVED).unwrap();
+            assert_eq!(unit.class, hetsched_core::unit::UnitClass::Gpu);
+            assert_eq!(unit.kernels, ["histogram", "aes128-ctr"]);
+            load_checked(&d, "histogram");
+            load_checked(&d, "aes128-ctr");
+        }
+    }
+}
+
+/// Without the feature the same key is a config error (the other half is
+/// in hetsched-daemon's config tests); with it, `hetsched units --json`
+/// lists what `cuda_units` would serve.
+#[test]
+fn units_lists_served_cuda_devices() {
+    let dir = std::env::temp_dir().join(format!(
+        "hetsched-it-cuda-units-list-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("hetsched.toml");
+    std::fs::write(&config, format!("cuda_units = true\n{ONE_GPU}")).unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["units", "--json", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let served: Vec<&str> = v["served"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["name"].as_str())
+        .filter(|n| n.starts_with("served-cuda"))
+        .collect();
+    match no_gpu() {
+        Some(why) => {
+            assert!(served.is_empty(), "{served:?}");
+            eprintln!("skipping the GPU part: no CUDA device ({why})");
+        }
+        None => assert!(served.contains(&SERVED), "{v}"),
+    }
+}
