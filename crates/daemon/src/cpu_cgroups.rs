@@ -775,31 +775,17 @@ mod tests {
         }
     }
 
-    /// A scratch directory, removed when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let p = std::env::temp_dir()
-                .join(format!("hetsched-cgroups-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Scratch(p)
-        }
-
-        fn path(&self) -> &Path {
-            &self.0
-        }
+    /// A scratch directory of its own per test (tests run in parallel),
+    /// removed when dropped.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("hetsched-cgroups-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn on_plain_dirs(h: Hierarchy) -> (Scratch, CpuCgroups) {
-        let tmp = Scratch::new(&format!("{h:?}"));
+    fn on_plain_dirs(h: Hierarchy) -> (tempfile::TempDir, CpuCgroups) {
+        let tmp = scratch(&format!("{h:?}"));
         let root = tmp.path().join("cg");
         std::fs::create_dir_all(&root).unwrap();
         let mut cg = CpuCgroups::open_at(h, &root, 4242).unwrap();
@@ -947,7 +933,7 @@ mod tests {
 
     #[test]
     fn v2_ceilings_go_to_cpu_max() {
-        let tmp = Scratch::new("v2max");
+        let tmp = scratch("v2max");
         Hierarchy::V2.write_cap(tmp.path(), Some(1.5)).unwrap();
         assert_eq!(
             std::fs::read_to_string(tmp.path().join("cpu.max")).unwrap(),
@@ -963,7 +949,7 @@ mod tests {
 
     #[test]
     fn parents_of_dead_daemons_are_swept() {
-        let tmp = Scratch::new("sweep");
+        let tmp = scratch("sweep");
         let root = tmp.path().join("cg");
         // Pid numbers above the kernel's maximum never exist.
         let dead = root.join(format!("{PARENT_PREFIX}{}", u32::MAX >> 1));

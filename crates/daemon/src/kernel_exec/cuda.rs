@@ -188,7 +188,7 @@ mod tests {
         aux.extend(hex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"));
         client.write(2048, &aux).unwrap();
         let call = decode(&[7, 2, 0, 64, 1024, 64, 2048], 4096).unwrap();
-        super::super::execute(&mut Reference, &call, &daemon).unwrap();
+        super::super::execute(&mut Reference, &call, &daemon, &mut Vec::new()).unwrap();
         let mut got = vec![0u8; 64];
         client.read(1024, &mut got).unwrap();
         assert_eq!(
@@ -209,7 +209,7 @@ mod tests {
         data.extend([0xFF; 2]);
         client.write(0, &data).unwrap();
         let call = decode(&[1, 1, 0, data.len() as u64, 1024, 1024, 0], 4096).unwrap();
-        super::super::execute(&mut Reference, &call, &daemon).unwrap();
+        super::super::execute(&mut Reference, &call, &daemon, &mut Vec::new()).unwrap();
         let mut out = vec![0u8; 1024];
         client.read(1024, &mut out).unwrap();
         assert_eq!(&out[4 * 0x41..4 * 0x41 + 4], &300u32.to_le_bytes());
