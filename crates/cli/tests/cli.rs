@@ -26,6 +26,7 @@ fn sim_list_names_every_builtin_scenario() {
         "rinnegan-shares",
         "asym-fast-cores",
         "rinnegan-ping-pong",
+        "pf-arrivals",
     ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }

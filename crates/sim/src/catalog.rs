@@ -19,6 +19,7 @@ pub const BUILTIN: &[(&str, &str)] = builtin!(
     "rinnegan-ping-pong",
     "rinnegan-data-movement",
     "asym-fast-cores",
+    "pf-arrivals",
 );
 
 /// Loads a built-in scenario by name, or a scenario file by path.

@@ -905,10 +905,23 @@ impl<'s> Engine<'s> {
                 },
             );
         }
-        coordinator.update(self.now);
+        let solved = coordinator.update(self.now);
+        // The largest move of any client's targets, for the convergence metric.
+        let mut change: f64 = 0.0;
         for (c, client) in self.clients.iter_mut().enumerate() {
-            client.pf_target = coordinator.target(ClientId(c as u32)).map(<[f64]>::to_vec);
+            let target = coordinator.target(ClientId(c as u32)).map(<[f64]>::to_vec);
+            change = change.max(match (&client.pf_target, &target) {
+                (Some(old), Some(new)) => crate::convergence::total_variation(old, new),
+                (None, None) => 0.0,
+                _ => 1.0,
+            });
+            client.pf_target = target;
             client.pf_rate = coordinator.rate(ClientId(c as u32));
+        }
+        if solved {
+            self.metrics.targets_published(self.now, change);
+        } else {
+            self.metrics.coordinated();
         }
         self.coordinator = Some(coordinator);
     }

@@ -9,6 +9,7 @@
 
 pub mod balance;
 pub mod catalog;
+pub mod convergence;
 pub mod engine;
 pub mod metrics;
 pub mod oracle;

@@ -1,6 +1,7 @@
 //! What the engine measures during one run, and how it becomes a
 //! [`PolicyResult`].
 
+use crate::convergence;
 use crate::report::{AppResult, PolicyResult, TimelineSegment};
 use crate::scenario::Scenario;
 use hetsched_core::ids::{Ns, UnitId};
@@ -64,6 +65,16 @@ pub struct Metrics {
     timeline_end: Ns,
     timeline: Vec<TimelineSegment>,
     errors: Vec<f64>,
+    /// Apps arriving or leaving mid-run; the logs below are kept only when
+    /// there are some.
+    events: Vec<convergence::Event>,
+    end: Ns,
+    app_names: Vec<String>,
+    lives: Vec<(Ns, Option<Ns>)>,
+    /// Per report app, every task issued: (time, unit).
+    issues: Vec<convergence::IssueLog>,
+    /// hetsched-pf: (time, largest change of published targets) per re-solve.
+    target_changes: Option<Vec<(Ns, f64)>>,
 }
 
 fn secs(ns: Ns) -> f64 {
@@ -73,7 +84,18 @@ fn secs(ns: Ns) -> f64 {
 impl Metrics {
     pub fn new(sc: &Scenario, apps: Vec<ReportApp>, policy: String) -> Self {
         let units = sc.machine.units.len();
+        let end = sc.warmup_ns + sc.duration_ns;
+        let lives: Vec<(Ns, Option<Ns>)> =
+            sc.apps.iter().map(|a| (a.start_ns, a.stop_ns)).collect();
+        let events = convergence::events(&lives, end);
+        let logs = if events.is_empty() { 0 } else { apps.len() };
         Metrics {
+            events,
+            end,
+            app_names: sc.apps.iter().map(|a| a.name.clone()).collect(),
+            lives,
+            issues: vec![Vec::new(); logs],
+            target_changes: None,
             policy,
             stats: vec![
                 AppStats {
@@ -130,6 +152,23 @@ impl Metrics {
         if in_window {
             s.tasks_per_unit[unit.index()] += 1;
         }
+        if let Some(log) = self.issues.get_mut(app) {
+            log.push((now, unit.index() as u16));
+        }
+    }
+
+    /// hetsched-pf: the coordinator re-solved at `now`; `change` is the
+    /// largest total variation distance between any client's old and new
+    /// targets (1 for a client that gained or lost its targets).
+    pub fn targets_published(&mut self, now: Ns, change: f64) {
+        self.target_changes
+            .get_or_insert_with(Vec::new)
+            .push((now, change));
+    }
+
+    /// hetsched-pf runs record target changes even when none happens.
+    pub fn coordinated(&mut self) {
+        self.target_changes.get_or_insert_with(Vec::new);
     }
 
     /// `fraction` of `unit`'s capacity was used by `app` from `start` to `end`.
@@ -250,6 +289,19 @@ impl Metrics {
             );
         }
         let system_speedup = (log_sum / self.apps.len() as f64).exp();
+        let report_apps: Vec<(String, usize)> =
+            self.apps.iter().map(|a| (a.name.clone(), a.app)).collect();
+        let convergence = convergence::analyse(&convergence::RunLog {
+            events: &self.events,
+            end: self.end,
+            units: self.unit_names.len(),
+            app_names: &self.app_names,
+            lives: &self.lives,
+            report_apps: &report_apps,
+            issues: &self.issues,
+            target_changes: self.target_changes.as_deref(),
+        });
+        let max_settle_s = convergence.iter().map(|e| e.max_settle_s).reduce(f64::max);
         PolicyResult {
             policy: self.policy,
             system_speedup,
@@ -261,6 +313,8 @@ impl Metrics {
                 .then(|| self.errors.iter().sum::<f64>() / self.errors.len() as f64),
             apps,
             unit_time,
+            convergence,
+            max_settle_s,
             timeline: self.timeline,
         }
     }

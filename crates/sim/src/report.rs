@@ -69,6 +69,13 @@ pub struct PolicyResult {
     pub apps: BTreeMap<String, AppResult>,
     /// Per unit, the fraction of its capacity each app used (Rinnegan Fig. 6).
     pub unit_time: BTreeMap<String, BTreeMap<String, f64>>,
+    /// How long placement took to settle after each app arrival or
+    /// departure (`crate::convergence`); absent when the scenario has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub convergence: Vec<ConvergenceEvent>,
+    /// The largest `max_settle_s` over `convergence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_settle_s: Option<f64>,
     /// Which unit each app used over time (Rinnegan Fig. 3). Not in `--json`.
     #[serde(skip)]
     pub timeline: Vec<TimelineSegment>,
@@ -89,6 +96,34 @@ pub struct AppResult {
     pub settled_after_tasks: u64,
     /// Fraction of this app's tasks that ran on each unit.
     pub unit_mix: BTreeMap<String, f64>,
+}
+
+/// Settling after one app arrived or left (definition: `crate::convergence`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConvergenceEvent {
+    /// Simulated time of the event (warm-up included).
+    pub at_s: f64,
+    /// `arrive` or `leave`.
+    pub event: String,
+    /// The app that arrived or left.
+    pub app: String,
+    /// End of the interval judged: the next event, or the end of the run.
+    pub until_s: f64,
+    /// Per app alive over the whole interval, seconds from the event until
+    /// its per-unit placement fractions stayed within tolerance of where
+    /// they ended up.
+    pub settle_s: BTreeMap<String, f64>,
+    /// Apps that never settled (their `settle_s` is the whole interval).
+    pub unsettled: Vec<String>,
+    /// The largest `settle_s`.
+    pub max_settle_s: f64,
+    /// hetsched-pf: seconds from the event until the coordinator's last
+    /// change of published targets in the interval (0 if none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets_settle_s: Option<f64>,
+    /// hetsched-pf: re-solves in the interval that moved some app's targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_changes: Option<u64>,
 }
 
 /// An interval during which an app's tasks ran on one unit.

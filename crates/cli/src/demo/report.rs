@@ -290,6 +290,8 @@ fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -
                 })
                 .collect(),
             unit_time: BTreeMap::new(),
+            convergence: Vec::new(),
+            max_settle_s: None,
             timeline: reports.iter().flat_map(segments).collect(),
         })
         .collect();

@@ -362,6 +362,8 @@ fn assemble(
                         .then(|| errors.iter().sum::<f64>() / errors.len() as f64),
                     apps: app_results,
                     unit_time,
+                    convergence: Vec::new(),
+                    max_settle_s: None,
                     timeline,
                 },
                 ips_per_watt: geomean(ipw.iter().copied()),

@@ -119,6 +119,8 @@ pub(crate) mod tests {
                 ("cpu", "kmeans", 0.5),
                 ("gpu", "mm, \"big\"", 1.0),
             ]),
+            convergence: Vec::new(),
+            max_settle_s: None,
             timeline: vec![
                 segment("bfs", "cpu", 0.0, 10.0),
                 segment("mm, \"big\"", "gpu", 0.0, 10.0),
@@ -153,6 +155,8 @@ pub(crate) mod tests {
                 ("cpu", "kmeans", 0.6),
                 ("gpu", "bfs", 0.2),
             ]),
+            convergence: Vec::new(),
+            max_settle_s: None,
             timeline: vec![
                 segment("bfs", "gpu", 0.0, 3.0),
                 segment("bfs", "cpu", 3.0, 10.0),

@@ -18,7 +18,60 @@ pub fn render_table(report: &ScenarioReport) -> String {
         .map_or("native", |r| r.policy.as_str());
     out.push_str(&format!("\nrelative throughput per app (× {baseline})\n"));
     out.push_str(&relative_matrix(report).render());
+    if report.results.iter().any(|r| !r.convergence.is_empty()) {
+        out.push_str(
+            "\nseconds until placement settled after each arrival or departure \
+             (slowest app; * never settled)\n",
+        );
+        out.push_str(&convergence_table(report).render());
+    }
     out
+}
+
+/// Rows are events (then the maximum), columns are policies.
+fn convergence_table(report: &ScenarioReport) -> TextTable {
+    let mut header = vec!["event"];
+    header.extend(report.results.iter().map(|r| r.policy.as_str()));
+    let mut table = TextTable::new(&header);
+    let events = report
+        .results
+        .iter()
+        .map(|r| r.convergence.len())
+        .max()
+        .unwrap_or(0);
+    for i in 0..events {
+        let Some(first) = report.results.iter().find_map(|r| r.convergence.get(i)) else {
+            continue;
+        };
+        let mut row = vec![format!(
+            "{} {}s at {} s",
+            first.app,
+            if first.event == "arrive" {
+                "arrive"
+            } else {
+                "leave"
+            },
+            fixed(first.at_s, 1)
+        )];
+        row.extend(report.results.iter().map(|r| {
+            r.convergence.get(i).map_or_else(
+                || "-".to_string(),
+                |e| {
+                    let star = if e.unsettled.is_empty() { "" } else { "*" };
+                    format!("{}{star}", fixed(e.max_settle_s, 2))
+                },
+            )
+        }));
+        table.push_row(row);
+    }
+    table.push_rule();
+    let mut max = vec!["max".to_string()];
+    max.extend(report.results.iter().map(|r| {
+        r.max_settle_s
+            .map_or_else(|| "-".to_string(), |s| fixed(s, 2))
+    }));
+    table.push_row(max);
+    table
 }
 
 fn header_line(report: &ScenarioReport) -> String {
