@@ -158,14 +158,11 @@ fn bad_kernel_calls_are_refused_per_call_and_the_ring_keeps_serving() {
     assert_eq!(counts, want);
 }
 
-/// A client killed with calls queued and one running frees the device:
-/// another client's calls are served at once after the running one ends.
-#[test]
-fn a_client_killed_with_queued_kernel_calls_frees_the_device() {
-    let Some(d) = served_daemon("kernel-kill", "fifo") else {
-        return;
-    };
-    let mut hog = Reaped(d.load(
+/// A `hetsched load` process keeping `depth` 1 MiB AES calls in flight
+/// on the served unit for up to 30 s (killed when dropped).
+fn aes_hog(d: &TestDaemon, depth: u32) -> Reaped {
+    let depth = depth.to_string();
+    Reaped(d.load(
         &[],
         &[
             "--unit",
@@ -175,11 +172,34 @@ fn a_client_killed_with_queued_kernel_calls_frees_the_device() {
             "--bytes",
             "1048576",
             "--depth",
-            "32",
+            &depth,
             "--seconds",
             "30",
         ],
-    ));
+    ))
+}
+
+/// Waits (10 s at most) until calls are queued on `unit`.
+fn wait_until_queued(c: &mut Client, unit: UnitId) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = c.status().unwrap();
+        if st.units[unit.index()].queued_by_class.iter().sum::<u32>() > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing was ever queued: {st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client killed with calls queued and one running frees the device:
+/// another client's calls are served at once after the running one ends.
+#[test]
+fn a_client_killed_with_queued_kernel_calls_frees_the_device() {
+    let Some(d) = served_daemon("kernel-kill", "fifo") else {
+        return;
+    };
+    let mut hog = aes_hog(&d, 32);
     let mut c = Client::connect(
         ClientOptions::application("after")
             .unwrap()
@@ -187,17 +207,7 @@ fn a_client_killed_with_queued_kernel_calls_frees_the_device() {
     )
     .unwrap();
     let unit = served_unit(&c);
-    // Wait until the hog has calls queued at the daemon.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let st = c.status().unwrap();
-        let queued: u32 = st.units[unit.index()].queued_by_class.iter().sum();
-        if queued > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the hog never queued: {st:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_queued(&mut c, unit);
     hog.0.kill().unwrap();
     hog.0.wait().unwrap();
     // The daemon sees the connection close.
@@ -242,21 +252,7 @@ fn a_queued_call_keeps_its_region_when_the_ring_is_replaced() {
     let Some(d) = served_daemon("kernel-replace", "fifo") else {
         return;
     };
-    let _hog = Reaped(d.load(
-        &[],
-        &[
-            "--unit",
-            SERVED,
-            "--kernel",
-            "aes128-ctr",
-            "--bytes",
-            "1048576",
-            "--depth",
-            "4",
-            "--seconds",
-            "30",
-        ],
-    ));
+    let _hog = aes_hog(&d, 4);
     let mut c = Client::connect(
         ClientOptions::application("replacer")
             .unwrap()
@@ -264,16 +260,7 @@ fn a_queued_call_keeps_its_region_when_the_ring_is_replaced() {
     )
     .unwrap();
     let unit = served_unit(&c);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.status().unwrap().units[unit.index()]
-        .queued_by_class
-        .iter()
-        .sum::<u32>()
-        == 0
-    {
-        assert!(Instant::now() < deadline, "the hog never queued");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_queued(&mut c, unit);
     let mut old = c.open_kernel_ring(unit, 8192).unwrap();
     old.region().write(0, &[5u8; 4096]).unwrap();
     let task = c

@@ -224,38 +224,20 @@ fn open_call_ring(
     unit: UnitId,
 ) -> Result<(), (ErrorCode, String)> {
     st.monitor.check_call_ring(id, unit)?;
-    let ring = RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| {
-        (
-            ErrorCode::ViewsUnavailable,
-            format!("the daemon cannot create a call ring: {e}"),
-        )
-    })?;
-    let conn = st
-        .conns
-        .get_mut(&id)
-        .expect("a served client has a connection");
-    let frame = encode_frame(&DaemonMsg::CallRingOpened {
+    let ring =
+        RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| unavailable("call ring", &e))?;
+    let opened = DaemonMsg::CallRingOpened {
         unit,
         capacity: ring.capacity(),
-    });
-    if send_with_fds(&*conn.stream, &frame, &[ring.fd()]).is_err() {
-        conn.cut_off = true;
-        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-        return Ok(());
-    }
-    conn.rings.retain(|r| r.unit != unit);
-    conn.rings.push(OpenRing {
-        unit,
-        ring,
-        region: None,
-    });
+    };
+    install_ring(st, id, unit, opened, ring, None);
     Ok(())
 }
 
 /// Creates a kernel ring for `id` on served `unit`: a call ring and a
 /// data region of `region_bytes`, both fds sent with `KernelRingOpened`.
 /// One ring per client and unit, as for call rings. A call already
-/// running keeps the old region alive until it is done.
+/// queued or running keeps the region it was checked against.
 fn open_kernel_ring(
     st: &mut crate::server::State,
     id: ClientId,
@@ -263,36 +245,51 @@ fn open_kernel_ring(
     region_bytes: u64,
 ) -> Result<(), (ErrorCode, String)> {
     st.monitor.check_kernel_ring(id, unit, region_bytes)?;
-    let unavailable = |what: &str, e: &dyn std::fmt::Display| {
-        (
-            ErrorCode::ViewsUnavailable,
-            format!("the daemon cannot create a {what}: {e}"),
-        )
-    };
     let ring =
         RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| unavailable("call ring", &e))?;
     let region = DataRegion::create(region_bytes).map_err(|e| unavailable("data region", &e))?;
+    let opened = DaemonMsg::KernelRingOpened {
+        unit,
+        capacity: ring.capacity(),
+        region_bytes,
+    };
+    install_ring(st, id, unit, opened, ring, Some(Arc::new(region)));
+    Ok(())
+}
+
+fn unavailable(what: &str, e: &dyn std::fmt::Display) -> (ErrorCode, String) {
+    (
+        ErrorCode::ViewsUnavailable,
+        format!("the daemon cannot create a {what}: {e}"),
+    )
+}
+
+/// Sends `opened` with the ring's fd (and the region's), then keeps the
+/// ring in place of any the client had on `unit`. A client whose
+/// socket cannot take the frame is cut off instead.
+fn install_ring(
+    st: &mut crate::server::State,
+    id: ClientId,
+    unit: UnitId,
+    opened: DaemonMsg,
+    ring: RingConsumer,
+    region: Option<Arc<DataRegion>>,
+) {
     let conn = st
         .conns
         .get_mut(&id)
         .expect("a served client has a connection");
-    let frame = encode_frame(&DaemonMsg::KernelRingOpened {
-        unit,
-        capacity: ring.capacity(),
-        region_bytes,
-    });
-    if send_with_fds(&*conn.stream, &frame, &[ring.fd(), region.fd()]).is_err() {
+    let frame = encode_frame(&opened);
+    let mut fds = vec![ring.fd()];
+    fds.extend(region.as_ref().map(|r| r.fd()));
+    if send_with_fds(&*conn.stream, &frame, &fds).is_err() {
         conn.cut_off = true;
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-        return Ok(());
+        return;
     }
+    drop(fds);
     conn.rings.retain(|r| r.unit != unit);
-    conn.rings.push(OpenRing {
-        unit,
-        ring,
-        region: Some(Arc::new(region)),
-    });
-    Ok(())
+    conn.rings.push(OpenRing { unit, ring, region });
 }
 
 fn refuse(

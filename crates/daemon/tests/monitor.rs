@@ -403,17 +403,21 @@ fn region() -> std::sync::Arc<hetsched_views::data_region::DataRegion> {
     std::sync::Arc::new(hetsched_views::data_region::DataRegion::create(8192).unwrap())
 }
 
+fn served_monitor() -> Monitor {
+    Monitor::new(
+        vec![served()],
+        MonitorConfig::default(),
+        SettingsStore::default(),
+    )
+}
+
 fn histogram_call(task: u64) -> KernelCall {
     kernel_call::decode(&[task, 1, 0, 4096, 4096, 1024, 0], 8192).unwrap()
 }
 
 #[test]
 fn kernel_calls_go_to_the_executor_one_at_a_time_and_are_charged_what_they_held() {
-    let mut m = Monitor::new(
-        vec![served()],
-        MonitorConfig::default(),
-        SettingsStore::default(),
-    );
+    let mut m = served_monitor();
     let a = app(&mut m, 10, 0, None);
     let mut out = Outbox::default();
     m.submit_kernel(a, UnitId(0), histogram_call(1), region(), 0, &mut out)
@@ -461,11 +465,7 @@ fn kernel_calls_go_to_the_executor_one_at_a_time_and_are_charged_what_they_held(
 
 #[test]
 fn a_failed_kernel_call_is_an_error_for_that_task_and_frees_the_unit() {
-    let mut m = Monitor::new(
-        vec![served()],
-        MonitorConfig::default(),
-        SettingsStore::default(),
-    );
+    let mut m = served_monitor();
     let a = app(&mut m, 10, 0, None);
     let b = app(&mut m, 11, 0, None);
     let mut out = Outbox::default();
@@ -525,11 +525,7 @@ fn kernels_a_unit_does_not_run_and_units_without_kernels_are_refused() {
 
 #[test]
 fn a_client_that_leaves_mid_kernel_is_not_told_and_the_unit_frees_when_the_call_ends() {
-    let mut m = Monitor::new(
-        vec![served()],
-        MonitorConfig::default(),
-        SettingsStore::default(),
-    );
+    let mut m = served_monitor();
     let a = app(&mut m, 10, 0, None);
     let b = app(&mut m, 11, 0, None);
     let mut out = Outbox::default();

@@ -403,18 +403,7 @@ impl Client {
     /// call each, and are answered with `DeviceDone` ([`Client::wait_device`]).
     pub fn open_call_ring(&mut self, unit: UnitId) -> Result<CallRing, ClientError> {
         self.send(&ClientMsg::OpenCallRing { unit })?;
-        self.wait_for(|m| match m {
-            DaemonMsg::CallRingOpened { unit: u, .. } if *u == unit => Some(Ok(())),
-            DaemonMsg::Error {
-                code,
-                message,
-                task: None,
-            } => Some(Err(ClientError::Refused {
-                code: *code,
-                message: message.clone(),
-            })),
-            _ => None,
-        })?;
+        self.wait_opened(|m| matches!(m, DaemonMsg::CallRingOpened { unit: u, .. } if *u == unit))?;
         let fd = self.fds.pop_front().ok_or_else(|| {
             ClientError::Unexpected("CallRingOpened came without its descriptor".into())
         })?;
@@ -452,18 +441,9 @@ impl Client {
         region_bytes: u64,
     ) -> Result<KernelRing, ClientError> {
         self.send(&ClientMsg::OpenKernelRing { unit, region_bytes })?;
-        self.wait_for(|m| match m {
-            DaemonMsg::KernelRingOpened { unit: u, .. } if *u == unit => Some(Ok(())),
-            DaemonMsg::Error {
-                code,
-                message,
-                task: None,
-            } => Some(Err(ClientError::Refused {
-                code: *code,
-                message: message.clone(),
-            })),
-            _ => None,
-        })?;
+        self.wait_opened(
+            |m| matches!(m, DaemonMsg::KernelRingOpened { unit: u, .. } if *u == unit),
+        )?;
         let (Some(ring_fd), Some(region_fd)) = (self.fds.pop_front(), self.fds.pop_front()) else {
             return Err(ClientError::Unexpected(
                 "KernelRingOpened came without its two descriptors".into(),
@@ -522,6 +502,23 @@ impl Client {
         }
         self.next_task += 1;
         Some(task)
+    }
+
+    /// Waits for the answer `is_it` recognises to a request that is
+    /// refused with an `Error` naming no task (opening a ring).
+    fn wait_opened(&mut self, is_it: impl Fn(&DaemonMsg) -> bool) -> Result<(), ClientError> {
+        self.wait_for(|m| match m {
+            m if is_it(m) => Some(Ok(())),
+            DaemonMsg::Error {
+                code,
+                message,
+                task: None,
+            } => Some(Err(ClientError::Refused {
+                code: *code,
+                message: message.clone(),
+            })),
+            _ => None,
+        })
     }
 
     /// Waits for the message `pick` accepts, keeping others for later.
