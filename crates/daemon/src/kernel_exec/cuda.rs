@@ -146,17 +146,12 @@ mod tests {
             .collect()
     }
 
-    /// Reproducible bytes, without a random-number crate.
+    /// Reproducible bytes from a seeded ChaCha generator.
     fn bytes(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        use rand::{RngCore, SeedableRng};
+        let mut out = vec![0u8; len];
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut out);
+        out
     }
 
     /// A backend that answers with the references: what `CudaBackend`
