@@ -225,8 +225,11 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
     assert!(err.contains("unknown unit 999"), "{err}");
 }
 
+/// CUSTOM shares (a guaranteed percentage) are the agents' to enforce, so
+/// that app is left out; NORMAL shares are a weight inside the
+/// coordination, so that app takes part.
 #[test]
-fn an_app_given_custom_shares_keeps_them_and_is_left_out_of_coordination() {
+fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it() {
     let daemon = TestDaemon::start("coordination-custom", CONFIG);
     let models = daemon.dir.join("models");
     let app = |name: &str, class: &[&str]| {
@@ -248,6 +251,7 @@ fn an_app_given_custom_shares_keeps_them_and_is_left_out_of_coordination() {
     };
     let _plain = app("histogram", &[]);
     let _custom = app("dxt", &["--class", "custom", "--shares", "50"]);
+    let _weighted = app("aes", &["--class", "normal", "--shares", "30"]);
     let deadline = Instant::now() + Duration::from_secs(4);
     loop {
         let status = daemon.observer().unwrap().status().unwrap();
@@ -261,17 +265,22 @@ fn an_app_given_custom_shares_keeps_them_and_is_left_out_of_coordination() {
                 .find(|a| a.pid == pid)
                 .cloned()
         };
-        if let (Some(plain), Some(custom)) = (by_name("demo-histogram"), by_name("demo-dxt"))
-            && plain.rate.is_some()
+        if let (Some(plain), Some(custom), Some(weighted)) = (
+            by_name("demo-histogram"),
+            by_name("demo-dxt"),
+            by_name("demo-aes"),
+        ) && plain.rate.is_some()
+            && weighted.rate.is_some()
         {
             assert!(plain.coordinated, "{plain:?}");
+            assert!(weighted.coordinated, "{weighted:?}");
             assert!(!custom.coordinated, "{custom:?}");
             assert_eq!(custom.rate, None, "{custom:?}");
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "no targets for the plain app: {:?}",
+            "no targets for the plain and the weighted app: {:?}",
             status.coordination
         );
         std::thread::sleep(Duration::from_millis(100));

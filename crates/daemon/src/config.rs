@@ -47,9 +47,9 @@ pub struct DaemonConfig {
     /// Proportional-fair coordination of the applications' placement
     /// (issue 10): `"pf"` (the default) solves the allocation from
     /// measured task times and publishes per-client unit fractions and a
-    /// rate in the private views, for the applications of default standing
-    /// that follow them; `"off"` leaves every application to place for
-    /// itself.
+    /// rate in the private views, for the applications with NORMAL shares
+    /// (their weights) that follow them; `"off"` leaves every application
+    /// to place for itself.
     pub coordination: Coordination,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,

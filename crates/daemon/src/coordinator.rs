@@ -10,13 +10,16 @@
 //! when apps come or go or their figures drift, and stores per-client
 //! targets that the timer thread publishes in the private pages.
 //!
-//! Only applications of equal standing are coordinated: those that follow
-//! targets (they send `ReportDemand`: hetsched-runtime does) and have the
-//! default class and priority on every unit. An administrator's CUSTOM
-//! shares, BACKGROUND class, other NORMAL shares or priorities are
-//! enforced by the units' agents, and proportional fairness must not
-//! override them; those applications place as they like, and what they
-//! use of each unit is taken out of the supply the others share.
+//! Coordinated are the applications that follow targets (they send
+//! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
+//! shares, the same on every unit, at the default priority. Their shares
+//! are their weights in Σ wᵢ ln rᵢ ([`coordination_weight`]): above the
+//! floor, an app with twice the shares gets twice the weight. An
+//! administrator's CUSTOM shares (a guaranteed percentage), BACKGROUND
+//! class, priorities, or shares that differ by unit are enforced by the
+//! units' agents, and proportional fairness must not override them; those
+//! applications place as they like, and what they use of each unit is
+//! taken out of the supply the others share.
 //!
 //! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
 //! runs outside the state lock, so the dispatch gate never waits for it.
@@ -25,7 +28,7 @@ use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, CoordinatorConfig, UnitSupply};
 use hetsched_core::demand_meter::{DemandMeter, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
-use hetsched_core::policy::ClientSettings;
+use hetsched_core::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role, UnitDemand};
 use hetsched_views::Targets;
@@ -55,8 +58,9 @@ struct GatheredApp {
     measured: Vec<(u64, f64)>,
     /// Its report, if a new one came.
     report: Option<DemandReport>,
-    /// Default class and priority on every unit.
-    default_standing: bool,
+    /// Its weight if its standing lets it be coordinated
+    /// ([`coordination_weight`]).
+    weight: Option<f64>,
 }
 
 /// Per application, what the thread keeps between ticks.
@@ -79,8 +83,27 @@ impl Tracked {
         }
     }
 
-    fn takes_part(&self, default_standing: bool) -> bool {
-        self.follows && default_standing
+    fn takes_part(&self, weight: Option<f64>) -> bool {
+        self.follows && weight.is_some()
+    }
+}
+
+/// An application's weight in the coordination, from its settings on
+/// every unit: NORMAL shares, the same everywhere, at the default
+/// priority, weigh `shares / DEFAULT_NORMAL_SHARES` (the default client
+/// weighs 1). Any other standing is the agents' to enforce: `None`.
+pub fn coordination_weight(settings: &[ClientSettings]) -> Option<f64> {
+    let first = settings.first()?;
+    let default = ClientSettings::default();
+    match first.class {
+        ShareClass::Normal { shares }
+            if shares > 0
+                && first.priority == default.priority
+                && settings.iter().all(|s| s == first) =>
+        {
+            Some(f64::from(shares) / f64::from(DEFAULT_NORMAL_SHARES))
+        }
+        _ => None,
     }
 }
 
@@ -146,7 +169,7 @@ fn gather(shared: &Shared) -> Gathered {
                 pid: c.peer.pid,
                 measured,
                 report: None,
-                default_standing: c.settings.iter().all(|s| *s == ClientSettings::default()),
+                weight: coordination_weight(&c.settings),
             }
         })
         .collect::<Vec<_>>();
@@ -188,7 +211,7 @@ fn step(
         pid,
         measured,
         report,
-        default_standing,
+        weight,
     } in gathered.apps
     {
         let t = tracked.entry(id).or_insert_with(|| Tracked::new(sources));
@@ -221,14 +244,20 @@ fn step(
         // Solving before every unit the app implements has figures would
         // leave the others out of its targets for good: an app that
         // follows its targets is never measured where they do not send it.
-        t.coordinated = t.takes_part(default_standing);
-        if !t.coordinated {
-            coordinator.remove_app(id);
-            for (r, used) in reserved.iter_mut().zip(t.usage.slots()) {
-                *r += used;
+        t.coordinated = t.takes_part(weight);
+        match weight {
+            Some(w) if t.coordinated && t.meter.is_complete() => {
+                let mut demand = t.meter.demand();
+                demand.weight = w;
+                coordinator.set_app(id, demand);
             }
-        } else if t.meter.is_complete() {
-            coordinator.set_app(id, t.meter.demand());
+            Some(_) if t.coordinated => {}
+            _ => {
+                coordinator.remove_app(id);
+                for (r, used) in reserved.iter_mut().zip(t.usage.slots()) {
+                    *r += used;
+                }
+            }
         }
     }
     coordinator.set_supply(
@@ -372,7 +401,7 @@ mod tests {
                             (tick * 5, t * 5.0 * 6e6),
                         ],
                         report: report(tick * 4, t * 4.0 * 5e6 * claim_factor),
-                        default_standing: true,
+                        weight: Some(1.0),
                     },
                     GatheredApp {
                         id: ClientId(2),
@@ -383,7 +412,7 @@ mod tests {
                             (tick * 5, t * 5.0 * 3e6),
                         ],
                         report: report(tick * 4, t * 4.0 * 20e6),
-                        default_standing: true,
+                        weight: Some(1.0),
                     },
                 ],
             };
@@ -462,7 +491,7 @@ mod tests {
             pid: 300,
             measured: vec![(0, 0.0), (tick * 9, tick as f64 * 90e6), (0, 0.0)],
             report: report(0, 0.0),
-            default_standing: false,
+            weight: None,
         };
         let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&custom));
         assert!(c.target(ClientId(3)).is_none());
@@ -484,13 +513,81 @@ mod tests {
     }
 
     #[test]
+    fn normal_shares_the_same_on_every_unit_are_the_weight() {
+        let normal = |shares| ClientSettings {
+            class: ShareClass::Normal { shares },
+            priority: 0,
+        };
+        assert_eq!(
+            coordination_weight(&[ClientSettings::default(); 3]),
+            Some(1.0)
+        );
+        assert_eq!(coordination_weight(&[normal(30), normal(30)]), Some(3.0));
+        // Shares that differ by unit, CUSTOM, BACKGROUND and priorities
+        // are the agents' to enforce.
+        assert_eq!(coordination_weight(&[normal(30), normal(10)]), None);
+        let custom = ClientSettings {
+            class: ShareClass::Custom { shares: 50 },
+            priority: 0,
+        };
+        assert_eq!(coordination_weight(&[custom]), None);
+        let background = ClientSettings {
+            class: ShareClass::Background,
+            priority: 0,
+        };
+        assert_eq!(coordination_weight(&[background]), None);
+        let urgent = ClientSettings {
+            priority: 5,
+            ..ClientSettings::default()
+        };
+        assert_eq!(coordination_weight(&[urgent]), None);
+        assert_eq!(coordination_weight(&[]), None);
+    }
+
+    /// Two apps alike in every figure: the one with three times the
+    /// NORMAL shares is given the larger rate.
+    #[test]
+    fn an_app_with_more_shares_gets_more_of_what_is_above_the_floor() {
+        let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
+        let mut tracked = BTreeMap::new();
+        for tick in 1..=5u64 {
+            let t = tick as f64;
+            let app = |id: u32, weight: f64| GatheredApp {
+                id: ClientId(id),
+                pid: 100 * id,
+                measured: vec![
+                    (0, 0.0),
+                    (tick * 10, t * 10.0 * 1e6),
+                    (tick * 5, t * 5.0 * 3e6),
+                ],
+                report: report(tick * 4, t * 4.0 * 20e6),
+                weight: Some(weight),
+            };
+            let g = Gathered {
+                at: tick * 100_000_000,
+                apps: vec![app(1, 1.0), app(2, 3.0)],
+            };
+            step(&mut c, &mut tracked, &sources(), &supply(), 8.0, g, |_| {
+                None
+            });
+        }
+        c.update(0);
+        let (light, heavy) = (c.rate(ClientId(1)).unwrap(), c.rate(ClientId(2)).unwrap());
+        assert!(
+            heavy > 1.2 * light,
+            "weight 3: {heavy} calls/s, weight 1: {light}"
+        );
+        assert_eq!(c.floor().map(|f| f.1), Some(true));
+    }
+
+    #[test]
     fn an_app_that_never_reports_is_not_coordinated() {
         let silent = |tick: u64| GatheredApp {
             id: ClientId(3),
             pid: 300,
             measured: vec![(0, 0.0), (tick, tick as f64 * 1e6), (0, 0.0)],
             report: None,
-            default_standing: true,
+            weight: Some(1.0),
         };
         let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&silent));
         assert!(c.target(ClientId(3)).is_none());
@@ -510,7 +607,7 @@ mod tests {
                 pid: 200,
                 measured: vec![(0, 0.0), (10, 10e6), (5, 15e6)],
                 report: report(40, 40.0 * 20e6),
-                default_standing: true,
+                weight: Some(1.0),
             }],
         };
         // App 1 is tracked, then gone.
