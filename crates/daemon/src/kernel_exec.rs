@@ -106,6 +106,22 @@ impl std::fmt::Debug for Backends {
     }
 }
 
+/// Runs one job and times it. A backend that panics (a driver's binding,
+/// a bug) fails this call only: the executor lives on, so the unit is not
+/// held for ever.
+fn run_job(
+    backend: &mut dyn KernelBackend,
+    job: &KernelJob,
+    input: &mut Vec<u8>,
+) -> (u64, Result<(), String>) {
+    let started = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        execute(backend, &job.call, &job.region, input)
+    }))
+    .unwrap_or_else(|_| Err("the kernel backend panicked".to_string()));
+    (started.elapsed().as_nanos() as u64, result)
+}
+
 /// The executor thread of `unit`: runs the calls its policy started, one
 /// at a time, and reports each to the monitor.
 pub(crate) fn run(
@@ -117,9 +133,7 @@ pub(crate) fn run(
     let mut out = Outbox::default();
     let mut input = Vec::new();
     for job in jobs {
-        let started = Instant::now();
-        let result = execute(backend.as_mut(), &job.call, &job.region, &mut input);
-        let ran_ns = started.elapsed().as_nanos() as u64;
+        let (ran_ns, result) = run_job(backend.as_mut(), &job, &mut input);
         let mut state = shared.lock();
         let now = shared.now();
         state
@@ -269,6 +283,36 @@ mod tests {
         let mut got = [0u8; 64];
         client.read(0, &mut got).unwrap();
         assert_eq!(got, [0xFF; 64]);
+    }
+
+    /// A panicking backend fails the call it was running, and the next
+    /// call on the same executor still runs.
+    #[test]
+    fn a_panicking_backend_fails_only_its_call() {
+        struct Flaky(u32);
+        impl KernelBackend for Flaky {
+            fn kernels(&self) -> &[Kernel] {
+                &Kernel::ALL
+            }
+            fn run(&mut self, k: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
+                self.0 += 1;
+                if self.0 == 1 {
+                    panic!("driver fault");
+                }
+                Plain.run(k, input, aux)
+            }
+        }
+        let (daemon, _client) = hetsched_views::data_region::pair(8192).unwrap();
+        let job = KernelJob {
+            client: ClientId(1),
+            call: decode(&[1, 1, 0, 64, 4096, 1024, 0], 8192).unwrap(),
+            region: Arc::new(daemon),
+        };
+        let mut backend = Flaky(0);
+        let (_, first) = run_job(&mut backend, &job, &mut Vec::new());
+        assert_eq!(first, Err("the kernel backend panicked".to_string()));
+        let (_, second) = run_job(&mut backend, &job, &mut Vec::new());
+        assert_eq!(second, Ok(()));
     }
 
     /// A backend that lies about its output size is caught before the
