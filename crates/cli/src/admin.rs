@@ -265,6 +265,30 @@ fn unit_name(r: &StatusReport, id: hetsched_core::ids::UnitId) -> &str {
         .map_or("?", |u| u.info.name.as_str())
 }
 
+/// Width of the unit-name columns: the longest name, at least 12.
+fn unit_width(r: &StatusReport) -> usize {
+    r.units
+        .iter()
+        .map(|u| u.info.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(12)
+}
+
+/// Longest a unit's kind is shown: OpenCL and CUDA kinds carry the whole
+/// device name.
+const KIND_SHOWN: usize = 24;
+
+/// `text`, cut to `max` characters with an ellipsis when longer.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}", x * 100.0)
 }
@@ -279,9 +303,21 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
         r.daemon.uptime_ns as f64 / 1e9,
         r.daemon.socket
     );
+    let uw = unit_width(r);
+    let kinds: Vec<String> = r
+        .units
+        .iter()
+        .map(|u| shorten(&u.info.kind, KIND_SHOWN))
+        .collect();
+    let kw = kinds
+        .iter()
+        .map(|k| k.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     let _ = writeln!(
         s,
-        "\n{:<12} {:<10} {:<10} {:<10} {:>5} {:>6} {:>10} {:>6} {:>12} {:>7}",
+        "\n{:<uw$} {:<kw$} {:<11} {:<10} {:>5} {:>6} {:>10} {:>6} {:>12} {:>7}",
         "UNIT",
         "KIND",
         "CLASS",
@@ -293,13 +329,13 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
         "QUEUED C/N/B",
         "RUNNING"
     );
-    for u in &r.units {
+    for (u, kind) in r.units.iter().zip(&kinds) {
         let q = u.queued_by_class;
         let _ = writeln!(
             s,
-            "{:<12} {:<10} {:<10} {:<10} {:>5} {:>6} {:>8.2}ms {:>6} {:>12} {:>7}",
+            "{:<uw$} {:<kw$} {:<11} {:<10} {:>5} {:>6} {:>8.2}ms {:>6} {:>12} {:>7}",
             u.info.name,
-            u.info.kind,
+            kind,
             u.info.class.name(),
             u.info.policy.name(),
             u.info.slots,
@@ -320,7 +356,7 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<6} {:>8} {:>6} {:<16} {:<12} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9}",
+        "\n{:<6} {:>8} {:>6} {:<16} {:<uw$} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9}",
         "CLIENT",
         "PID",
         "UID",
@@ -338,7 +374,7 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
             let unit = unit_name(r, cu.unit);
             let _ = writeln!(
                 s,
-                "{:<6} {:>8} {:>6} {:<16} {:<12} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9.3}",
+                "{:<6} {:>8} {:>6} {:<16} {:<uw$} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9.3}",
                 c.id.0,
                 c.pid,
                 c.uid,
@@ -373,16 +409,17 @@ fn selection_table(s: &mut String, r: &StatusReport) {
     if rows.is_empty() {
         return;
     }
+    let uw = unit_width(r);
     let _ = writeln!(
         s,
-        "\n{:<12} {:>10} {:>10} {:>8} {:>10}  ASSOCIATED",
+        "\n{:<uw$} {:>10} {:>10} {:>8} {:>10}  ASSOCIATED",
         "ACCELERATOR", "MEMORY-MB", "ALLOC-MB", "CLIENTS", "WEIGHT"
     );
     for (u, sel) in rows {
         let who: Vec<String> = sel.clients.iter().map(|c| c.0.to_string()).collect();
         let _ = writeln!(
             s,
-            "{:<12} {:>10} {:>10} {:>8} {:>10.1}  {}",
+            "{:<uw$} {:>10} {:>10} {:>8} {:>10.1}  {}",
             u.info.name,
             sel.memory_bytes >> 20,
             sel.allocated_bytes >> 20,
@@ -409,9 +446,10 @@ fn backend_table(s: &mut String, r: &StatusReport, domains: &[DomainInfo]) {
     if rows.is_empty() {
         return;
     }
+    let uw = unit_width(r);
     let _ = writeln!(
         s,
-        "\n{:<6} {:>8} {:<12} {:<8} {:<12} {:>10} {:>10} {:>8} {:>9} {:<12}",
+        "\n{:<6} {:>8} {:<uw$} {:<8} {:<12} {:>10} {:>10} {:>8} {:>9} {:<12}",
         "CLIENT",
         "PID",
         "UNIT",
@@ -432,7 +470,7 @@ fn backend_table(s: &mut String, r: &StatusReport, domains: &[DomainInfo]) {
         };
         let _ = writeln!(
             s,
-            "{:<6} {:>8} {:<12} {:<8} {:<12} {:>10} {:>10} {:>8} {:>9.3} {:<12}",
+            "{:<6} {:>8} {:<uw$} {:<8} {:<12} {:>10} {:>10} {:>8} {:>9.3} {:<12}",
             c.id.0,
             c.pid,
             unit_name(r, unit),
@@ -482,7 +520,7 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
         let targets = match a.rate {
             Some(rate) => format!("{rate:.1} calls/s; {}", mix.join(", ")),
             None if !a.coordinated => {
-                "not coordinated (its class, shares or priority were set, or it does not follow targets)"
+                "not coordinated (it does not follow targets, or its class, priority or per-unit shares are the agents' to enforce)"
                     .to_string()
             }
             None => "no targets yet".to_string(),
@@ -629,7 +667,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 mod tests {
     use super::*;
     use hetsched_core::ids::ClientId;
-    use hetsched_protocol::{CoordinatedApp, DaemonStatus};
+    use hetsched_protocol::{CoordinatedApp, DaemonStatus, UnitStatus};
 
     fn report(floor: Option<f64>, feasible: Option<bool>) -> StatusReport {
         StatusReport {
@@ -693,5 +731,59 @@ mod tests {
         assert!(ok.contains("nobody below native: feasible"), "{ok}");
         let early = table(&report(None, None), &[]);
         assert!(early.contains("not solved yet"), "{early}");
+    }
+
+    /// Long unit names and device kinds (served OpenCL units) keep the
+    /// unit table's columns aligned; kinds longer than the limit are cut.
+    #[test]
+    fn long_unit_names_and_kinds_keep_the_columns_aligned() {
+        use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+        let unit = |id: u16, name: &str, kind: &str, slots: u32| UnitStatus {
+            info: hetsched_protocol::UnitInfo {
+                id: hetsched_core::ids::UnitId(id),
+                name: name.into(),
+                kind: kind.into(),
+                class: UnitClass::Accelerator,
+                policy: hetsched_core::policy::PolicyKind::Fifo,
+                slots,
+                relative_speed: 1.0,
+                caps: Capabilities::empty(),
+                coherent: true,
+                copy_in: LinkCost::FREE,
+                copy_out: LinkCost::FREE,
+                dispatch_ns: 0,
+                emulated: false,
+                kernels: Vec::new(),
+                pus: Vec::new(),
+                throttle: None,
+            },
+            view: Default::default(),
+            queued_by_class: [0; 3],
+            busy_ns_total: 0,
+            selection: None,
+        };
+        let mut r = report(None, None);
+        r.coordination = None;
+        r.units = vec![
+            unit(0, "cpu", "cpu", 2),
+            unit(
+                1,
+                "served-opencl0",
+                "opencl:pthread-skylake-avx512-AMD EPYC",
+                1,
+            ),
+        ];
+        let text = table(&r, &[]);
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("UNIT")).unwrap();
+        // Where the SLOTS column ends, in the header and in each row.
+        let end = lines[header].find("SLOTS").unwrap() + "SLOTS".len();
+        for row in &lines[header + 1..header + 3] {
+            // By characters: a cut kind holds a multi-byte ellipsis.
+            let upto: String = row.chars().take(end).collect();
+            assert!(upto.ends_with('1') || upto.ends_with('2'), "{text}");
+        }
+        assert!(text.contains("opencl:pthread-skylake-… "), "{text}");
+        assert_eq!(shorten("gpu", 24), "gpu");
     }
 }
