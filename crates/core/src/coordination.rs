@@ -30,6 +30,7 @@ use crate::fairness::{
     FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
 };
 use crate::ids::{ClientId, Ns};
+use crate::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -79,6 +80,25 @@ impl AppDemand {
             .filter_map(|u| self.usable(u).map(|e| (u, e)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(u, _)| u)
+    }
+}
+
+/// An application's weight in the coordination, from its settings on
+/// every unit: NORMAL shares, the same everywhere, at the default
+/// priority, weigh `shares / DEFAULT_NORMAL_SHARES` (the default client
+/// weighs 1). Any other standing is the agents' to enforce: `None`.
+pub fn coordination_weight(settings: &[ClientSettings]) -> Option<f64> {
+    let first = settings.first()?;
+    let default = ClientSettings::default();
+    match first.class {
+        ShareClass::Normal { shares }
+            if shares > 0
+                && first.priority == default.priority
+                && settings.iter().all(|s| s == first) =>
+        {
+            Some(f64::from(shares) / f64::from(DEFAULT_NORMAL_SHARES))
+        }
+        _ => None,
     }
 }
 
@@ -979,6 +999,38 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normal_shares_the_same_on_every_unit_are_the_weight() {
+        let normal = |shares| crate::policy::ClientSettings {
+            class: crate::policy::ShareClass::Normal { shares },
+            priority: 0,
+        };
+        assert_eq!(
+            coordination_weight(&[crate::policy::ClientSettings::default(); 3]),
+            Some(1.0)
+        );
+        assert_eq!(coordination_weight(&[normal(30), normal(30)]), Some(3.0));
+        // Shares that differ by unit, CUSTOM, BACKGROUND and priorities
+        // are the agents' to enforce.
+        assert_eq!(coordination_weight(&[normal(30), normal(10)]), None);
+        let custom = crate::policy::ClientSettings {
+            class: crate::policy::ShareClass::Custom { shares: 50 },
+            priority: 0,
+        };
+        assert_eq!(coordination_weight(&[custom]), None);
+        let background = crate::policy::ClientSettings {
+            class: crate::policy::ShareClass::Background,
+            priority: 0,
+        };
+        assert_eq!(coordination_weight(&[background]), None);
+        let urgent = crate::policy::ClientSettings {
+            priority: 5,
+            ..crate::policy::ClientSettings::default()
+        };
+        assert_eq!(coordination_weight(&[urgent]), None);
+        assert_eq!(coordination_weight(&[]), None);
+    }
 
     #[test]
     fn a_unit_taken_by_apps_outside_coordination_moves_the_targets() {

@@ -13,7 +13,7 @@
 //! Coordinated are the applications that follow targets (they send
 //! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
 //! shares, the same on every unit, at the default priority. Their shares
-//! are their weights in Σ wᵢ ln rᵢ ([`coordination_weight`]): above the
+//! are their weights in Σ wᵢ ln rᵢ (`hetsched_core::coordination::coordination_weight`): above the
 //! floor, an app with twice the shares gets twice the weight. An
 //! administrator's CUSTOM shares (a guaranteed percentage), BACKGROUND
 //! class, priorities, or shares that differ by unit are enforced by the
@@ -25,10 +25,11 @@
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
 use crate::server::Shared;
-use hetsched_core::coordination::{Coordinator, CoordinatorConfig, UnitSupply};
+use hetsched_core::coordination::{
+    Coordinator, CoordinatorConfig, UnitSupply, coordination_weight,
+};
 use hetsched_core::demand_meter::{DemandMeter, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
-use hetsched_core::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role, UnitDemand};
 use hetsched_views::Targets;
@@ -59,7 +60,7 @@ struct GatheredApp {
     /// Its report, if a new one came.
     report: Option<DemandReport>,
     /// Its weight if its standing lets it be coordinated
-    /// ([`coordination_weight`]).
+    /// (`hetsched_core::coordination::coordination_weight`).
     weight: Option<f64>,
 }
 
@@ -85,25 +86,6 @@ impl Tracked {
 
     fn takes_part(&self, weight: Option<f64>) -> bool {
         self.follows && weight.is_some()
-    }
-}
-
-/// An application's weight in the coordination, from its settings on
-/// every unit: NORMAL shares, the same everywhere, at the default
-/// priority, weigh `shares / DEFAULT_NORMAL_SHARES` (the default client
-/// weighs 1). Any other standing is the agents' to enforce: `None`.
-pub fn coordination_weight(settings: &[ClientSettings]) -> Option<f64> {
-    let first = settings.first()?;
-    let default = ClientSettings::default();
-    match first.class {
-        ShareClass::Normal { shares }
-            if shares > 0
-                && first.priority == default.priority
-                && settings.iter().all(|s| s == first) =>
-        {
-            Some(f64::from(shares) / f64::from(DEFAULT_NORMAL_SHARES))
-        }
-        _ => None,
     }
 }
 
@@ -510,38 +492,6 @@ mod tests {
             on_unit_1(&c),
             on_unit_1(&plain)
         );
-    }
-
-    #[test]
-    fn normal_shares_the_same_on_every_unit_are_the_weight() {
-        let normal = |shares| ClientSettings {
-            class: ShareClass::Normal { shares },
-            priority: 0,
-        };
-        assert_eq!(
-            coordination_weight(&[ClientSettings::default(); 3]),
-            Some(1.0)
-        );
-        assert_eq!(coordination_weight(&[normal(30), normal(30)]), Some(3.0));
-        // Shares that differ by unit, CUSTOM, BACKGROUND and priorities
-        // are the agents' to enforce.
-        assert_eq!(coordination_weight(&[normal(30), normal(10)]), None);
-        let custom = ClientSettings {
-            class: ShareClass::Custom { shares: 50 },
-            priority: 0,
-        };
-        assert_eq!(coordination_weight(&[custom]), None);
-        let background = ClientSettings {
-            class: ShareClass::Background,
-            priority: 0,
-        };
-        assert_eq!(coordination_weight(&[background]), None);
-        let urgent = ClientSettings {
-            priority: 5,
-            ..ClientSettings::default()
-        };
-        assert_eq!(coordination_weight(&[urgent]), None);
-        assert_eq!(coordination_weight(&[]), None);
     }
 
     /// Two apps alike in every figure: the one with three times the

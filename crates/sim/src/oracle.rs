@@ -5,7 +5,8 @@ use crate::metrics::ReportApp;
 use crate::scenario::Scenario;
 use hetsched_core::coordination::{UnitSupply, nonpreemptive_limits};
 use hetsched_core::fairness::{
-    FairProblem, solve_no_loser, solve_no_loser_limited, solve_proportional_fair,
+    FairError, FairProblem, NoLoserSolution, solve_no_loser, solve_no_loser_limited,
+    solve_proportional_fair,
 };
 use hetsched_core::policy::PolicyKind;
 
@@ -26,10 +27,9 @@ pub struct NoLoserBound {
     pub floor_feasible: bool,
 }
 
-/// [`NoLoserBound`] of `sc` (same fluid model as [`bound`]); NaN when the
-/// solver fails.
-pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
-    match solve_no_loser(&problem(sc, apps, native)) {
+/// A solve's bound for `n` apps; NaN everywhere when the solver failed.
+fn bound_of(solved: Result<NoLoserSolution, FairError>, n: usize) -> NoLoserBound {
+    match solved {
         Ok(s) => NoLoserBound {
             system_speedup: s.solution.system_speedup,
             relative: s.solution.relative,
@@ -38,11 +38,17 @@ pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLo
         },
         Err(_) => NoLoserBound {
             system_speedup: f64::NAN,
-            relative: vec![f64::NAN; apps.len()],
+            relative: vec![f64::NAN; n],
             floor: f64::NAN,
             floor_feasible: false,
         },
     }
+}
+
+/// [`NoLoserBound`] of `sc` (same fluid model as [`bound`]); NaN when the
+/// solver fails.
+pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
+    bound_of(solve_no_loser(&problem(sc, apps, native)), apps.len())
 }
 
 /// The queue-aware (non-preemptive) no-loser bound: [`no_loser_bound`]
@@ -66,20 +72,7 @@ pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> N
         })
         .collect();
     let limits = nonpreemptive_limits(&p, &units);
-    match solve_no_loser_limited(&p, 1.0, &limits) {
-        Ok(s) => NoLoserBound {
-            system_speedup: s.solution.system_speedup,
-            relative: s.solution.relative,
-            floor: s.floor,
-            floor_feasible: s.floor_feasible,
-        },
-        Err(_) => NoLoserBound {
-            system_speedup: f64::NAN,
-            relative: vec![f64::NAN; apps.len()],
-            floor: f64::NAN,
-            floor_feasible: false,
-        },
-    }
+    bound_of(solve_no_loser_limited(&p, 1.0, &limits), apps.len())
 }
 
 /// Builds the fluid model of `sc` (per report app: rates, copy occupancy,
