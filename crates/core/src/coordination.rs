@@ -34,6 +34,11 @@ use crate::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod replayed;
+pub use replayed::{
+    INCUMBENT_MARGIN, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, solve_targets_replayed,
+};
+
 /// What one unit offers.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UnitSupply {
@@ -59,7 +64,15 @@ pub struct AppDemand {
     /// time is split in proportion to the weights.
     #[serde(default = "unit_weight")]
     pub weight: f64,
+    /// The unit the app runs on when nobody coordinates it, as it
+    /// declares it (its default device); see [`AppDemand::native_unit`].
+    #[serde(default)]
+    pub declared_native: Option<usize>,
 }
+
+/// A declared native unit is believed when the app's measured execution
+/// there is within this fraction of its fastest measured unit.
+pub const NATIVE_CLAIM_SLACK: f64 = 0.10;
 
 fn unit_weight() -> f64 {
     1.0
@@ -80,6 +93,25 @@ impl AppDemand {
             .filter_map(|u| self.usable(u).map(|e| (u, e)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(u, _)| u)
+    }
+
+    /// The unit the app's native throughput is estimated on: the one it
+    /// declares, if measured there within [`NATIVE_CLAIM_SLACK`] of its
+    /// fastest unit, else the fastest measured. Measurements of two units
+    /// within a few percent of each other flip with noise, and which one
+    /// the app natively shares decides the other apps' native estimates
+    /// there; a declaration settles it. The slack bounds what a false one
+    /// can do: it can only name a unit that is nearly as fast anyway.
+    pub fn native_unit(&self) -> Option<usize> {
+        let fastest = self.fastest_unit()?;
+        let best = self.usable(fastest)?;
+        match self
+            .declared_native
+            .and_then(|u| self.usable(u).map(|e| (u, e)))
+        {
+            Some((u, e)) if e <= best * (1.0 + NATIVE_CLAIM_SLACK) => Some(u),
+            _ => Some(fastest),
+        }
     }
 }
 
@@ -111,7 +143,7 @@ pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
     let mut thr = vec![0.0; apps.len()];
     for (u, unit) in units.iter().enumerate() {
         let on: Vec<usize> = (0..apps.len())
-            .filter(|&i| apps[i].fastest_unit() == Some(u))
+            .filter(|&i| apps[i].native_unit() == Some(u))
             .collect();
         let mut left = unit.slots;
         let mut open = on.clone();
@@ -153,6 +185,19 @@ pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
         }
     }
     thr
+}
+
+/// [`native_estimate`] by replay ([`crate::replay::replay_native`]): the
+/// apps' task loops played out on their fastest units, which sees FIFO
+/// turns and idle gaps while the app at a queue's head copies. The fluid
+/// estimate stands in for an app the replay could not measure.
+pub fn native_estimate_replayed(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
+    let fluid = native_estimate(apps, units);
+    crate::replay::replay_native(apps, units, crate::replay::ReplayBudget::default())
+        .into_iter()
+        .zip(fluid)
+        .map(|(r, f)| r.unwrap_or(f))
+        .collect()
 }
 
 /// The fluid problem of a set of apps, with `native` as baseline.
@@ -610,7 +655,32 @@ fn exclusion_step(
     kept: (f64, f64),
     weights: &[f64],
 ) -> Option<(NoLoserSolution, FairProblem)> {
-    let (n, m) = (base.apps(), base.units());
+    let mut pick: Option<((f64, f64), NoLoserSolution, FairProblem)> = None;
+    for (next, q) in exclusion_candidates(base, p, units, x, floor_goal, weights) {
+        let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
+        let current = pick.as_ref().map_or(kept, |c| c.0);
+        let floor_gain = kept.0 < EXCLUSION_FLOOR_BELOW
+            && sc.0 > current.0 + EXCLUSION_FLOOR_GAIN
+            && sc.1 > kept.1 - EXCLUSION_LOG_LOSS_PER_APP * weights.iter().sum::<f64>();
+        if better(sc, current) || floor_gain {
+            pick = Some((sc, next, q));
+        }
+    }
+    pick.map(|(_, s, q)| (s, q))
+}
+
+/// The candidates of the exclusion step (see [`exclusion_step`]), each
+/// with the problem it was solved on; those the solver fails on are left
+/// out.
+fn exclusion_candidates(
+    base: &FairProblem,
+    p: &FairProblem,
+    units: &[UnitSupply],
+    x: &[Vec<f64>],
+    floor_goal: f64,
+    weights: &[f64],
+) -> Vec<(NoLoserSolution, FairProblem)> {
+    let (n, m) = (p.apps(), p.units());
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
     let mut on_units = p.clone();
     for i in 0..n {
@@ -630,7 +700,7 @@ fn exclusion_step(
             moves.extend(users.into_iter().map(|i| Some((i, u))));
         }
     }
-    let mut pick: Option<((f64, f64), NoLoserSolution, FairProblem)> = None;
+    let mut out = Vec::new();
     for mv in moves {
         let mut q = on_units.clone();
         let mut x_ref = x.to_vec();
@@ -642,19 +712,11 @@ fn exclusion_step(
             }
         }
         let limits = coupled_wait_limits(&q, units, &x_ref);
-        let Ok(next) = solve_no_loser_weighted(&q, floor_goal, &limits, weights) else {
-            continue;
-        };
-        let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
-        let current = pick.as_ref().map_or(kept, |c| c.0);
-        let floor_gain = kept.0 < EXCLUSION_FLOOR_BELOW
-            && sc.0 > current.0 + EXCLUSION_FLOOR_GAIN
-            && sc.1 > kept.1 - EXCLUSION_LOG_LOSS_PER_APP * weights.iter().sum::<f64>();
-        if better(sc, current) || floor_gain {
-            pick = Some((sc, next, q));
+        if let Ok(next) = solve_no_loser_weighted(&q, floor_goal, &limits, weights) {
+            out.push((next, q));
         }
     }
-    pick.map(|(_, s, q)| (s, q))
+    out
 }
 
 /// Solves the floor-constrained proportional-fair allocation for `apps`
@@ -733,6 +795,15 @@ pub struct CoordinatorConfig {
     /// (only with `wait_rounds` > 0).
     #[serde(default = "default_exclusion")]
     pub exclusion: bool,
+    /// Judge the candidates by replaying them
+    /// ([`solve_targets_replayed`]) rather than by the fluid predictor
+    /// (only with `wait_rounds` > 0).
+    #[serde(default = "default_replay")]
+    pub replay: bool,
+}
+
+fn default_replay() -> bool {
+    true
 }
 
 fn default_exclusion() -> bool {
@@ -749,6 +820,7 @@ impl Default for CoordinatorConfig {
             blocking: false,
             wait_rounds: 3,
             exclusion: true,
+            replay: true,
         }
     }
 }
@@ -859,7 +931,23 @@ impl Coordinator {
             return true;
         }
         let demands: Vec<AppDemand> = ids.iter().map(|c| self.apps[c].0.clone()).collect();
-        let solved = if self.config.wait_rounds > 0 {
+        let solved = if self.config.wait_rounds > 0 && self.config.replay {
+            // The targets in force, if they cover exactly these apps.
+            let incumbent = (ids.len() == self.targets.len()
+                && ids.iter().all(|c| self.targets.contains_key(c)))
+            .then(|| Plan {
+                fraction: ids.iter().map(|c| self.targets[c].0.clone()).collect(),
+                rate: ids.iter().map(|c| self.targets[c].1).collect(),
+            });
+            solve_targets_replayed(
+                &demands,
+                &self.units,
+                self.config.floor_goal,
+                self.config.wait_rounds,
+                self.config.exclusion,
+                incumbent.as_ref(),
+            )
+        } else if self.config.wait_rounds > 0 {
             solve_targets_waiting(
                 &demands,
                 &self.units,
@@ -1049,6 +1137,7 @@ mod tests {
             overhead_ns: vec![0.0; 2],
             in_flight: 2.0,
             weight: 1.0,
+            declared_native: None,
         };
         let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
         c.set_app(ClientId(1), app(1e6, 2e6));
@@ -1118,12 +1207,14 @@ mod tests {
                 overhead_ns: vec![0.0, 1e5],
                 in_flight: 1.0,
                 weight: 1.0,
+                declared_native: None,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e7), Some(1e7)],
                 overhead_ns: vec![0.0, 0.0],
                 in_flight: 1.0,
                 weight: 1.0,
+                declared_native: None,
             },
         ];
         let plain = solve_targets(&apps, &units, 0.5, 0, false).unwrap();
@@ -1162,12 +1253,14 @@ mod tests {
                 overhead_ns: vec![1e5; 3],
                 in_flight: 1.0,
                 weight: 1.0,
+                declared_native: None,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e5), Some(2e4), Some(3e4)],
                 overhead_ns: vec![1e5; 3],
                 in_flight: 1.0,
                 weight: 1.0,
+                declared_native: None,
             },
         ];
         let plain = solve_targets(&apps, &units, 1.0, 0, false).unwrap();
@@ -1212,6 +1305,7 @@ mod tests {
             overhead_ns: vec![5e3, overhead],
             in_flight: 1.0,
             weight: 1.0,
+            declared_native: None,
         };
         let apps = [
             app(3e4, None, 0.0),
@@ -1265,12 +1359,14 @@ mod tests {
                 overhead_ns: vec![0.0, 4e5],
                 in_flight: 1.0,
                 weight: 1.0,
+                declared_native: None,
             },
             AppDemand {
                 exec_ns: vec![Some(1.1e7), Some(1e7)],
                 overhead_ns: vec![0.0, 0.0],
                 in_flight: 1.0,
                 weight: 1.0,
+                declared_native: None,
             },
         ];
         let units = [cpu, queue];
@@ -1317,6 +1413,7 @@ mod tests {
             overhead_ns: vec![0.0],
             in_flight: 4.0,
             weight,
+            declared_native: None,
         };
         // No floor: the unit is split 1 : 3.
         let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 0.0, 0, false).unwrap();
@@ -1349,6 +1446,7 @@ mod tests {
             overhead_ns: vec![0.0],
             in_flight: 1.0,
             weight: 1.0,
+            declared_native: None,
         };
         let thr = native_estimate(&[app(1e6), app(3e6)], &units);
         // Time shares 1/4 and 3/4: both complete 250 tasks/s.
@@ -1371,6 +1469,7 @@ mod tests {
             overhead_ns: vec![0.0, 0.0],
             in_flight: 2.0,
             weight: 1.0,
+            declared_native: None,
         };
         c.set_app(ClientId(1), d.clone());
         assert!(c.update(0));

@@ -163,6 +163,7 @@ impl DemandMeter {
             overhead_ns: vec![0.0; self.units.len()],
             in_flight: self.in_flight,
             weight: 1.0,
+            declared_native: None,
         }
     }
 

@@ -19,6 +19,7 @@ pub mod pipeline_replan;
 pub mod pipeline_table;
 pub mod placement;
 pub mod policy;
+pub mod replay;
 pub mod task_model;
 pub mod unit;
 pub mod view;

@@ -48,8 +48,11 @@ pub struct DaemonConfig {
     /// (issue 10): `"pf"` (the default) solves the allocation from
     /// measured task times and publishes per-client unit fractions and a
     /// rate in the private views, for the applications with NORMAL shares
-    /// (their weights) that follow them; `"off"` leaves every application
-    /// to place for itself.
+    /// (their weights) that follow them; `"pf-replay"` does the same but
+    /// judges the candidate allocations by replaying them (the
+    /// simulator's `hetsched-pf`; see docs/sim.md for why it is not yet the
+    /// daemon's default); `"off"` leaves every application to place for
+    /// itself.
     pub coordination: Coordination,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,
@@ -125,6 +128,25 @@ pub enum Coordination {
     /// beats plain placement in the simulator and in `make demo`.
     #[default]
     Pf,
+    /// The same, with candidates judged by replay
+    /// ([`hetsched_core::coordination::solve_targets_replayed`]).
+    #[serde(rename = "pf-replay")]
+    PfReplay,
+}
+
+impl Coordination {
+    /// Whether the daemon coordinates at all.
+    pub fn is_on(self) -> bool {
+        self != Coordination::Off
+    }
+
+    /// The coordinator's configuration for this mode.
+    pub fn coordinator_config(self) -> hetsched_core::coordination::CoordinatorConfig {
+        hetsched_core::coordination::CoordinatorConfig {
+            replay: self == Coordination::PfReplay,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +317,17 @@ mod tests {
 
     fn parse(text: &str) -> Result<DaemonConfig, String> {
         DaemonConfig::parse(Path::new("test.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn coordination_modes_parse_and_unknown_ones_are_refused() {
+        let cfg = parse("coordination = \"pf-replay\"").unwrap();
+        assert_eq!(cfg.coordination, Coordination::PfReplay);
+        assert!(cfg.coordination.coordinator_config().replay);
+        assert!(!Coordination::Pf.coordinator_config().replay);
+        assert!(!Coordination::Off.is_on());
+        let err = parse("coordination = \"replay\"").unwrap_err();
+        assert!(err.contains("pf-replay"), "{err}");
     }
 
     #[test]

@@ -25,9 +25,7 @@
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
 use crate::server::Shared;
-use hetsched_core::coordination::{
-    Coordinator, CoordinatorConfig, UnitSupply, coordination_weight,
-};
+use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight};
 use hetsched_core::demand_meter::{DemandMeter, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
 use hetsched_core::unit::UnitClass;
@@ -109,7 +107,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
         })
         .collect();
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
-    let mut coordinator = Coordinator::new(CoordinatorConfig::default(), supply.clone());
+    let mut coordinator = Coordinator::new(
+        shared.setup.coordination.coordinator_config(),
+        supply.clone(),
+    );
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
     loop {
         std::thread::sleep(shared.setup.tick);
@@ -316,6 +317,7 @@ pub(crate) fn check_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hetsched_core::coordination::CoordinatorConfig;
     use hetsched_core::ids::UnitId;
 
     fn sources() -> Vec<Source> {

@@ -293,7 +293,7 @@ impl Server {
                 .name(format!("hetsched-exec{}", unit.0))
                 .spawn(move || crate::kernel_exec::run(&shared, unit, backend, rx))?;
         }
-        if self.shared.setup.coordination == crate::config::Coordination::Pf {
+        if self.shared.setup.coordination.is_on() {
             let coordinator = Arc::clone(&self.shared);
             std::thread::Builder::new()
                 .name("hetsched-coord".into())

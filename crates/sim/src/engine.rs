@@ -902,6 +902,9 @@ impl<'s> Engine<'s> {
                     overhead_ns,
                     in_flight: spec.in_flight as f64,
                     weight: 1.0,
+                    // Native, in the simulator, is the app's fastest unit:
+                    // the app knows it, as a real one knows its default device.
+                    declared_native: Some(spec.fastest_unit().index()),
                 },
             );
         }

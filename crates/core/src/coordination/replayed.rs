@@ -1,0 +1,344 @@
+//! Targets judged by replay ([`CoordinatorConfig::replay`]).
+//!
+//! The fluid program finds allocations; whether an app ends up above its
+//! native throughput under one depends on how its tasks meet the others'
+//! on non-preemptive queues, which the fluid model (and the closed-form
+//! waits of [`expected_wait_ns`]) only approximates. Here every candidate
+//! is played out ([`crate::replay`]) with the followers and pacing the
+//! runtime uses, and the candidate that *replays* best is published:
+//!
+//! * native throughput is the replay of every app on its native unit
+//!   ([`native_estimate_replayed`]), so FIFO turns and copy gaps count;
+//! * the wait-aware rounds charge each pair the wait its replay measured
+//!   (the closed form only for pairs the replayed plan did not use);
+//! * the exclusion step's candidates start from the round that replayed
+//!   best;
+//! * the native plan (everyone on its native unit, unpaced) is always a
+//!   candidate: it replays at the native estimate by construction, so the
+//!   floor is never lost to a worse guess;
+//! * the targets in force (the incumbent) are a candidate too, and a
+//!   newcomer must beat them by a margin: measured models drift, and
+//!   without it the pick would flip between near-equal plans.
+//!
+//! Ranking: the highest replayed floor `min r_i`, counted up to
+//! [`REPLAY_FLOOR_CAP`] (above that, everyone is at native and only the
+//! sum matters), then the largest replayed `Σ w_i ln r_i`.
+
+use super::{
+    AppDemand, FairError, FairProblem, Targets, UnitSupply, exclusion_candidates, expected_wait_ns,
+    fractions, native_estimate_replayed, problem, weights_of,
+};
+use crate::fairness::{NoLoserSolution, solve_no_loser_weighted};
+use crate::replay::{ReplayBudget, ReplayOutcome, replay};
+
+/// A replayed floor at or above this counts as met (1 % under native:
+/// the replay's own error; measured on the random mixes, a cap of 1.0
+/// gave up 0.7 % of the sum for no floor gained).
+pub const REPLAY_FLOOR_CAP: f64 = 0.99;
+/// Replayed floors closer than this count as equal (the replay has no
+/// noise; the world has).
+pub const REPLAY_FLOOR_TIE: f64 = 0.01;
+/// What a candidate must gain over the targets in force, in replayed floor
+/// or in replayed `ln r` per unit of weight, to replace them.
+pub const INCUMBENT_MARGIN: f64 = 0.02;
+/// The rates [`toward`] tries for an app's switch, as exponents between
+/// its native rate (0) and the target's (1).
+const SWITCH_RATE_STEPS: [f64; 3] = [1.0, 0.5, 0.25];
+/// The native plan's pacing rate, × native estimate: high enough never
+/// to bind, finite so it travels like any other rate.
+const NATIVE_PLAN_RATE: f64 = 2.0;
+
+/// Targets as published: per app, unit fractions and a pacing rate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub fraction: Vec<Vec<f64>>,
+    pub rate: Vec<f64>,
+}
+
+impl Plan {
+    fn of(p: &FairProblem, s: &NoLoserSolution) -> Plan {
+        Plan {
+            fraction: fractions(p, &s.solution.allocation),
+            rate: s.solution.throughput.clone(),
+        }
+    }
+
+    /// Every app on its native unit at `NATIVE_PLAN_RATE` × native.
+    fn native(apps: &[AppDemand], units: usize, native: &[f64]) -> Plan {
+        Plan {
+            fraction: apps
+                .iter()
+                .map(|a| {
+                    let mut row = vec![0.0; units];
+                    if let Some(u) = a.native_unit().filter(|&u| u < units) {
+                        row[u] = 1.0;
+                    }
+                    row
+                })
+                .collect(),
+            rate: native.iter().map(|n| n * NATIVE_PLAN_RATE).collect(),
+        }
+    }
+}
+
+/// A candidate's replay: `(floor up to the cap, Σ w ln r)`, `r_i`, waits.
+struct Judged {
+    score: (f64, f64),
+    relative: Vec<f64>,
+    outcome: ReplayOutcome,
+}
+
+struct Judge<'a> {
+    apps: &'a [AppDemand],
+    units: &'a [UnitSupply],
+    native: &'a [f64],
+    weights: Vec<f64>,
+}
+
+impl Judge<'_> {
+    fn judge(&self, plan: &Plan) -> Judged {
+        let outcome = replay(
+            self.apps,
+            self.units,
+            &plan.fraction,
+            Some(&plan.rate),
+            ReplayBudget::default(),
+        );
+        let relative: Vec<f64> = outcome
+            .throughput
+            .iter()
+            .zip(self.native)
+            .map(|(t, n)| t / n.max(1e-9))
+            .collect();
+        let floor = relative
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+            .min(REPLAY_FLOOR_CAP);
+        let log = relative
+            .iter()
+            .zip(&self.weights)
+            .map(|(r, w)| w * r.max(1e-12).ln())
+            .sum();
+        Judged {
+            score: (floor, log),
+            relative,
+            outcome,
+        }
+    }
+
+    /// The index of the best of `plans` (the first of equals).
+    fn best(&self, plans: &[(Plan, Judged)]) -> usize {
+        (0..plans.len())
+            .reduce(|a, b| {
+                if self.beats(plans[b].1.score, plans[a].1.score, 0.0) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether score `a` beats `b` by `margin` (floor first, then sum).
+    fn beats(&self, a: (f64, f64), b: (f64, f64), margin: f64) -> bool {
+        let weight: f64 = self.weights.iter().sum();
+        a.0 > b.0 + REPLAY_FLOOR_TIE + margin
+            || (a.0 >= b.0 - REPLAY_FLOOR_TIE && a.1 > b.1 + margin * weight)
+    }
+}
+
+/// A greedy walk from `from` (the native plan, or the best candidate so
+/// far), one app at a time, those `to` (the candidate with the best
+/// replayed sum) helps most first. Each app tries `to`'s fractions (at
+/// `to`'s rate, or rates between its native one and that, in geometric
+/// steps: the objective is logarithmic) and each unit on its own, unpaced;
+/// the option that replays with the largest sum while keeping the floor is
+/// kept. Returns the last plan kept, if any move was.
+fn toward(
+    judge: &Judge<'_>,
+    from: (&Plan, &Judged),
+    to: (&Plan, &Judged),
+) -> Option<(Plan, Judged)> {
+    let (to, to_judged) = to;
+    let gain = |i: usize| to_judged.relative[i] / from.1.relative[i].max(1e-9);
+    let mut order: Vec<usize> = (0..to.fraction.len()).collect();
+    order.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)));
+    let mut current = from.0.clone();
+    let mut current_judged = Judged {
+        score: from.1.score,
+        relative: from.1.relative.clone(),
+        outcome: from.1.outcome.clone(),
+    };
+    let mut kept = false;
+    for i in order {
+        let native_rate = judge.native[i];
+        let mut options: Vec<(Vec<f64>, f64)> = Vec::new();
+        if gain(i) > 1.0 && current.fraction[i] != to.fraction[i] {
+            for step in SWITCH_RATE_STEPS {
+                let rate = native_rate * (to.rate[i] / native_rate.max(1e-9)).max(1.0).powf(step);
+                options.push((to.fraction[i].clone(), rate));
+            }
+        }
+        let app = &judge.apps[i];
+        for u in 0..judge.units.len() {
+            let Some(exec) = app.exec_ns.get(u).copied().flatten().filter(|e| *e > 0.0) else {
+                continue;
+            };
+            let mut row = vec![0.0; judge.units.len()];
+            row[u] = 1.0;
+            if current.fraction[i] != row {
+                let overhead = app.overhead_ns.get(u).copied().unwrap_or(0.0).max(0.0);
+                let alone = app.in_flight.max(1.0) * 1e9 / (exec + overhead);
+                options.push((row, alone.max(native_rate) * NATIVE_PLAN_RATE));
+            }
+        }
+        let mut pick: Option<(Plan, Judged)> = None;
+        for (row, rate) in options {
+            let mut next = current.clone();
+            next.fraction[i] = row;
+            next.rate[i] = rate;
+            let judged = judge.judge(&next);
+            let bar = pick
+                .as_ref()
+                .map_or(current_judged.score.1, |p| p.1.score.1);
+            if judged.score.0 >= current_judged.score.0 - REPLAY_FLOOR_TIE / 2.0
+                && judged.score.1 > bar
+            {
+                pick = Some((next, judged));
+            }
+        }
+        if let Some((next, judged)) = pick {
+            current = next;
+            current_judged = judged;
+            kept = true;
+        }
+    }
+    kept.then_some((current, current_judged))
+}
+
+/// [`super::solve_targets_waiting`] with every candidate judged by replay
+/// (see the module's documentation). `incumbent` is the plan in force for
+/// the same apps in the same order, if any.
+pub fn solve_targets_replayed(
+    apps: &[AppDemand],
+    units: &[UnitSupply],
+    floor_goal: f64,
+    rounds: usize,
+    exclusion: bool,
+    incumbent: Option<&Plan>,
+) -> Result<Targets, FairError> {
+    let native = native_estimate_replayed(apps, units);
+    let base = problem(apps, units, &native);
+    let judge = Judge {
+        apps,
+        units,
+        native: &native,
+        weights: weights_of(apps),
+    };
+    let first = solve_no_loser_weighted(&base, floor_goal, &[], &judge.weights)?;
+    let (floor, floor_feasible) = (first.floor, first.floor_feasible);
+
+    // The wait-aware rounds, with replayed waits.
+    let mut rounds_out: Vec<(NoLoserSolution, FairProblem, Judged)> = Vec::new();
+    let mut s = first;
+    let mut p = base.clone();
+    let mut wait = vec![vec![0.0; units.len()]; apps.len()];
+    for round in 0..=rounds {
+        let judged = judge.judge(&Plan::of(&p, &s));
+        let next_p = (round < rounds).then(|| {
+            let mut q = p.clone();
+            for (i, row) in wait.iter_mut().enumerate() {
+                for (u, w) in row.iter_mut().enumerate() {
+                    if base.rate[i][u] > 0.0 {
+                        let seen = judged.outcome.wait_ns[i][u].unwrap_or_else(|| {
+                            expected_wait_ns(&base, units, &s.solution.allocation, i, u)
+                        });
+                        *w = 0.5 * (*w + seen);
+                        q.occupancy[i][u] = base.occupancy[i][u] + *w * base.rate[i][u] / 1e9;
+                    }
+                }
+            }
+            q
+        });
+        rounds_out.push((s.clone(), p.clone(), judged));
+        let Some(q) = next_p else { break };
+        match solve_no_loser_weighted(&q, floor_goal, &[], &judge.weights) {
+            Ok(next) => {
+                s = next;
+                p = q;
+            }
+            Err(_) => break,
+        }
+    }
+
+    let mut plans: Vec<(Plan, Judged)> = Vec::new();
+    let best_round = (0..rounds_out.len())
+        .reduce(|a, b| {
+            if judge.beats(rounds_out[b].2.score, rounds_out[a].2.score, 0.0) {
+                b
+            } else {
+                a
+            }
+        })
+        .unwrap_or(0);
+    if exclusion {
+        let (bs, bp, _) = &rounds_out[best_round];
+        for (next, q) in exclusion_candidates(
+            &base,
+            bp,
+            units,
+            &bs.solution.allocation,
+            floor_goal,
+            &judge.weights,
+        ) {
+            let plan = Plan::of(&q, &next);
+            let judged = judge.judge(&plan);
+            plans.push((plan, judged));
+        }
+    }
+    for (s, p, judged) in rounds_out {
+        plans.push((Plan::of(&p, &s), judged));
+    }
+    let native_plan = Plan::native(apps, units.len(), &native);
+    let judged = judge.judge(&native_plan);
+    plans.push((native_plan, judged));
+    // From the native plan, and from the best candidate so far, toward the
+    // candidate with the best replayed sum, one app at a time, keeping each
+    // move that keeps the floor and adds to the sum.
+    let richest = (0..plans.len())
+        .max_by(|&a, &b| plans[a].1.score.1.total_cmp(&plans[b].1.score.1))
+        .unwrap_or(0);
+    let leader = judge.best(&plans);
+    let native_at = plans.len() - 1;
+    let mut starts = vec![native_at];
+    if leader != native_at && leader != richest {
+        starts.push(leader);
+    }
+    for from in starts {
+        let (a, b) = (&plans[from], &plans[richest]);
+        if let Some(found) = toward(&judge, (&a.0, &a.1), (&b.0, &b.1)) {
+            plans.push(found);
+        }
+    }
+
+    let mut best = judge.best(&plans);
+    let incumbent = incumbent
+        .filter(|i| i.fraction.len() == apps.len() && i.rate.len() == apps.len())
+        .map(|i| (i.clone(), judge.judge(i)));
+    if let Some((plan, judged)) = incumbent
+        && !judge.beats(plans[best].1.score, judged.score, INCUMBENT_MARGIN)
+    {
+        plans.push((plan, judged));
+        best = plans.len() - 1;
+    }
+    let (plan, judged) = plans.swap_remove(best);
+    Ok(Targets {
+        fraction: plan.fraction,
+        rate: plan.rate,
+        native,
+        floor,
+        floor_feasible,
+        predicted_relative: judged.relative,
+    })
+}

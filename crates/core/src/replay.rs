@@ -1,0 +1,565 @@
+//! A discrete-event replay of closed-loop apps on the units, for the
+//! coordinator's estimates where the fluid model is too coarse.
+//!
+//! The fluid model ([`crate::fairness`]) treats a unit as divisible time:
+//! an app can slip its tasks into any idle moment, and an app's copies
+//! overlap everyone's execution for free. Real queues run one task per slot
+//! to completion, in arrival order, so an app with short tasks waits behind
+//! other apps' long ones, and a device is idle while the app at its head
+//! copies. Those effects decide whether an app ends up above or below its
+//! native throughput, and they depend on the order in which tasks meet,
+//! which a formula only approximates. The replay plays the apps' task loops
+//! out instead: every app keeps `in_flight` tasks going; a task first spends
+//! half the app's per-task overhead (dispatch and copy in: it holds the
+//! app's place, not the unit), then queues at the unit its
+//! [`DeficitFollower`] picks (FIFO on `slots` servers), or runs under
+//! processor sharing (`min(1, slots / running)` of a core each), then
+//! spends the other half (copy out); the app then issues the next, paced by
+//! a [`Pacer`] when a rate is given, as the runtime does.
+//!
+//! Execution times jitter by ±[`JITTER`] (uniform, seeded): which of two
+//! apps reaches a queue first can hinge on a few microseconds, and a replay
+//! without jitter locks into one of those races for good, where real
+//! tasks, whose times vary, see each outcome in turn.
+//!
+//! Pure and deterministic: simulated time and a seeded generator. The cost
+//! is bounded by an event budget, so the monitor can afford it per solve.
+
+use crate::coordination::{AppDemand, DeficitFollower, Pacer, UnitSupply};
+use crate::ids::Ns;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// How long a replay runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReplayBudget {
+    /// Events to process (task issues, arrivals and completions) before
+    /// stopping, once every app has enough completions…
+    pub events: usize,
+    /// …at least this many after the warm-up (the first fifth of the
+    /// events), unless `4 × events` are spent first.
+    pub min_tasks: u64,
+}
+
+impl Default for ReplayBudget {
+    fn default() -> Self {
+        ReplayBudget {
+            events: 20_000,
+            min_tasks: 30,
+        }
+    }
+}
+
+/// Relative spread of execution times (uniform over ±this).
+pub const JITTER: f64 = 0.08;
+const SEED: u64 = 0x5eed_4e91_a7c0_0001;
+
+/// Pacing headroom over the published rate, as the runtime's.
+pub const PACE_HEADROOM: f64 = 0.05;
+/// Pacing burst, in tasks per task in flight, as the runtime's.
+pub const PACE_BURST: f64 = 2.0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// The app may issue a task (a place in flight is free).
+    Issue { app: usize },
+    /// A task's first half of overhead is over: it reaches `unit`.
+    Arrive { app: usize, unit: usize },
+    /// A task's second half of overhead is over: its place is free.
+    Returned { app: usize },
+    /// A queued unit's slot finishes the app's task.
+    Done { app: usize, unit: usize },
+    /// The earliest processor-shared task on `unit` may be done (stale
+    /// unless `epoch` is the unit's current one).
+    Shared { unit: usize, epoch: u64 },
+}
+
+struct Unit {
+    slots: f64,
+    shared: bool,
+    /// Queued units: tasks waiting (app, arrival time) and slots busy.
+    waiting: VecDeque<(usize, f64)>,
+    busy: usize,
+    /// Processor-shared units: (app, work left in ns at full speed,
+    /// arrival, execution time).
+    running: Vec<(usize, f64, f64, f64)>,
+    last: f64,
+    epoch: u64,
+}
+
+impl Unit {
+    /// A queue's servers: `slots` rounded up. A fractional supply (what
+    /// apps outside coordination leave of a unit) is served by slower
+    /// servers ([`Unit::server_speed`]), so the queue's capacity is `slots`.
+    fn servers(&self) -> usize {
+        self.slots.ceil().max(1.0) as usize
+    }
+
+    fn server_speed(&self) -> f64 {
+        self.slots / self.servers() as f64
+    }
+
+    fn share(&self) -> f64 {
+        (self.slots / self.running.len().max(1) as f64).min(1.0)
+    }
+
+    fn progress(&mut self, now: f64) {
+        let done = (now - self.last) * self.share();
+        self.running.iter_mut().for_each(|t| t.1 -= done);
+        self.last = now;
+    }
+}
+
+struct Replay<'a> {
+    apps: &'a [AppDemand],
+    fraction: &'a [Vec<f64>],
+    rate: Option<&'a [f64]>,
+    units: Vec<Unit>,
+    heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+    follower: Vec<DeficitFollower>,
+    pacer: Vec<Pacer>,
+    /// Per app and unit: time spent waiting (queued, or slowed by sharing)
+    /// and tasks, counted after the warm-up.
+    waited: Vec<Vec<(f64, u64)>>,
+    counting: bool,
+    rng: ChaCha8Rng,
+}
+
+impl Replay<'_> {
+    fn schedule(&mut self, at: f64, event: Event) {
+        self.seq += 1;
+        self.heap
+            .push(Reverse((at.max(0.0).round() as u64, self.seq, event)));
+    }
+
+    /// One task's execution time: the measured mean, jittered.
+    fn draw(&mut self, app: usize, unit: usize) -> f64 {
+        let mean = self.exec(app, unit).unwrap_or(1.0);
+        mean * (1.0 + JITTER * (2.0 * self.rng.random::<f64>() - 1.0))
+    }
+
+    fn overhead_half(&self, app: usize, unit: usize) -> f64 {
+        self.apps[app]
+            .overhead_ns
+            .get(unit)
+            .copied()
+            .unwrap_or(0.0)
+            .max(0.0)
+            / 2.0
+    }
+
+    fn exec(&self, app: usize, unit: usize) -> Option<f64> {
+        self.apps[app]
+            .exec_ns
+            .get(unit)
+            .copied()
+            .flatten()
+            .filter(|e| e.is_finite() && *e > 0.0)
+    }
+
+    fn issue(&mut self, app: usize, now: f64) {
+        if let Some(rate) = self.rate.and_then(|r| r.get(app).copied()) {
+            let burst = PACE_BURST * self.apps[app].in_flight.max(1.0);
+            let paced = rate * (1.0 + PACE_HEADROOM);
+            if let Err(at) = self.pacer[app].take(now as Ns, paced, burst) {
+                self.schedule(at as f64, Event::Issue { app });
+                return;
+            }
+        }
+        let target = &self.fraction[app];
+        let usable: Vec<bool> = (0..target.len())
+            .map(|u| self.exec(app, u).is_some())
+            .collect();
+        // No usable unit: the place stays idle (the app cannot run).
+        if let Some(unit) = self.follower[app].pick(target, |u| usable[u]) {
+            let overhead = self.overhead_half(app, unit);
+            self.schedule(now + overhead, Event::Arrive { app, unit });
+        }
+    }
+
+    fn arrive(&mut self, app: usize, unit: usize, now: f64) {
+        if self.units[unit].shared {
+            let exec = self.draw(app, unit);
+            self.units[unit].progress(now);
+            self.units[unit].running.push((app, exec, now, exec));
+            self.reschedule_shared(unit, now);
+        } else if self.units[unit].busy < self.units[unit].servers() {
+            let exec = self.draw(app, unit) / self.units[unit].server_speed();
+            self.units[unit].busy += 1;
+            self.wait(app, unit, 0.0);
+            self.schedule(now + exec, Event::Done { app, unit });
+        } else {
+            self.units[unit].waiting.push_back((app, now));
+        }
+    }
+
+    /// A queued unit's slot is free: start the next waiting task.
+    fn next_queued(&mut self, unit: usize, now: f64) {
+        self.units[unit].busy -= 1;
+        if let Some((app, arrived)) = self.units[unit].waiting.pop_front() {
+            let exec = self.draw(app, unit) / self.units[unit].server_speed();
+            self.units[unit].busy += 1;
+            self.wait(app, unit, now - arrived);
+            self.schedule(now + exec, Event::Done { app, unit });
+        }
+    }
+
+    fn reschedule_shared(&mut self, unit: usize, now: f64) {
+        let u = &mut self.units[unit];
+        u.epoch += 1;
+        let least = u.running.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+        if least.is_finite() {
+            let at = now + least.max(0.0) / u.share();
+            let epoch = u.epoch;
+            self.schedule(at.ceil(), Event::Shared { unit, epoch });
+        }
+    }
+
+    fn wait(&mut self, app: usize, unit: usize, ns: f64) {
+        if self.counting {
+            let w = &mut self.waited[app][unit];
+            w.0 += ns.max(0.0);
+            w.1 += 1;
+        }
+    }
+
+    /// Tasks finished on a processor-shared unit, by app.
+    fn finish_shared(&mut self, unit: usize, now: f64) -> Vec<usize> {
+        let u = &mut self.units[unit];
+        u.progress(now);
+        // A task within a nanosecond of its end is done (rounding).
+        let done: Vec<(usize, f64)> = u
+            .running
+            .iter()
+            .filter(|t| t.1 <= 1.0)
+            .map(|t| (t.0, now - t.2 - t.3))
+            .collect();
+        u.running.retain(|t| t.1 > 1.0);
+        self.reschedule_shared(unit, now);
+        done.into_iter()
+            .map(|(app, waited)| {
+                self.wait(app, unit, waited);
+                app
+            })
+            .collect()
+    }
+}
+
+/// What a replay measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOutcome {
+    /// Tasks per second per app.
+    pub throughput: Vec<f64>,
+    /// Per app and unit, the mean time a task spent at the unit beyond its
+    /// own execution (queued, or slowed by processor sharing), ns; `None`
+    /// where the app ran nothing there.
+    pub wait_ns: Vec<Vec<Option<f64>>>,
+}
+
+/// Tasks per second each app completes when its tasks go to the units
+/// in the proportions of `fraction` (rows per app), paced at `rate` (tasks/s
+/// per app, with the runtime's headroom and burst) when given. An app with
+/// no usable unit in its row completes nothing.
+pub fn replay_throughput(
+    apps: &[AppDemand],
+    units: &[UnitSupply],
+    fraction: &[Vec<f64>],
+    rate: Option<&[f64]>,
+    budget: ReplayBudget,
+) -> Vec<f64> {
+    replay(apps, units, fraction, rate, budget).throughput
+}
+
+/// [`replay_throughput`] with the waits it saw.
+pub fn replay(
+    apps: &[AppDemand],
+    units: &[UnitSupply],
+    fraction: &[Vec<f64>],
+    rate: Option<&[f64]>,
+    budget: ReplayBudget,
+) -> ReplayOutcome {
+    let n = apps.len();
+    let mut r = Replay {
+        apps,
+        fraction,
+        rate,
+        units: units
+            .iter()
+            .map(|u| Unit {
+                slots: u.slots.max(1e-3),
+                shared: u.time_shared,
+                waiting: VecDeque::new(),
+                busy: 0,
+                running: Vec::new(),
+                last: 0.0,
+                epoch: 0,
+            })
+            .collect(),
+        heap: BinaryHeap::new(),
+        seq: 0,
+        follower: vec![DeficitFollower::new(); n],
+        pacer: vec![Pacer::new(); n],
+        waited: vec![vec![(0.0, 0); units.len()]; n],
+        counting: false,
+        rng: ChaCha8Rng::seed_from_u64(SEED),
+    };
+    for (i, app) in apps.iter().enumerate() {
+        if fraction.get(i).is_none() {
+            continue;
+        }
+        for k in 0..(app.in_flight.max(1.0).round() as usize) {
+            // Staggered by a nanosecond so equal apps do not move in lockstep.
+            r.schedule((i + k) as f64, Event::Issue { app: i });
+        }
+    }
+    let warm_events = budget.events / 5;
+    let mut warm_at: Option<f64> = None;
+    let mut completed = vec![0u64; n];
+    let active: Vec<bool> = (0..n)
+        .map(|i| {
+            fraction.get(i).is_some_and(|row| {
+                row.iter()
+                    .enumerate()
+                    .any(|(u, f)| *f > 0.0 && r.exec(i, u).is_some())
+            })
+        })
+        .collect();
+    let mut now = 0.0;
+    let mut events = 0usize;
+    while let Some(Reverse((at, _, event))) = r.heap.pop() {
+        now = at as f64;
+        events += 1;
+        if events == warm_events {
+            warm_at = Some(now);
+            r.counting = true;
+        }
+        let mut finished: Vec<(usize, usize)> = Vec::new();
+        match event {
+            Event::Issue { app } => r.issue(app, now),
+            Event::Arrive { app, unit } => r.arrive(app, unit, now),
+            Event::Returned { app } => {
+                if warm_at.is_some() {
+                    completed[app] += 1;
+                }
+                r.schedule(now, Event::Issue { app });
+            }
+            Event::Done { app, unit } => {
+                r.next_queued(unit, now);
+                finished.push((app, unit));
+            }
+            Event::Shared { unit, epoch } => {
+                if epoch == r.units[unit].epoch {
+                    finished = r
+                        .finish_shared(unit, now)
+                        .into_iter()
+                        .map(|app| (app, unit))
+                        .collect();
+                }
+            }
+        }
+        for (app, unit) in finished {
+            let back = r.overhead_half(app, unit);
+            r.schedule(now + back, Event::Returned { app });
+        }
+        if events >= budget.events {
+            let enough = (0..n).all(|i| !active[i] || completed[i] >= budget.min_tasks);
+            if enough || events >= 4 * budget.events {
+                break;
+            }
+        }
+    }
+    let span = warm_at.map_or(0.0, |w| now - w);
+    ReplayOutcome {
+        throughput: completed
+            .iter()
+            .map(|&c| {
+                if span > 0.0 {
+                    c as f64 * 1e9 / span
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
+        wait_ns: r
+            .waited
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|&(w, k)| (k > 0).then(|| w / k as f64))
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+/// Each app's native throughput by replay: every app on its fastest
+/// measured unit, unpaced. `None` for an app with no measured unit.
+pub fn replay_native(
+    apps: &[AppDemand],
+    units: &[UnitSupply],
+    budget: ReplayBudget,
+) -> Vec<Option<f64>> {
+    let fraction: Vec<Vec<f64>> = apps
+        .iter()
+        .map(|a| {
+            let mut row = vec![0.0; units.len()];
+            if let Some(u) = a.native_unit().filter(|&u| u < units.len()) {
+                row[u] = 1.0;
+            }
+            row
+        })
+        .collect();
+    let thr = replay_throughput(apps, units, &fraction, None, budget);
+    apps.iter()
+        .zip(thr)
+        .map(|(a, t)| (a.fastest_unit().is_some() && t > 0.0).then_some(t))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(exec: &[Option<f64>], overhead: f64) -> AppDemand {
+        AppDemand {
+            exec_ns: exec.to_vec(),
+            overhead_ns: vec![overhead; exec.len()],
+            in_flight: 1.0,
+            weight: 1.0,
+            declared_native: None,
+        }
+    }
+
+    fn queue() -> UnitSupply {
+        UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+        }
+    }
+
+    #[test]
+    fn an_app_alone_runs_at_one_task_per_cycle() {
+        let thr = replay_native(
+            &[app(&[Some(1e6)], 1e6)],
+            &[queue()],
+            ReplayBudget::default(),
+        );
+        // 1 ms of overhead + 1 ms of execution per task: 500 tasks/s.
+        let t = thr[0].unwrap();
+        assert!((t - 500.0).abs() < 1.0, "{t}");
+    }
+
+    #[test]
+    fn a_fifo_queue_alternates_short_and_long_tasks() {
+        // No overhead: each app waits for the other's task, one each per
+        // 1.1 ms cycle, so the short-task app gets 1/1.1 ms, not 10×.
+        let apps = [app(&[Some(1e5)], 0.0), app(&[Some(1e6)], 0.0)];
+        let thr = replay_native(&apps, &[queue()], ReplayBudget::default());
+        for t in thr {
+            let t = t.unwrap();
+            assert!((t - 909.1).abs() < 5.0, "{t}");
+        }
+    }
+
+    #[test]
+    fn waits_are_what_a_task_spends_beyond_its_execution() {
+        let apps = [app(&[Some(1e5)], 0.0), app(&[Some(1e6)], 0.0)];
+        let out = replay(
+            &apps,
+            &[queue()],
+            &[vec![1.0], vec![1.0]],
+            None,
+            ReplayBudget::default(),
+        );
+        // Strict alternation: each waits for the other's whole task.
+        let short = out.wait_ns[0][0].unwrap();
+        let long = out.wait_ns[1][0].unwrap();
+        assert!(
+            (short - 1e6).abs() < 1e4 && (long - 1e5).abs() < 1e4,
+            "{short} {long}"
+        );
+        let cpu = UnitSupply {
+            slots: 1.0,
+            time_shared: true,
+        };
+        let out = replay(
+            &apps[..1],
+            &[cpu],
+            &[vec![1.0]],
+            None,
+            ReplayBudget::default(),
+        );
+        assert!(out.wait_ns[0][0].unwrap() < 10.0);
+    }
+
+    #[test]
+    fn a_fractional_queue_serves_that_fraction() {
+        let tenth = UnitSupply {
+            slots: 0.1,
+            time_shared: false,
+        };
+        let thr = replay_native(&[app(&[Some(1e5)], 0.0)], &[tenth], ReplayBudget::default());
+        // 0.1 ms tasks on a tenth of a unit: 1000 tasks/s, not 10 000.
+        let t = thr[0].unwrap();
+        assert!((t - 1000.0).abs() < 20.0, "{t}");
+    }
+
+    #[test]
+    fn processor_sharing_splits_a_core() {
+        let cpu = UnitSupply {
+            slots: 1.0,
+            time_shared: true,
+        };
+        let apps = [app(&[Some(1e6)], 0.0), app(&[Some(1e6)], 0.0)];
+        let thr = replay_native(&apps, &[cpu], ReplayBudget::default());
+        for t in thr {
+            let t = t.unwrap();
+            assert!((t - 500.0).abs() < 5.0, "{t}");
+        }
+    }
+
+    #[test]
+    fn pacing_caps_an_app_at_its_rate_plus_headroom() {
+        let thr = replay_throughput(
+            &[app(&[Some(1e5)], 0.0)],
+            &[queue()],
+            &[vec![1.0]],
+            Some(&[1000.0]),
+            ReplayBudget::default(),
+        );
+        assert!((thr[0] - 1050.0).abs() < 15.0, "{}", thr[0]);
+    }
+
+    #[test]
+    fn fractions_split_an_apps_tasks() {
+        let apps = [app(&[Some(1e6), Some(1e6)], 0.0)];
+        let two = [queue(), queue()];
+        let one = replay_throughput(
+            &apps,
+            &two,
+            &[vec![1.0, 0.0]],
+            None,
+            ReplayBudget::default(),
+        );
+        let half = replay_throughput(
+            &apps,
+            &two,
+            &[vec![0.5, 0.5]],
+            None,
+            ReplayBudget::default(),
+        );
+        // One task in flight: the split does not add speed, it keeps it.
+        assert!((one[0] - 1000.0).abs() < 5.0 && (half[0] - 1000.0).abs() < 5.0);
+    }
+
+    #[test]
+    fn an_app_without_a_usable_unit_completes_nothing() {
+        let apps = [app(&[None], 0.0), app(&[Some(1e6)], 0.0)];
+        let thr = replay_native(&apps, &[queue()], ReplayBudget::default());
+        assert_eq!(thr[0], None);
+        assert!(thr[1].is_some());
+    }
+}
