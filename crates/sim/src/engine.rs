@@ -8,6 +8,7 @@ use crate::scenario::{App, BytesDist, Scenario};
 use crate::strategy::StrategyKind;
 use hetsched_core::coordination::{
     AppDemand, Coordinator, CoordinatorConfig, DeficitFollower, Pacer, UnitSupply,
+    coordination_weight,
 };
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::placement::{DataLocation, ImplSet, Placer, TaskRequest};
@@ -901,7 +902,10 @@ impl<'s> Engine<'s> {
                     exec_ns,
                     overhead_ns,
                     in_flight: spec.in_flight as f64,
-                    weight: 1.0,
+                    // As the daemon weighs NORMAL shares; an app with any
+                    // other standing, which the daemon leaves to its
+                    // agents, is coordinated here with weight 1.
+                    weight: coordination_weight(&spec.settings).unwrap_or(1.0),
                     // Native, in the simulator, is the app's fastest unit:
                     // the app knows it, as a real one knows its default device.
                     declared_native: Some(spec.fastest_unit().index()),
