@@ -7,6 +7,9 @@
 //! `... --example pf_gap -- mixes [POLICY [all]]` summarises all random
 //! mixes (default policy `hetsched-pf`) against the no-loser and the
 //! queue-aware bound and lists the worst ones (`all`: every mix).
+//! `... --example pf_gap -- plot OUT.svg` draws every mix's lowest app
+//! against its fraction of the no-loser bound, for `hetsched-pf` and
+//! selfish `hetsched` (docs/img/pf-mixes.svg).
 
 #[path = "../tests/mixgen/mod.rs"]
 mod mixgen;
@@ -108,7 +111,7 @@ struct MixRow {
     queue_floor: f64,
 }
 
-fn mixes(policy: StrategyKind, all: bool) {
+fn mix_rows(policy: StrategyKind) -> Vec<MixRow> {
     let mut rows = Vec::new();
     for n in 0..mixgen::MIXES {
         let sc = mixgen::random_mix(n);
@@ -131,6 +134,11 @@ fn mixes(policy: StrategyKind, all: bool) {
             queue_floor: queue.floor,
         });
     }
+    rows
+}
+
+fn mixes(policy: StrategyKind, all: bool) {
+    let rows = mix_rows(policy);
     let mean = |f: &dyn Fn(&MixRow) -> f64| rows.iter().map(f).sum::<f64>() / rows.len() as f64;
     let least = |f: &dyn Fn(&MixRow) -> f64| rows.iter().map(f).fold(f64::INFINITY, f64::min);
     let feasible: Vec<&MixRow> = rows.iter().filter(|r| r.feasible).collect();
@@ -183,6 +191,81 @@ fn mixes(policy: StrategyKind, all: bool) {
     }
 }
 
+/// Lowest app (y, clipped to 1.6) against the fraction of the no-loser
+/// bound (x), one point per mix and policy; filled where the fluid model
+/// says the floor is feasible.
+fn plot(path: &str) {
+    use plotters::prelude::*;
+    let series = [
+        (
+            "hetsched-pf",
+            StrategyKind::HetschedPf,
+            RGBColor(0x1f, 0x77, 0xb4),
+        ),
+        (
+            "hetsched (selfish)",
+            StrategyKind::parse("hetsched").expect("policy"),
+            RGBColor(0xd6, 0x27, 0x28),
+        ),
+    ];
+    let rows: Vec<(&str, RGBColor, Vec<MixRow>)> = series
+        .iter()
+        .map(|(name, kind, color)| (*name, *color, mix_rows(*kind)))
+        .collect();
+    let root = SVGBackend::new(path, (820, 560)).into_drawing_area();
+    root.fill(&WHITE).expect("fill");
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "100 random mixes: lowest app vs. native against fraction of the no-loser bound",
+            ("sans-serif", 18),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0f64..1.05, 0.0f64..1.6)
+        .expect("chart");
+    chart
+        .configure_mesh()
+        .x_desc("system speedup ÷ no-loser bound")
+        .y_desc("lowest app ÷ its native throughput")
+        .draw()
+        .expect("mesh");
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 0.98), (1.05, 0.98)],
+            BLACK.mix(0.5).stroke_width(1),
+        ))
+        .expect("floor line")
+        .label("0.98 of native (the floor target)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK.mix(0.5)));
+    for (name, color, rows) in &rows {
+        let points = rows.iter().map(|r| {
+            let style = if r.feasible {
+                color.filled()
+            } else {
+                color.stroke_width(1)
+            };
+            Circle::new((r.fraction.min(1.05), r.min.min(1.6)), 4, style)
+        });
+        chart
+            .draw_series(points)
+            .expect("points")
+            .label(format!(
+                "{name} (filled: floor feasible in the fluid model)"
+            ))
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .expect("legend");
+    root.present().expect("write the SVG");
+    println!("wrote {path}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let policy = |i: usize| {
@@ -192,10 +275,13 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some("mixes") => mixes(policy(1), args.get(2).is_some_and(|a| a == "all")),
+        Some("plot") => plot(args.get(1).map_or("pf-mixes.svg", String::as_str)),
         Some(name) => {
             let seed = args.get(1).map_or(1, |s| s.parse().expect("seed"));
             detail(&load(name), seed, policy(2));
         }
-        None => eprintln!("usage: pf_gap SCENARIO|mix:N [SEED [POLICY]] | mixes [POLICY [all]]"),
+        None => eprintln!(
+            "usage: pf_gap SCENARIO|mix:N [SEED [POLICY]] | mixes [POLICY [all]] | plot OUT.svg"
+        ),
     }
 }
