@@ -1160,6 +1160,37 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_native_unit_counts_only_when_nearly_fastest() {
+        let app = |declared| AppDemand {
+            exec_ns: vec![Some(1.0e6), Some(1.05e6), Some(2.0e6), None],
+            overhead_ns: vec![0.0; 4],
+            in_flight: 1.0,
+            weight: 1.0,
+            declared_native: declared,
+        };
+        assert_eq!(app(None).native_unit(), Some(0));
+        // Within NATIVE_CLAIM_SLACK of the fastest: believed.
+        assert_eq!(app(Some(1)).native_unit(), Some(1));
+        // Twice as slow, or not implemented, or out of range: the fastest.
+        assert_eq!(app(Some(2)).native_unit(), Some(0));
+        assert_eq!(app(Some(3)).native_unit(), Some(0));
+        assert_eq!(app(Some(9)).native_unit(), Some(0));
+        // It decides where the others' native estimates count the app.
+        let queue = UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+        };
+        let other = AppDemand {
+            exec_ns: vec![Some(1.0e6), Some(5.0e6), None, None],
+            ..app(None)
+        };
+        let units = [queue; 4];
+        let shared = native_estimate(&[app(None), other.clone()], &units);
+        let apart = native_estimate(&[app(Some(1)), other], &units);
+        assert!(apart[1] > 1.5 * shared[1], "{shared:?} {apart:?}");
+    }
+
+    #[test]
     fn follower_matches_fractions() {
         let mut f = DeficitFollower::new();
         let target = [0.25, 0.0, 0.75];
