@@ -1,8 +1,8 @@
 //! The coordinator's solves: the fluid-judged pick (`solve_targets_waiting`)
 //! against the replay-judged one (`solve_targets_replayed`) on a
 //! six-app, four-unit machine shaped like `rinnegan-contention` (a
-//! two-core processor-shared CPU group and three FIFO devices), and the
-//! replay alone.
+//! two-core processor-shared CPU group and three FIFO devices, or devices
+//! that may run short-first), and the replay alone.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
@@ -13,22 +13,10 @@ use std::hint::black_box;
 
 fn machine() -> (Vec<UnitSupply>, Vec<AppDemand>) {
     let units = vec![
-        UnitSupply {
-            slots: 2.0,
-            time_shared: true,
-        },
-        UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-        },
-        UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-        },
-        UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-        },
+        UnitSupply::processor_shared(2.0),
+        UnitSupply::queue(1.0),
+        UnitSupply::queue(1.0),
+        UnitSupply::queue(1.0),
     ];
     // Per app: exec ms on (cpu, gpu-big, gpu-wimpy, accel), copy ms.
     let table: [([f64; 4], f64); 6] = [
@@ -59,6 +47,14 @@ fn solves(c: &mut Criterion) {
     });
     c.bench_function("coordination/solve_replay_judged_6x4", |b| {
         b.iter(|| solve_targets_replayed(black_box(&apps), &units, 1.05, 3, true, None).unwrap())
+    });
+    // The devices may run short-first: every candidate is replayed again
+    // with them so, and the best has each queue's order flipped once.
+    let short_first: Vec<UnitSupply> = units.iter().map(|u| u.with_short_first()).collect();
+    c.bench_function("coordination/solve_replay_judged_short_first_6x4", |b| {
+        b.iter(|| {
+            solve_targets_replayed(black_box(&apps), &short_first, 1.05, 3, true, None).unwrap()
+        })
     });
     c.bench_function("coordination/replay_native_6x4", |b| {
         b.iter(|| replay_native(black_box(&apps), &units, ReplayBudget::default()))

@@ -36,7 +36,8 @@ use std::collections::BTreeMap;
 
 mod replayed;
 pub use replayed::{
-    INCUMBENT_MARGIN, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, solve_targets_replayed,
+    INCUMBENT_MARGIN, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SHORT_FIRST_MARGIN,
+    solve_targets_replayed,
 };
 
 /// What one unit offers.
@@ -46,6 +47,38 @@ pub struct UnitSupply {
     pub slots: f64,
     /// Processor sharing (a CPU group) rather than a queue (a device).
     pub time_shared: bool,
+    /// A queue that runs short tasks first within a bound
+    /// ([`crate::policy::ShortFirstPolicy`]) rather than in arrival order.
+    #[serde(default)]
+    pub short_first: bool,
+}
+
+impl UnitSupply {
+    /// A device: a queue on `slots` servers, in arrival order.
+    pub fn queue(slots: f64) -> Self {
+        UnitSupply {
+            slots,
+            time_shared: false,
+            short_first: false,
+        }
+    }
+
+    /// A CPU group of `slots` cores under processor sharing.
+    pub fn processor_shared(slots: f64) -> Self {
+        UnitSupply {
+            slots,
+            time_shared: true,
+            short_first: false,
+        }
+    }
+
+    /// The same queue, able to run short-first.
+    pub fn with_short_first(self) -> Self {
+        UnitSupply {
+            short_first: !self.time_shared,
+            ..self
+        }
+    }
 }
 
 /// What the monitor knows about one app.
@@ -245,6 +278,11 @@ pub struct Targets {
     pub predicted_relative: Vec<f64>,
     /// [`native_estimate`] of each app (tasks/s).
     pub native: Vec<f64>,
+    /// Per unit, whether its queue should run short-first
+    /// ([`crate::policy::ShortFirstPolicy`]); only the replay-judged pick
+    /// chooses, the others leave each unit as it is
+    /// ([`UnitSupply::short_first`]).
+    pub short_first: Vec<bool>,
 }
 
 /// Fractions below this are dropped (and the rest renormalised): a unit the
@@ -578,6 +616,7 @@ pub fn solve_targets_waiting(
         floor: s.floor,
         floor_feasible: s.floor_feasible,
         predicted_relative: s.solution.relative,
+        short_first: units.iter().map(|u| u.short_first).collect(),
     })
 }
 
@@ -770,6 +809,7 @@ pub fn solve_targets(
         floor: s.floor,
         floor_feasible: s.floor_feasible,
         predicted_relative: s.solution.relative,
+        short_first: units.iter().map(|u| u.short_first).collect(),
     })
 }
 
@@ -839,10 +879,13 @@ pub struct Coordinator {
     last_solve: Option<Ns>,
     solves: u64,
     floor: Option<(f64, bool)>,
+    /// Per unit, the queue order of the last solve (short-first or not).
+    short_first: Vec<bool>,
 }
 
 impl Coordinator {
     pub fn new(config: CoordinatorConfig, units: Vec<UnitSupply>) -> Self {
+        let short_first = units.iter().map(|u| u.short_first).collect();
         Coordinator {
             config,
             units,
@@ -853,6 +896,7 @@ impl Coordinator {
             last_solve: None,
             solves: 0,
             floor: None,
+            short_first,
         }
     }
 
@@ -938,6 +982,7 @@ impl Coordinator {
             .then(|| Plan {
                 fraction: ids.iter().map(|c| self.targets[c].0.clone()).collect(),
                 rate: ids.iter().map(|c| self.targets[c].1).collect(),
+                short_first: self.short_first.clone(),
             });
             solve_targets_replayed(
                 &demands,
@@ -970,6 +1015,7 @@ impl Coordinator {
         self.solves += 1;
         self.solved_units = Some(self.units.clone());
         self.floor = Some((t.floor, t.floor_feasible));
+        self.short_first = t.short_first;
         self.targets.clear();
         for ((c, f), rate) in ids.iter().zip(t.fraction).zip(t.rate) {
             self.targets.insert(*c, (f, rate));
@@ -993,6 +1039,13 @@ impl Coordinator {
     /// `(floor, feasible)` of the last solve: what `status` reports.
     pub fn floor(&self) -> Option<(f64, bool)> {
         self.floor
+    }
+
+    /// Whether unit `u`'s queue should run short-first (as the last solve
+    /// chose; before any, as the unit is set up). The unit's agent applies
+    /// it ([`crate::policy::UnitPolicy::set_short_first`]).
+    pub fn short_first(&self, u: usize) -> bool {
+        self.short_first.get(u).copied().unwrap_or(false)
     }
 
     /// How many times the allocation was solved.
@@ -1126,10 +1179,12 @@ mod tests {
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             },
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             },
         ];
         let app = |a: f64, b: f64| AppDemand {
@@ -1179,6 +1234,7 @@ mod tests {
         let queue = UnitSupply {
             slots: 1.0,
             time_shared: false,
+            short_first: false,
         };
         let other = AppDemand {
             exec_ns: vec![Some(1.0e6), Some(5.0e6), None, None],
@@ -1226,10 +1282,12 @@ mod tests {
             UnitSupply {
                 slots: 1.0,
                 time_shared: true,
+                short_first: false,
             },
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             },
         ];
         let apps = [
@@ -1276,6 +1334,7 @@ mod tests {
         let queue = UnitSupply {
             slots: 1.0,
             time_shared: false,
+            short_first: false,
         };
         let units = [queue, queue, queue];
         let apps = [
@@ -1325,10 +1384,12 @@ mod tests {
             UnitSupply {
                 slots: 1.0,
                 time_shared: true,
+                short_first: false,
             },
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             },
         ];
         let app = |cpu: f64, queue: Option<f64>, overhead: f64| AppDemand {
@@ -1378,10 +1439,12 @@ mod tests {
         let queue = UnitSupply {
             slots: 1.0,
             time_shared: false,
+            short_first: false,
         };
         let cpu = UnitSupply {
             slots: 1.0,
             time_shared: true,
+            short_first: false,
         };
         // App 0: 0.1 ms tasks plus 0.4 ms of copies; app 1: 10 ms tasks.
         let apps = [
@@ -1419,6 +1482,7 @@ mod tests {
             UnitSupply {
                 slots: 2.0,
                 time_shared: false,
+                short_first: false,
             },
         ];
         assert!(nonpreemptive_limits(&p, &wide).is_empty());
@@ -1438,6 +1502,7 @@ mod tests {
         let units = [UnitSupply {
             slots: 1.0,
             time_shared: false,
+            short_first: false,
         }];
         let app = |weight: f64| AppDemand {
             exec_ns: vec![Some(1e6)],
@@ -1471,6 +1536,7 @@ mod tests {
         let units = [UnitSupply {
             slots: 1.0,
             time_shared: false,
+            short_first: false,
         }];
         let app = |e: f64| AppDemand {
             exec_ns: vec![Some(e)],
@@ -1486,11 +1552,45 @@ mod tests {
     }
 
     #[test]
+    fn the_replayed_pick_runs_a_queue_short_first_where_it_helps() {
+        // A device that a 0.03 ms app and two 3 ms apps all need (the CPU
+        // is 100-1000× slower). In arrival order the short app
+        // waits for both long tasks every time; short-first, only for the
+        // one running, and the long apps lose at most one 0.03 ms task per
+        // 6 ms cycle, within the floor.
+        let units = [
+            UnitSupply::processor_shared(1.0),
+            UnitSupply::queue(1.0).with_short_first(),
+        ];
+        let app = |cpu: f64, dev: f64| AppDemand {
+            exec_ns: vec![Some(cpu), Some(dev)],
+            overhead_ns: vec![0.0, 0.0],
+            in_flight: 1.0,
+            weight: 1.0,
+            declared_native: Some(1),
+        };
+        let apps = [app(3e7, 3e4), app(3e8, 3e6), app(3e8, 3e6)];
+        let t = solve_targets_replayed(&apps, &units, 1.05, 3, true, None).unwrap();
+        assert_eq!(t.short_first, vec![false, true]);
+        let r = &t.predicted_relative;
+        assert!(r[0] > 1.5, "{r:?}");
+        assert!(
+            r[1] >= REPLAY_FLOOR_CAP && r[2] >= REPLAY_FLOOR_CAP,
+            "{r:?}"
+        );
+        // A device that cannot run short-first stays in arrival order.
+        let fifo = [units[0], UnitSupply::queue(1.0)];
+        let t = solve_targets_replayed(&apps, &fifo, 1.05, 3, true, None).unwrap();
+        assert_eq!(t.short_first, vec![false, false]);
+    }
+
+    #[test]
     fn coordinator_resolves_on_membership_only() {
         let units = vec![
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             };
             2
         ];

@@ -27,10 +27,11 @@
 
 use crate::coordination::{AppDemand, DeficitFollower, Pacer, UnitSupply};
 use crate::ids::Ns;
+use crate::policy::short_first_key;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// How long a replay runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,8 +80,12 @@ enum Event {
 struct Unit {
     slots: f64,
     shared: bool,
-    /// Queued units: tasks waiting (app, arrival time) and slots busy.
-    waiting: VecDeque<(usize, f64)>,
+    /// Queued units: whether short tasks go first
+    /// ([`crate::policy::short_first_key`]) rather than in arrival order.
+    short_first: bool,
+    /// Queued units: tasks waiting (app, arrival time, order key) and
+    /// slots busy.
+    waiting: Vec<(usize, f64, f64)>,
     busy: usize,
     /// Processor-shared units: (app, work left in ns at full speed,
     /// arrival, execution time).
@@ -192,14 +197,27 @@ impl Replay<'_> {
             self.wait(app, unit, 0.0);
             self.schedule(now + exec, Event::Done { app, unit });
         } else {
-            self.units[unit].waiting.push_back((app, now));
+            let key = if self.units[unit].short_first {
+                short_first_key(now, self.exec(app, unit).unwrap_or(0.0))
+            } else {
+                now
+            };
+            self.units[unit].waiting.push((app, now, key));
         }
     }
 
     /// A queued unit's slot is free: start the next waiting task.
     fn next_queued(&mut self, unit: usize, now: f64) {
         self.units[unit].busy -= 1;
-        if let Some((app, arrived)) = self.units[unit].waiting.pop_front() {
+        // Smallest key first; the earlier arrival on a tie (the queue is
+        // in arrival order).
+        let next = self.units[unit]
+            .waiting
+            .iter()
+            .enumerate()
+            .min_by(|(i, a), (j, b)| a.2.total_cmp(&b.2).then(i.cmp(j)))
+            .map(|(i, _)| i);
+        if let Some((app, arrived, _)) = next.map(|i| self.units[unit].waiting.remove(i)) {
             let exec = self.draw(app, unit) / self.units[unit].server_speed();
             self.units[unit].busy += 1;
             self.wait(app, unit, now - arrived);
@@ -291,7 +309,8 @@ pub fn replay(
             .map(|u| Unit {
                 slots: u.slots.max(1e-3),
                 shared: u.time_shared,
-                waiting: VecDeque::new(),
+                short_first: u.short_first,
+                waiting: Vec::new(),
                 busy: 0,
                 running: Vec::new(),
                 last: 0.0,
@@ -395,13 +414,23 @@ pub fn replay(
     }
 }
 
-/// Each app's native throughput by replay: every app on its fastest
-/// measured unit, unpaced. `None` for an app with no measured unit.
+/// Each app's native throughput by replay: every app on its native unit
+/// ([`AppDemand::native_unit`]), unpaced, and every queue in arrival order,
+/// as a device runs without hetsched whatever order the units run now.
+/// `None` for an app with no measured unit.
 pub fn replay_native(
     apps: &[AppDemand],
     units: &[UnitSupply],
     budget: ReplayBudget,
 ) -> Vec<Option<f64>> {
+    let units: Vec<UnitSupply> = units
+        .iter()
+        .map(|u| UnitSupply {
+            short_first: false,
+            ..*u
+        })
+        .collect();
+    let units = &units[..];
     let fraction: Vec<Vec<f64>> = apps
         .iter()
         .map(|a| {
@@ -437,6 +466,7 @@ mod tests {
         UnitSupply {
             slots: 1.0,
             time_shared: false,
+            short_first: false,
         }
     }
 
@@ -465,6 +495,42 @@ mod tests {
     }
 
     #[test]
+    fn short_first_lets_a_short_task_app_pass_queued_long_tasks() {
+        // One 0.1 ms app and two 2 ms apps on one queue, no overhead. In
+        // arrival order the short app waits for both long tasks every
+        // time (1 / 4.1 ms); short-first it waits for the one running
+        // (1 / 2.1 ms), and each long app is passed at most once per task.
+        let apps = [
+            app(&[Some(1e5)], 0.0),
+            app(&[Some(2e6)], 0.0),
+            app(&[Some(2e6)], 0.0),
+        ];
+        let all = vec![vec![1.0]; 3];
+        let run = |short_first| {
+            let unit = UnitSupply {
+                short_first,
+                ..queue()
+            };
+            replay_throughput(&apps, &[unit], &all, None, ReplayBudget::default())
+        };
+        let (arrival, short) = (run(false), run(true));
+        assert!((arrival[0] - 1e9 / 4.1e6).abs() < 5.0, "{arrival:?}");
+        assert!((short[0] - 1e9 / 2.1e6).abs() < 10.0, "{short:?}");
+        for i in 1..3 {
+            assert!(short[i] >= 0.95 * arrival[i], "{arrival:?} {short:?}");
+        }
+        // Natively the devices run in arrival order, whatever they run now.
+        let unit = UnitSupply {
+            short_first: true,
+            ..queue()
+        };
+        assert_eq!(
+            replay_native(&apps, &[unit], ReplayBudget::default()),
+            replay_native(&apps, &[queue()], ReplayBudget::default())
+        );
+    }
+
+    #[test]
     fn waits_are_what_a_task_spends_beyond_its_execution() {
         let apps = [app(&[Some(1e5)], 0.0), app(&[Some(1e6)], 0.0)];
         let out = replay(
@@ -484,6 +550,7 @@ mod tests {
         let cpu = UnitSupply {
             slots: 1.0,
             time_shared: true,
+            short_first: false,
         };
         let out = replay(
             &apps[..1],
@@ -500,6 +567,7 @@ mod tests {
         let tenth = UnitSupply {
             slots: 0.1,
             time_shared: false,
+            short_first: false,
         };
         let thr = replay_native(&[app(&[Some(1e5)], 0.0)], &[tenth], ReplayBudget::default());
         // 0.1 ms tasks on a tenth of a unit: 1000 tasks/s, not 10 000.
@@ -512,6 +580,7 @@ mod tests {
         let cpu = UnitSupply {
             slots: 1.0,
             time_shared: true,
+            short_first: false,
         };
         let apps = [app(&[Some(1e6)], 0.0), app(&[Some(1e6)], 0.0)];
         let thr = replay_native(&apps, &[cpu], ReplayBudget::default());

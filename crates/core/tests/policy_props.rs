@@ -3,7 +3,7 @@
 use hetsched_core::ids::{ClientId, Ns, TaskId};
 use hetsched_core::policy::{
     ClientSettings, FifoPolicy, MAX_CUSTOM_SHARES, PolicyError, PolicyKind, Request, ShareClass,
-    SharePolicy, ShareWindow, UnitPolicy,
+    SharePolicy, ShareWindow, UnitPolicy, short_first_key,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -291,5 +291,43 @@ proptest! {
             prop_assert!(wait > last, "{} -> {}", last, wait);
             last = wait;
         }
+    }
+
+    /// Short-first loses nothing and dispatches in key order: a request is
+    /// passed only by one submitted less than the stretch × the difference
+    /// of their lengths after it (no starvation). Interleaved submits and
+    /// picks, clients with one task size each.
+    #[test]
+    fn short_first_dispatches_in_key_order(
+        sizes in prop::array::uniform4(1u64..100),
+        ops in prop::collection::vec((0usize..5, 0u64..3 * MS), 1..80),
+    ) {
+        let mut p = PolicyKind::ShortFirst.build(1);
+        let mut now: Ns = 0;
+        // (key, task) of what is queued, in arrival order.
+        let mut queued: Vec<(f64, u64)> = Vec::new();
+        let mut picked = 0usize;
+        let mut submitted = 0usize;
+        for (task, (op, gap)) in ops.into_iter().enumerate() {
+            now += gap;
+            if op < 4 {
+                let expected = sizes[op] as f64 * 1e5;
+                p.submit(request(op as u32, task as u64, expected, now), now);
+                queued.push((short_first_key(now as f64, expected), task as u64));
+                submitted += 1;
+            } else if let Some(r) = p.pick_next(now) {
+                let (at, _) = queued
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| a.1.0.total_cmp(&b.1.0))
+                    .expect("the model has it queued");
+                prop_assert_eq!(r.task.0, queued.remove(at).1);
+                picked += 1;
+            } else {
+                prop_assert!(queued.is_empty());
+            }
+        }
+        prop_assert_eq!(p.queued(), submitted - picked);
+        prop_assert_eq!(p.queued(), queued.len());
     }
 }

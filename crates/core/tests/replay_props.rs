@@ -16,11 +16,13 @@ const BUDGET: ReplayBudget = ReplayBudget {
 };
 
 fn machine() -> impl Strategy<Value = (Vec<UnitSupply>, Vec<AppDemand>)> {
-    (2usize..=3, 2usize..=4).prop_flat_map(|(units, apps)| {
+    (2usize..=3, 2usize..=4, any::<bool>()).prop_flat_map(|(units, apps, short_first)| {
+        // The queues may run short-first (the pick chooses their order).
         let supply: Vec<UnitSupply> = (0..units)
             .map(|u| UnitSupply {
                 slots: if u == 0 { 2.0 } else { 1.0 },
                 time_shared: u == 0,
+                short_first: short_first && u > 0,
             })
             .collect();
         let app = (
@@ -85,5 +87,10 @@ proptest! {
             }
         }
         prop_assert!(t.rate.iter().all(|r| r.is_finite() && *r > 0.0));
+        // Short-first only where a queue can run it.
+        prop_assert_eq!(t.short_first.len(), units.len());
+        for (on, unit) in t.short_first.iter().zip(&units) {
+            prop_assert!(!on || (unit.short_first && !unit.time_shared));
+        }
     }
 }

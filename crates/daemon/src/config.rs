@@ -347,6 +347,7 @@ mod tests {
             default_policy = "share"
             [policies]
             gpu1 = "fifo"
+            gpu0 = "short-first"
             [[emulated]]
             name = "gpu0"
             speed = 8.0
@@ -367,6 +368,7 @@ mod tests {
         assert_eq!(cfg.coordination, Coordination::Off);
         assert_eq!(DaemonConfig::default().coordination, Coordination::Pf);
         assert_eq!(cfg.policies["gpu1"], PolicyKind::Fifo);
+        assert_eq!(cfg.policies["gpu0"], PolicyKind::ShortFirst);
         assert_eq!(
             cfg.unknown_policy_units(&["gpu0", "gpu1"]),
             Vec::<&str>::new()

@@ -28,6 +28,7 @@ use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight};
 use hetsched_core::demand_meter::{DemandMeter, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
+use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role, UnitDemand};
 use hetsched_views::Targets;
@@ -104,6 +105,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         .map(|u| UnitSupply {
             slots: u.unit.slots.max(1) as f64,
             time_shared: u.unit.class == UnitClass::Cpu,
+            short_first: u.policy == PolicyKind::ShortFirst,
         })
         .collect();
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
@@ -259,6 +261,9 @@ fn step(
 fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId, Tracked>) {
     let mut state = shared.lock();
     let st = &mut *state;
+    for u in 0..st.monitor.agents().len() {
+        st.monitor.set_short_first(u, coordinator.short_first(u));
+    }
     st.targets.clear();
     let mut apps = Vec::new();
     for (id, t) in tracked {
@@ -329,14 +334,17 @@ mod tests {
             UnitSupply {
                 slots: 2.0,
                 time_shared: true,
+                short_first: false,
             },
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             },
             UnitSupply {
                 slots: 1.0,
                 time_shared: false,
+                short_first: false,
             },
         ]
     }

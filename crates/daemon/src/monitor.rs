@@ -267,6 +267,14 @@ impl Monitor {
         &self.agents
     }
 
+    /// The coordinator's queue order for the unit at `index`
+    /// (`UnitPolicy::set_short_first`: only a short-first unit has one).
+    pub fn set_short_first(&mut self, index: usize, on: bool) {
+        if let Some(agent) = self.agents.get_mut(index) {
+            agent.policy_mut().set_short_first(on);
+        }
+    }
+
     pub fn client(&self, id: ClientId) -> Option<&ClientEntry> {
         self.clients.get(&id)
     }

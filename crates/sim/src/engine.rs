@@ -179,10 +179,18 @@ impl<'s> Engine<'s> {
             .units
             .iter()
             .zip(&sc.unit_policies)
+            .map(|(u, &kind)| (u, strategy.unit_policy(kind)))
             .map(|(u, kind)| UnitState {
-                policy: kind.build(u.slots),
+                policy: {
+                    // Arrival order until the coordinator chooses otherwise.
+                    let mut policy = kind.build(u.slots);
+                    if strategy == StrategyKind::HetschedPf {
+                        policy.set_short_first(false);
+                    }
+                    policy
+                },
                 slots: u.slots,
-                time_shared: *kind == hetsched_core::policy::PolicyKind::TimeShare,
+                time_shared: kind == hetsched_core::policy::PolicyKind::TimeShare,
                 running: Vec::new(),
                 epoch: 0,
                 last_progress: 0,
@@ -216,9 +224,11 @@ impl<'s> Engine<'s> {
                     .units
                     .iter()
                     .zip(&sc.unit_policies)
+                    .map(|(u, &kind)| (u, strategy.unit_policy(kind)))
                     .map(|(u, kind)| UnitSupply {
                         slots: u.slots as f64,
-                        time_shared: *kind == hetsched_core::policy::PolicyKind::TimeShare,
+                        time_shared: kind == hetsched_core::policy::PolicyKind::TimeShare,
+                        short_first: kind == hetsched_core::policy::PolicyKind::ShortFirst,
                     })
                     .collect();
                 Coordinator::new(CoordinatorConfig::default(), units)
@@ -926,6 +936,10 @@ impl<'s> Engine<'s> {
             client.pf_rate = coordinator.rate(ClientId(c as u32));
         }
         if solved {
+            // The units' agents take the queue order the solve chose.
+            for (u, unit) in self.units.iter_mut().enumerate() {
+                unit.policy.set_short_first(coordinator.short_first(u));
+            }
             self.metrics.targets_published(self.now, change);
         } else {
             self.metrics.coordinated();

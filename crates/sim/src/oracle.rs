@@ -69,6 +69,7 @@ pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> N
         .map(|(u, kind)| UnitSupply {
             slots: u.slots as f64,
             time_shared: *kind == PolicyKind::TimeShare,
+            short_first: false,
         })
         .collect();
     let limits = nonpreemptive_limits(&p, &units);

@@ -6,6 +6,7 @@
 //! app's own queued tasks (dmda).
 
 use hetsched_core::placement::{PlacementConfig, Placer};
+use hetsched_core::policy::PolicyKind;
 
 /// A placement policy, by name.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -137,6 +138,19 @@ impl StrategyKind {
         ];
         v.extend(HETSCHED_VARIANTS.iter().map(|(n, _)| *n));
         v
+    }
+
+    /// The policy a unit runs under this strategy, given the scenario's.
+    /// Under hetsched-pf a FIFO device runs [`PolicyKind::ShortFirst`],
+    /// in arrival order until the monitor's solve says short-first (per
+    /// unit, where the replay finds it adds without costing anyone the
+    /// floor): an app with short tasks there then waits for the task that
+    /// is running, not for every long task queued ahead of it.
+    pub fn unit_policy(&self, scenario: PolicyKind) -> PolicyKind {
+        match (self, scenario) {
+            (Self::HetschedPf, PolicyKind::Fifo) => PolicyKind::ShortFirst,
+            (_, kind) => kind,
+        }
     }
 
     /// The placer configuration, for strategies that use hetsched-core's placer.

@@ -127,12 +127,14 @@ fn hetsched_pf_on_random_mixes() {
     // lowest app runs 47 ms tasks: 42 of them in the 2 s window against 43
     // natively, one task being 2.3 % (with another draw of the replay's
     // jitter it read 0.984 and none was below). The fractions are asserted
-    // a little below what hetsched-pf measurably reaches (0.860 / 0.309;
-    // the simulation is deterministic), not at the 0.9 / 0.75:
-    // holding the floor costs sum where only native placement keeps it,
-    // see docs/sim.md. It must also beat selfish placement on every count.
-    assert!(mean >= 0.85, "mean fraction {mean:.3}");
-    assert!(worst >= 0.30, "worst fraction {worst:.3}");
+    // a little below what hetsched-pf measurably reaches (0.869 / 0.440
+    // with short-first queues where the replay picks them, 0.860 / 0.309
+    // without; the simulation is deterministic), not at the 0.9 /
+    // 0.75: holding the floor costs sum where only native placement keeps
+    // it, see docs/sim.md. It must also beat selfish placement on every
+    // count.
+    assert!(mean >= 0.865, "mean fraction {mean:.3}");
+    assert!(worst >= 0.43, "worst fraction {worst:.3}");
     assert!(
         below <= 1,
         "{below} mixes below 0.98 where the floor is feasible"

@@ -45,6 +45,9 @@ pub const REPLAY_FLOOR_TIE: f64 = 0.01;
 /// What a candidate must gain over the targets in force, in replayed floor
 /// or in replayed `ln r` per unit of weight, to replace them.
 pub const INCUMBENT_MARGIN: f64 = 0.02;
+/// What a plan with short-first queues must gain over the best in arrival
+/// order, in replayed floor or `ln r` per unit of weight.
+pub const SHORT_FIRST_MARGIN: f64 = 0.02;
 /// The rates [`toward`] tries for an app's switch, as exponents between
 /// its native rate (0) and the target's (1).
 const SWITCH_RATE_STEPS: [f64; 3] = [1.0, 0.5, 0.25];
@@ -57,13 +60,25 @@ const NATIVE_PLAN_RATE: f64 = 2.0;
 pub struct Plan {
     pub fraction: Vec<Vec<f64>>,
     pub rate: Vec<f64>,
+    /// Per unit, whether its queue runs short-first (only where the unit
+    /// can: [`UnitSupply::short_first`]); arrival order otherwise.
+    pub short_first: Vec<bool>,
 }
 
 impl Plan {
-    fn of(p: &FairProblem, s: &NoLoserSolution) -> Plan {
+    fn of(p: &FairProblem, s: &NoLoserSolution, short_first: &[bool]) -> Plan {
         Plan {
             fraction: fractions(p, &s.solution.allocation),
             rate: s.solution.throughput.clone(),
+            short_first: short_first.to_vec(),
+        }
+    }
+
+    /// The same plan with the queues in `short_first` order.
+    fn ordered(&self, short_first: &[bool]) -> Plan {
+        Plan {
+            short_first: short_first.to_vec(),
+            ..self.clone()
         }
     }
 
@@ -81,6 +96,7 @@ impl Plan {
                 })
                 .collect(),
             rate: native.iter().map(|n| n * NATIVE_PLAN_RATE).collect(),
+            short_first: vec![false; units],
         }
     }
 }
@@ -102,9 +118,18 @@ struct Judge<'a> {
 
 impl Judge<'_> {
     fn judge(&self, plan: &Plan) -> Judged {
+        let units: Vec<UnitSupply> = self
+            .units
+            .iter()
+            .enumerate()
+            .map(|(u, s)| UnitSupply {
+                short_first: s.short_first && plan.short_first.get(u).copied().unwrap_or(false),
+                ..*s
+            })
+            .collect();
         let outcome = replay(
             self.apps,
-            self.units,
+            &units,
             &plan.fraction,
             Some(&plan.rate),
             ReplayBudget::default(),
@@ -151,6 +176,26 @@ impl Judge<'_> {
         a.0 > b.0 + REPLAY_FLOOR_TIE + margin
             || (a.0 >= b.0 - REPLAY_FLOOR_TIE && a.1 > b.1 + margin * weight)
     }
+}
+
+/// The best of `from` with one queue's order flipped (short-first or
+/// arrival order; only queues that can run short-first), if one beats it.
+fn reorder(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<(Plan, Judged)> {
+    let mut pick: Option<(Plan, Judged)> = None;
+    for (u, unit) in judge.units.iter().enumerate() {
+        if !unit.short_first || unit.time_shared {
+            continue;
+        }
+        let mut order = from.0.short_first.clone();
+        order[u] = !order[u];
+        let next = from.0.ordered(&order);
+        let judged = judge.judge(&next);
+        let bar = pick.as_ref().map_or(from.1.score, |p| p.1.score);
+        if judge.beats(judged.score, bar, 0.0) {
+            pick = Some((next, judged));
+        }
+    }
+    pick
 }
 
 /// A greedy walk from `from` (the native plan, or the best candidate so
@@ -239,6 +284,13 @@ pub fn solve_targets_replayed(
     };
     let first = solve_no_loser_weighted(&base, floor_goal, &[], &judge.weights)?;
     let (floor, floor_feasible) = (first.floor, first.floor_feasible);
+    // The candidates are found and walked with every queue in arrival
+    // order; short-first comes in only after the walk.
+    let arrival = vec![false; units.len()];
+    let short_first: Vec<bool> = units
+        .iter()
+        .map(|u| u.short_first && !u.time_shared)
+        .collect();
 
     // The wait-aware rounds, with replayed waits.
     let mut rounds_out: Vec<(NoLoserSolution, FairProblem, Judged)> = Vec::new();
@@ -246,7 +298,7 @@ pub fn solve_targets_replayed(
     let mut p = base.clone();
     let mut wait = vec![vec![0.0; units.len()]; apps.len()];
     for round in 0..=rounds {
-        let judged = judge.judge(&Plan::of(&p, &s));
+        let judged = judge.judge(&Plan::of(&p, &s, &arrival));
         let next_p = (round < rounds).then(|| {
             let mut q = p.clone();
             for (i, row) in wait.iter_mut().enumerate() {
@@ -293,13 +345,13 @@ pub fn solve_targets_replayed(
             floor_goal,
             &judge.weights,
         ) {
-            let plan = Plan::of(&q, &next);
+            let plan = Plan::of(&q, &next, &arrival);
             let judged = judge.judge(&plan);
             plans.push((plan, judged));
         }
     }
     for (s, p, judged) in rounds_out {
-        plans.push((Plan::of(&p, &s), judged));
+        plans.push((Plan::of(&p, &s, &arrival), judged));
     }
     let native_plan = Plan::native(apps, units.len(), &native);
     let judged = judge.judge(&native_plan);
@@ -323,9 +375,40 @@ pub fn solve_targets_replayed(
         }
     }
 
+    // Every candidate again with the queues short-first where they can,
+    // then the best of those with one queue's order flipped at a time. A
+    // short-first plan must beat the best in arrival order by a margin:
+    // the replay predicts who passes whom less well than plain FIFO turns.
+    if short_first.contains(&true) {
+        let in_arrival = judge.best(&plans);
+        let mut reordered: Vec<(Plan, Judged)> = plans
+            .iter()
+            .map(|(plan, _)| {
+                let plan = plan.ordered(&short_first);
+                let judged = judge.judge(&plan);
+                (plan, judged)
+            })
+            .collect();
+        let best = judge.best(&reordered);
+        if let Some(found) = reorder(&judge, (&reordered[best].0, &reordered[best].1)) {
+            reordered.push(found);
+        }
+        let best = judge.best(&reordered);
+        if judge.beats(
+            reordered[best].1.score,
+            plans[in_arrival].1.score,
+            SHORT_FIRST_MARGIN,
+        ) {
+            plans.push(reordered.swap_remove(best));
+        }
+    }
     let mut best = judge.best(&plans);
     let incumbent = incumbent
-        .filter(|i| i.fraction.len() == apps.len() && i.rate.len() == apps.len())
+        .filter(|i| {
+            i.fraction.len() == apps.len()
+                && i.rate.len() == apps.len()
+                && i.short_first.len() == units.len()
+        })
         .map(|i| (i.clone(), judge.judge(i)));
     if let Some((plan, judged)) = incumbent
         && !judge.beats(plans[best].1.score, judged.score, INCUMBENT_MARGIN)
@@ -337,6 +420,7 @@ pub fn solve_targets_replayed(
     Ok(Targets {
         fraction: plan.fraction,
         rate: plan.rate,
+        short_first: plan.short_first,
         native,
         floor,
         floor_feasible,

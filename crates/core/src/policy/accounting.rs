@@ -542,14 +542,29 @@ impl<Q> ClientLedger<Q> {
             .clients
             .iter()
             .filter(|c| c.id != me && (c.queued > 0 || c.running > 0) && counts(c))
-            .map(|c| {
-                let avg = self.avg_task_ns(c);
-                let elapsed = (u128::from(c.running) * u128::from(now))
-                    .saturating_sub(c.dispatch_instants) as f64;
-                f64::from(c.queued) * avg + (f64::from(c.running) * avg - elapsed).max(0.0)
-            })
+            .map(|c| f64::from(c.queued) * self.avg_task_ns(c) + self.running_rest_ns(c, now))
             .sum();
         work / f64::from(self.slots)
+    }
+
+    /// What is left of the other clients' running tasks, per slot: the
+    /// wait of a task that nothing queued is ahead of.
+    pub fn running_left_ns(&self, me: ClientId, now: Ns) -> f64 {
+        let work: f64 = self
+            .clients
+            .iter()
+            .filter(|c| c.id != me && c.running > 0)
+            .map(|c| self.running_rest_ns(c, now))
+            .sum();
+        work / f64::from(self.slots)
+    }
+
+    /// Expected remainder of a client's running tasks: its average task
+    /// per task minus the time they already ran.
+    fn running_rest_ns(&self, c: &ClientRecord<Q>, now: Ns) -> f64 {
+        let elapsed =
+            (u128::from(c.running) * u128::from(now)).saturating_sub(c.dispatch_instants) as f64;
+        (f64::from(c.running) * self.avg_task_ns(c) - elapsed).max(0.0)
     }
 
     /// The global page.

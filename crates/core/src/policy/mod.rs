@@ -9,6 +9,7 @@ mod credit;
 mod fifo;
 mod priority;
 mod share;
+mod short_first;
 mod time_share;
 
 pub use accounting::{
@@ -19,6 +20,7 @@ pub use credit::{CREDIT_TICK_NS, CreditPolicy, SharedDomain, domain_config};
 pub use fifo::FifoPolicy;
 pub use priority::PriorityPolicy;
 pub use share::{SharePolicy, ShareWindow};
+pub use short_first::{SHORT_FIRST_STRETCH, ShortFirstPolicy, short_first_key};
 pub use time_share::TimeSharePolicy;
 
 use crate::backend_policy::BackendPolicy;
@@ -57,10 +59,14 @@ pub enum PolicyKind {
     BackendAugC,
     #[serde(rename = "cosched")]
     BackendCoSched,
+    /// Short tasks may pass long ones queued shortly before them (bounded:
+    /// see [`short_first`](ShortFirstPolicy)). What `hetsched-pf` runs a
+    /// FIFO device as.
+    ShortFirst,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 11] = [
+    pub const ALL: [PolicyKind; 12] = [
         Self::Fifo,
         Self::Priority,
         Self::Share,
@@ -72,6 +78,7 @@ impl PolicyKind {
         Self::BackendSlaf,
         Self::BackendAugC,
         Self::BackendCoSched,
+        Self::ShortFirst,
     ];
 
     pub fn name(self) -> &'static str {
@@ -80,6 +87,7 @@ impl PolicyKind {
             Self::Priority => "priority",
             Self::Share => "share",
             Self::TimeShare => "time-share",
+            Self::ShortFirst => "short-first",
             other => other
                 .backend()
                 .expect("the rest are backend policies")
@@ -124,6 +132,7 @@ impl PolicyKind {
             Self::Priority => Box::new(PriorityPolicy::new(slots)),
             Self::Share => Box::new(SharePolicy::new(slots, ShareWindow::default())),
             Self::TimeShare => Box::new(TimeSharePolicy::new(slots)),
+            Self::ShortFirst => Box::new(ShortFirstPolicy::new(slots)),
             other => Box::new(CreditPolicy::new(
                 other.backend().expect("the rest are backend policies"),
                 slots,
@@ -264,4 +273,9 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// backend policies group clients; the others keep serving clients
     /// one by one.
     fn set_client_domain(&mut self, _client: ClientId, _domain: Option<SharedDomain>, _now: Ns) {}
+
+    /// Whether short tasks may pass long ones in the queue (the
+    /// coordinator's choice per unit). Only [`ShortFirstPolicy`] has a
+    /// choice; the others keep their order.
+    fn set_short_first(&mut self, _on: bool) {}
 }
