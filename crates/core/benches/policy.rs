@@ -51,7 +51,12 @@ fn loaded_policy(kind: PolicyKind) -> Box<dyn UnitPolicy> {
 
 fn pick_next_64_clients(c: &mut Criterion) {
     let mut group = c.benchmark_group("policy");
-    for kind in [PolicyKind::Fifo, PolicyKind::Priority, PolicyKind::Share] {
+    for kind in [
+        PolicyKind::Fifo,
+        PolicyKind::Priority,
+        PolicyKind::Share,
+        PolicyKind::ShortFirst,
+    ] {
         group.bench_function(BenchmarkId::new("pick_next_64_clients", kind.name()), |b| {
             let mut policy = loaded_policy(kind);
             let mut now: Ns = 0;
