@@ -1,0 +1,39 @@
+//! Issue 10's `rinnegan-contention` evidence: hetsched-pf against the
+//! no-loser bound, with nobody below native. Measured (seeds 1–3, release):
+//! 3.707 / 3.753 / 3.756, which is 0.815 / 0.823 / 0.824 of the no-loser
+//! bound and 0.933 / 0.943 / 0.944 of the queue-aware one, min rᵢ 1.07 /
+//! 1.02 / 1.02, 0.5 / 0 / 0 placement changes/s. The issue's 90 % of the
+//! no-loser bound is above the queue-aware bound (3.97), which no placement
+//! on these FIFO devices exceeds; see docs/sim.md. Asserted a little below
+//! what is reached, and against selfish hetsched.
+
+use hetsched_sim::catalog;
+use hetsched_sim::report::PolicyResult;
+use hetsched_sim::run::run_scenario;
+
+#[test]
+fn pf_holds_the_floor_and_most_of_the_bound_on_rinnegan_contention() {
+    let sc = catalog::load("rinnegan-contention").unwrap_or_else(|e| panic!("{e}"));
+    for seed in 1..=3 {
+        let r = run_scenario(&sc, seed, &mut |_, _| {});
+        let policy = |name: &str| -> &PolicyResult {
+            r.results
+                .iter()
+                .find(|p| p.policy == name)
+                .unwrap_or_else(|| panic!("no policy {name}"))
+        };
+        let (pf, selfish) = (policy("hetsched-pf"), policy("hetsched"));
+        let of_bound = pf.system_speedup / r.oracle_no_loser_system_speedup;
+        let of_queue_bound = pf.system_speedup / r.oracle_queue_aware_system_speedup;
+        assert!(r.oracle_no_loser_floor_feasible, "seed {seed}");
+        assert!(pf.min_relative >= 0.98, "seed {seed}: {}", pf.min_relative);
+        assert!(of_bound >= 0.80, "seed {seed}: {of_bound:.3}");
+        assert!(of_queue_bound >= 0.92, "seed {seed}: {of_queue_bound:.3}");
+        assert!(
+            pf.system_speedup > selfish.system_speedup,
+            "seed {seed}: {} vs {}",
+            pf.system_speedup,
+            selfish.system_speedup
+        );
+    }
+}
