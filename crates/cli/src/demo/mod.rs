@@ -33,6 +33,16 @@ pub struct DemoArgs {
     /// Where the timeline SVG and the JSON results go.
     #[arg(long, default_value = "demo-out")]
     out: PathBuf,
+    /// The daemon's coordination under hetsched-pf: `pf` (fluid-judged,
+    /// the daemon's default) or `pf-replay` (judged by replay, as the
+    /// simulator's hetsched-pf).
+    #[arg(long, default_value = "pf", value_parser = ["pf", "pf-replay"])]
+    coordination: String,
+    /// The emulated GPUs' policy under hetsched-pf: `fifo` (Rinnegan's
+    /// contention experiment, and what native and hetsched always run) or
+    /// `short-first` (which `pf-replay` turns on or off per device).
+    #[arg(long, default_value = "fifo", value_parser = ["fifo", "short-first", "share"])]
+    device_policy: String,
 }
 
 /// Native first (the other policies are measured against it); hetsched-pf
@@ -49,11 +59,10 @@ fn config_file(dir: &Path, policy: &str) -> PathBuf {
 
 /// The demo machine: this machine's CPUs plus two emulated GPUs with
 /// Rinnegan's GPU-Bulky / GPU-Wimpy copy links; FIFO agents, as in its
-/// contention experiment.
+/// contention experiment (under hetsched-pf, `--device-policy`).
 const DEMO_CONFIG: &str = r#"# written by `hetsched demo`
 tick_ms = 10
 cpu_scan_ms = 50
-default_policy = "fifo"
 
 [[emulated]]
 name = "gpu-big"
@@ -167,17 +176,16 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .prefix("hetsched-demo-")
         .tempdir()?;
     // Top-level keys must come before the first [[emulated]] table.
-    let config = format!(
-        "calibration_cache = {:?}\n{DEMO_CONFIG}",
-        dir.path().join("calibration.json")
-    );
-    std::fs::write(
-        config_file(dir.path(), "hetsched"),
-        format!("coordination = \"off\"\n{config}"),
-    )?;
+    let config = |coordination: &str, device_policy: &str| {
+        format!(
+            "calibration_cache = {:?}\ncoordination = {coordination:?}\ndefault_policy = {device_policy:?}\n{DEMO_CONFIG}",
+            dir.path().join("calibration.json"),
+        )
+    };
+    std::fs::write(config_file(dir.path(), "hetsched"), config("off", "fifo"))?;
     std::fs::write(
         config_file(dir.path(), "hetsched-pf"),
-        format!("coordination = \"pf\"\n{config}"),
+        config(&args.coordination, &args.device_policy),
     )?;
     println!(
         "hetsched demo: {} apps (Rinnegan Table 3) on this machine's CPUs + emulated gpu-big and gpu-wimpy",
