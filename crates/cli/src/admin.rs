@@ -504,6 +504,12 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
         "\ncoordination: proportional-fair, {} solve(s); {floor}",
         c.solves
     );
+    for u in share_units_in_targets(r, c) {
+        let _ = writeln!(
+            s,
+            "  warning: {u} runs the share policy, which serves the least-used client first; the coordinator assumes arrival (or short-first) order, so an app with long calls there can fall below native (configure it fifo or short-first)"
+        );
+    }
     for a in &c.apps {
         let mix: Vec<String> = a
             .fractions
@@ -531,6 +537,25 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
             a.client.0, a.pid
         );
     }
+}
+
+/// Devices under the share policy that some app's targets use: the
+/// coordinator's models (fluid and replay) assume arrival or short-first
+/// order, and the share agent's reordering can put a long-call app below
+/// native (docs/sim.md, "In the daemon and the runtime").
+fn share_units_in_targets<'a>(r: &'a StatusReport, c: &CoordinationStatus) -> Vec<&'a str> {
+    r.units
+        .iter()
+        .enumerate()
+        .filter(|(i, u)| {
+            u.info.class != hetsched_core::unit::UnitClass::Cpu
+                && u.info.policy == hetsched_core::policy::PolicyKind::Share
+                && c.apps
+                    .iter()
+                    .any(|a| a.fractions.get(*i).is_some_and(|f| *f > 0.0))
+        })
+        .map(|(_, u)| u.info.name.as_str())
+        .collect()
 }
 
 fn prometheus(r: &StatusReport) -> String {
@@ -733,12 +758,9 @@ mod tests {
         assert!(early.contains("not solved yet"), "{early}");
     }
 
-    /// Long unit names and device kinds (served OpenCL units) keep the
-    /// unit table's columns aligned; kinds longer than the limit are cut.
-    #[test]
-    fn long_unit_names_and_kinds_keep_the_columns_aligned() {
+    fn unit(id: u16, name: &str, kind: &str, slots: u32) -> UnitStatus {
         use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
-        let unit = |id: u16, name: &str, kind: &str, slots: u32| UnitStatus {
+        UnitStatus {
             info: hetsched_protocol::UnitInfo {
                 id: hetsched_core::ids::UnitId(id),
                 name: name.into(),
@@ -761,7 +783,32 @@ mod tests {
             queued_by_class: [0; 3],
             busy_ns_total: 0,
             selection: None,
-        };
+        }
+    }
+
+    #[test]
+    fn status_warns_of_share_devices_in_the_targets() {
+        use hetsched_core::policy::PolicyKind;
+        let mut r = report(Some(1.05), Some(true));
+        r.units = vec![unit(0, "gpu-a", "gpu", 1), unit(1, "gpu-b", "gpu", 1)];
+        // Client 4's targets use both units; only a share unit warns.
+        assert!(!table(&r, &[]).contains("warning"));
+        r.units[1].info.policy = PolicyKind::Share;
+        let text = table(&r, &[]);
+        assert!(
+            text.contains("warning: gpu-b runs the share policy"),
+            "{text}"
+        );
+        assert!(!text.contains("warning: gpu-a"), "{text}");
+        // A share unit nobody's targets use says nothing.
+        r.coordination.as_mut().unwrap().apps[0].fractions = vec![1.0, 0.0];
+        assert!(!table(&r, &[]).contains("warning"));
+    }
+
+    /// Long unit names and device kinds (served OpenCL units) keep the
+    /// unit table's columns aligned; kinds longer than the limit are cut.
+    #[test]
+    fn long_unit_names_and_kinds_keep_the_columns_aligned() {
         let mut r = report(None, None);
         r.coordination = None;
         r.units = vec![
