@@ -1,5 +1,6 @@
 //! Proportional-fair coordination (issue 10) with real processes: a daemon
-//! with `coordination = "pf"`, three demo applications (separate
+//! with `coordination = "pf"` (or `"pf-replay"` on short-first devices),
+//! three demo applications (separate
 //! processes, hetsched-runtime inside) on this machine's CPUs and two
 //! emulated GPUs. The daemon must solve, publish per-app targets that
 //! `hetsched status` shows, and the apps' runtimes must follow them.
@@ -34,7 +35,26 @@ const SECONDS: f64 = 5.0;
 
 #[test]
 fn the_daemon_publishes_targets_and_the_apps_follow_them() {
-    let daemon = TestDaemon::start("coordination", CONFIG);
+    targets_are_published_and_followed("coordination", CONFIG);
+}
+
+/// The replay-judged pick on devices that may run short-first: the
+/// daemon sets each device's order at every publish, and the apps follow
+/// the targets as under the fluid pick.
+#[test]
+fn the_replay_judged_pick_on_short_first_devices_is_followed_too() {
+    let config = CONFIG
+        .replace("coordination = \"pf\"", "coordination = \"pf-replay\"")
+        .replace(
+            "default_policy = \"fifo\"",
+            "default_policy = \"short-first\"",
+        );
+    assert!(config.contains("pf-replay") && config.contains("short-first"));
+    targets_are_published_and_followed("coordination-replay", &config);
+}
+
+fn targets_are_published_and_followed(name: &str, config: &str) {
+    let daemon = TestDaemon::start(name, config);
     let models = daemon.dir.join("models");
     let apps = ["aes", "lbm", "histogram"];
     let children: Vec<Reaped> = apps
