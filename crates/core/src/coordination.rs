@@ -48,7 +48,7 @@ pub struct UnitSupply {
     /// Processor sharing (a CPU group) rather than a queue (a device).
     pub time_shared: bool,
     /// A queue that runs short tasks first within a bound
-    /// ([`crate::policy::ShortFirstPolicy`]) rather than in arrival order.
+    /// ([`crate::policy::short_first`]) rather than in arrival order.
     #[serde(default)]
     pub short_first: bool,
 }
@@ -279,7 +279,7 @@ pub struct Targets {
     /// [`native_estimate`] of each app (tasks/s).
     pub native: Vec<f64>,
     /// Per unit, whether its queue should run short-first
-    /// ([`crate::policy::ShortFirstPolicy`]); only the replay-judged pick
+    /// ([`crate::policy::short_first`]); only the replay-judged pick
     /// chooses, the others leave each unit as it is
     /// ([`UnitSupply::short_first`]).
     pub short_first: Vec<bool>,

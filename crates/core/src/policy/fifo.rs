@@ -1,7 +1,13 @@
 //! FIFO: one queue in arrival order, what GPU drivers do natively. It
 //! guarantees nothing, so a client's view is only the work queued ahead.
+//!
+//! The same queue can run short-first instead ([`FifoPolicy::short_first`],
+//! kind `short-first`; the order is explained in [`super::short_first`]),
+//! and be switched between the two orders at run time by the coordinator
+//! ([`UnitPolicy::set_short_first`]).
 
 use super::accounting::{ClientLedger, LedgerConfig};
+use super::short_first::short_first_key;
 use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
@@ -10,7 +16,14 @@ use std::collections::VecDeque;
 #[derive(Debug)]
 pub struct FifoPolicy {
     ledger: ClientLedger,
-    queue: VecDeque<Request>,
+    /// Waiting requests in arrival order, with their submit times.
+    queue: VecDeque<(Ns, Request)>,
+    /// `None`: a FIFO unit. `Some(on)`: a short-first unit, passing short
+    /// requests when `on` (the coordinator may turn it off). Short-first
+    /// keys are computed at dispatch, from the lengths measured by then and
+    /// the order in force; queues are short (a few requests per client), so
+    /// a scan costs less than keeping a heap.
+    short_first: Option<bool>,
 }
 
 impl FifoPolicy {
@@ -22,20 +35,81 @@ impl FifoPolicy {
         FifoPolicy {
             ledger: ClientLedger::new(slots, config),
             queue: VecDeque::new(),
+            short_first: None,
+        }
+    }
+
+    /// A queue that lets short requests pass long ones, within a bound.
+    pub fn short_first(slots: u32) -> Self {
+        FifoPolicy {
+            short_first: Some(true),
+            ..Self::new(slots)
         }
     }
 
     pub fn ledger(&self) -> &ClientLedger {
         &self.ledger
     }
+
+    fn passing(&self) -> bool {
+        self.short_first == Some(true)
+    }
+
+    /// The client's average task on this unit: measured, or its claim
+    /// until something completed.
+    fn expected_ns(&self, client: ClientId) -> f64 {
+        self.ledger
+            .get(client)
+            .map_or(0.0, |c| self.ledger.avg_task_ns(c))
+    }
+
+    /// The short-first key of a request of `client` submitted at `submitted`.
+    fn key(&self, submitted: Ns, client: ClientId) -> f64 {
+        short_first_key(submitted as f64, self.expected_ns(client))
+    }
+
+    /// Where the next request to run is: the head in arrival order, else
+    /// the smallest key (the earliest arrival among equals: `min_by` keeps
+    /// the first).
+    fn next_index(&self) -> Option<usize> {
+        if !self.passing() {
+            return (!self.queue.is_empty()).then_some(0);
+        }
+        self.queue
+            .iter()
+            .enumerate()
+            .map(|(i, (at, r))| (i, self.key(*at, r.client)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
+    }
+
+    /// Short-first: the rest of what runs, and the queued requests whose
+    /// keys are no larger than a request submitted now would get (on a tie
+    /// the earlier request goes first).
+    fn short_first_wait_ns(&self, client: ClientId, now: Ns) -> f64 {
+        let mine = self.key(now, client);
+        let queued_ahead: f64 = self
+            .queue
+            .iter()
+            .filter(|(at, r)| r.client != client && self.key(*at, r.client) <= mine)
+            .map(|(_, r)| self.expected_ns(r.client))
+            .sum();
+        self.ledger.running_left_ns(client, now)
+            + queued_ahead / f64::from(self.ledger.slots().max(1))
+    }
 }
 
 impl UnitPolicy for FifoPolicy {
     fn kind(&self) -> PolicyKind {
-        PolicyKind::Fifo
+        if self.short_first.is_some() {
+            PolicyKind::ShortFirst
+        } else {
+            PolicyKind::Fifo
+        }
     }
 
-    /// FIFO ignores classes and priorities, so every setting is accepted.
+    /// The order ignores classes and priorities, so every setting is
+    /// accepted.
     fn set_client(
         &mut self,
         client: ClientId,
@@ -48,7 +122,7 @@ impl UnitPolicy for FifoPolicy {
 
     fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
         let mut dropped = Vec::new();
-        self.queue.retain(|r| {
+        self.queue.retain(|(_, r)| {
             let keep = r.client != client;
             if !keep {
                 dropped.push(*r);
@@ -62,11 +136,12 @@ impl UnitPolicy for FifoPolicy {
     fn submit(&mut self, request: Request, now: Ns) {
         let idx = self.ledger.ensure(request.client, now);
         self.ledger.record_submit(idx, request.expected_ns, now);
-        self.queue.push_back(request);
+        self.queue.push_back((now, request));
     }
 
     fn pick_next(&mut self, now: Ns) -> Option<Request> {
-        let request = self.queue.pop_front()?;
+        // `remove`: the queue stays in arrival order.
+        let (_, request) = self.queue.remove(self.next_index()?)?;
         let idx = self.ledger.ensure(request.client, now);
         self.ledger.record_dispatch(idx, now);
         Some(request)
@@ -80,7 +155,7 @@ impl UnitPolicy for FifoPolicy {
         self.ledger.tick(now);
     }
 
-    /// FIFO never holds anything back.
+    /// Nothing is ever held back.
     fn retry_at(&self, _now: Ns) -> Option<Ns> {
         None
     }
@@ -90,12 +165,18 @@ impl UnitPolicy for FifoPolicy {
             .ledger
             .get(client)
             .map_or(0.0, |c| self.ledger.utilisation(c, now));
+        let wait_ns = if self.passing() {
+            self.short_first_wait_ns(client, now)
+        } else {
+            // The backlog right now, not a count of active clients: a task
+            // arriving mid-way through another's long task waits only for
+            // its remainder (this closed most of the gap to c-sched's exact
+            // queues).
+            self.ledger.backlog_ahead_ns(client, now, |_| true)
+        };
         ClientUnitView {
             guaranteed: 0.0,
-            // The backlog right now, not a count of active clients: a task
-            // arriving mid-way through another's long task waits only for its
-            // remainder (this closed most of the gap to c-sched's exact queues).
-            wait_ns: self.ledger.backlog_ahead_ns(client, now, |_| true),
+            wait_ns,
             current_utilisation,
             throttled: false,
             max_utilisation: 1.0,
@@ -108,6 +189,12 @@ impl UnitPolicy for FifoPolicy {
 
     fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    fn set_short_first(&mut self, on: bool) {
+        if let Some(order) = self.short_first.as_mut() {
+            *order = on;
+        }
     }
 }
 

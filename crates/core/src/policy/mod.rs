@@ -9,7 +9,7 @@ mod credit;
 mod fifo;
 mod priority;
 mod share;
-mod short_first;
+pub mod short_first;
 mod time_share;
 
 pub use accounting::{
@@ -20,7 +20,7 @@ pub use credit::{CREDIT_TICK_NS, CreditPolicy, SharedDomain, domain_config};
 pub use fifo::FifoPolicy;
 pub use priority::PriorityPolicy;
 pub use share::{SharePolicy, ShareWindow};
-pub use short_first::{SHORT_FIRST_STRETCH, ShortFirstPolicy, short_first_key};
+pub use short_first::{SHORT_FIRST_STRETCH, short_first_key};
 pub use time_share::TimeSharePolicy;
 
 use crate::backend_policy::BackendPolicy;
@@ -60,7 +60,7 @@ pub enum PolicyKind {
     #[serde(rename = "cosched")]
     BackendCoSched,
     /// Short tasks may pass long ones queued shortly before them (bounded:
-    /// see [`short_first`](ShortFirstPolicy)). What `hetsched-pf` runs a
+    /// see [`short_first`]). What `hetsched-pf` runs a
     /// FIFO device as.
     ShortFirst,
 }
@@ -132,7 +132,7 @@ impl PolicyKind {
             Self::Priority => Box::new(PriorityPolicy::new(slots)),
             Self::Share => Box::new(SharePolicy::new(slots, ShareWindow::default())),
             Self::TimeShare => Box::new(TimeSharePolicy::new(slots)),
-            Self::ShortFirst => Box::new(ShortFirstPolicy::new(slots)),
+            Self::ShortFirst => Box::new(FifoPolicy::short_first(slots)),
             other => Box::new(CreditPolicy::new(
                 other.backend().expect("the rest are backend policies"),
                 slots,
@@ -275,7 +275,7 @@ pub trait UnitPolicy: fmt::Debug + Send {
     fn set_client_domain(&mut self, _client: ClientId, _domain: Option<SharedDomain>, _now: Ns) {}
 
     /// Whether short tasks may pass long ones in the queue (the
-    /// coordinator's choice per unit). Only [`ShortFirstPolicy`] has a
+    /// coordinator's choice per unit). Only a short-first [`FifoPolicy`] has a
     /// choice; the others keep their order.
     fn set_short_first(&mut self, _on: bool) {}
 }

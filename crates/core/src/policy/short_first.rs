@@ -16,11 +16,11 @@
 //! completed, so a client that claims short tasks gains nothing after its
 //! first one. Tasks are not preempted: a request still waits for whatever
 //! runs when it arrives.
-
-use super::accounting::{ClientLedger, LedgerConfig};
-use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
-use crate::ids::{ClientId, Ns};
-use crate::view::{ClientUnitView, UnitView};
+//!
+//! The queue itself is [`super::FifoPolicy`], built by
+//! [`FifoPolicy::short_first`](super::FifoPolicy::short_first): the two
+//! orders share everything but the pick, and the coordinator switches a
+//! short-first unit between them.
 
 /// How much a request's own expected length moves its key: a request may
 /// be passed by requests submitted up to this many times its length later.
@@ -34,171 +34,11 @@ pub fn short_first_key(submitted_ns: f64, expected_ns: f64) -> f64 {
     submitted_ns + SHORT_FIRST_STRETCH * expected_ns.max(0.0)
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Queued {
-    submitted: Ns,
-    request: Request,
-}
-
-#[derive(Debug)]
-pub struct ShortFirstPolicy {
-    ledger: ClientLedger,
-    /// Waiting requests in arrival order. Keys are computed at dispatch,
-    /// from the lengths measured by then and the order in force; queues are
-    /// short (a few requests per client), so a scan costs less than a heap.
-    queue: Vec<Queued>,
-    /// Off: arrival order (what the coordinator picks where passing would
-    /// cost a long-task app its floor).
-    on: bool,
-}
-
-impl ShortFirstPolicy {
-    pub fn new(slots: u32) -> Self {
-        Self::with_config(slots, LedgerConfig::default())
-    }
-
-    pub fn with_config(slots: u32, config: LedgerConfig) -> Self {
-        ShortFirstPolicy {
-            ledger: ClientLedger::new(slots, config),
-            queue: Vec::new(),
-            on: true,
-        }
-    }
-
-    pub fn ledger(&self) -> &ClientLedger {
-        &self.ledger
-    }
-
-    fn expected_ns(&self, client: ClientId) -> f64 {
-        self.ledger
-            .get(client)
-            .map_or(0.0, |c| self.ledger.avg_task_ns(c))
-    }
-
-    /// The order key of a request of `client` submitted at `submitted`.
-    fn key(&self, submitted: Ns, client: ClientId) -> f64 {
-        if self.on {
-            short_first_key(submitted as f64, self.expected_ns(client))
-        } else {
-            submitted as f64
-        }
-    }
-
-    /// The smallest key; the earliest arrival among equals (the queue is in
-    /// arrival order and `min_by` keeps the first).
-    fn next_index(&self) -> Option<usize> {
-        self.queue
-            .iter()
-            .enumerate()
-            .map(|(i, q)| (i, self.key(q.submitted, q.request.client)))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(i, _)| i)
-    }
-}
-
-impl UnitPolicy for ShortFirstPolicy {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::ShortFirst
-    }
-
-    /// The order depends on task lengths only, so every setting is accepted.
-    fn set_client(
-        &mut self,
-        client: ClientId,
-        settings: ClientSettings,
-        now: Ns,
-    ) -> Result<(), PolicyError> {
-        self.ledger.set_settings(client, settings, now);
-        Ok(())
-    }
-
-    fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
-        let mut dropped = Vec::new();
-        self.queue.retain(|q| {
-            let keep = q.request.client != client;
-            if !keep {
-                dropped.push(q.request);
-            }
-            keep
-        });
-        self.ledger.remove(client, now);
-        dropped
-    }
-
-    fn submit(&mut self, request: Request, now: Ns) {
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_submit(idx, request.expected_ns, now);
-        self.queue.push(Queued {
-            submitted: now,
-            request,
-        });
-    }
-
-    fn pick_next(&mut self, now: Ns) -> Option<Request> {
-        // `remove`, not `swap_remove`: the queue stays in arrival order.
-        let request = self.queue.remove(self.next_index()?).request;
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_dispatch(idx, now);
-        Some(request)
-    }
-
-    fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
-        self.ledger.record_complete(client, ran_ns, now);
-    }
-
-    fn tick(&mut self, now: Ns) {
-        self.ledger.tick(now);
-    }
-
-    /// Nothing is ever held back.
-    fn retry_at(&self, _now: Ns) -> Option<Ns> {
-        None
-    }
-
-    /// A task submitted now waits for the rest of what runs and for the
-    /// queued requests whose keys are no larger than its own would be (on a
-    /// tie the earlier request goes first).
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        let current_utilisation = self
-            .ledger
-            .get(client)
-            .map_or(0.0, |c| self.ledger.utilisation(c, now));
-        let my_key = self.key(now, client);
-        let queued_ahead: f64 = self
-            .queue
-            .iter()
-            .filter(|q| {
-                q.request.client != client && self.key(q.submitted, q.request.client) <= my_key
-            })
-            .map(|q| self.expected_ns(q.request.client))
-            .sum();
-        ClientUnitView {
-            guaranteed: 0.0,
-            wait_ns: self.ledger.running_left_ns(client, now)
-                + queued_ahead / f64::from(self.ledger.slots().max(1)),
-            current_utilisation,
-            throttled: false,
-            max_utilisation: 1.0,
-        }
-    }
-
-    fn unit_view(&self, now: Ns) -> UnitView {
-        self.ledger.unit_view(now)
-    }
-
-    fn queued(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn set_short_first(&mut self, on: bool) {
-        self.on = on;
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::ids::TaskId;
+    use super::super::{FifoPolicy, Request, UnitPolicy};
+    use crate::ids::ClientId;
+    use crate::ids::{Ns, TaskId};
 
     const MS: Ns = 1_000_000;
 
@@ -211,7 +51,7 @@ mod tests {
         }
     }
 
-    fn drain(p: &mut ShortFirstPolicy, now: Ns) -> Vec<u64> {
+    fn drain(p: &mut FifoPolicy, now: Ns) -> Vec<u64> {
         std::iter::from_fn(|| p.pick_next(now))
             .map(|r| r.task.0)
             .collect()
@@ -219,7 +59,7 @@ mod tests {
 
     #[test]
     fn a_short_task_passes_a_long_one_submitted_just_before() {
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         p.submit(req(1, 0, 10 * MS, 0), 0);
         p.submit(req(2, 1, MS / 10, MS), MS);
         assert_eq!(drain(&mut p, MS), vec![1, 0]);
@@ -229,7 +69,7 @@ mod tests {
     fn a_long_task_is_passed_only_within_its_stretch() {
         // Key of the 10 ms task: 0 + 10 ms. A 0.1 ms task submitted at
         // 9 ms (key 9.1 ms) passes it; one submitted at 11 ms does not.
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         p.submit(req(1, 0, 10 * MS, 0), 0);
         p.submit(req(2, 1, MS / 10, 9 * MS), 9 * MS);
         p.submit(req(3, 2, MS / 10, 11 * MS), 11 * MS);
@@ -238,7 +78,7 @@ mod tests {
 
     #[test]
     fn equal_lengths_run_in_arrival_order() {
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         for (i, c) in [3, 1, 2, 1].into_iter().enumerate() {
             p.submit(req(c, i as u64, 2 * MS, 0), 0);
         }
@@ -247,7 +87,7 @@ mod tests {
 
     #[test]
     fn the_measured_length_outweighs_the_claim() {
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         // Client 1 claims 0.1 ms but its first task ran 10 ms.
         p.submit(req(1, 0, MS / 10, 0), 0);
         p.pick_next(0);
@@ -261,7 +101,7 @@ mod tests {
 
     #[test]
     fn view_counts_the_running_rest_and_the_requests_ahead() {
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         p.submit(req(1, 0, 10 * MS, 0), 0);
         p.pick_next(0);
         // 10 ms task running since 0, so 6 ms left at 4 ms.
@@ -279,7 +119,7 @@ mod tests {
 
     #[test]
     fn switched_off_it_runs_in_arrival_order() {
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         p.submit(req(1, 0, 10 * MS, 0), 0);
         p.submit(req(2, 1, MS / 10, MS), MS);
         p.set_short_first(false);
@@ -293,7 +133,7 @@ mod tests {
 
     #[test]
     fn remove_returns_queued_requests_in_arrival_order() {
-        let mut p = ShortFirstPolicy::new(1);
+        let mut p = FifoPolicy::short_first(1);
         p.submit(req(1, 0, 5 * MS, 0), 0);
         p.submit(req(2, 1, MS, 0), 0);
         p.submit(req(1, 2, MS, 1), 1);
