@@ -35,25 +35,34 @@ const SECONDS: f64 = 5.0;
 
 #[test]
 fn the_daemon_publishes_targets_and_the_apps_follow_them() {
-    targets_are_published_and_followed("coordination", CONFIG);
+    let status = targets_are_published_and_followed("coordination", CONFIG);
+    // Under the fluid pick the devices keep their configured FIFO.
+    for unit in status["units"].as_array().unwrap() {
+        assert_ne!(unit["info"]["policy"], "short-first", "{unit}");
+    }
 }
 
-/// The replay-judged pick on devices that may run short-first: the
-/// daemon sets each device's order at every publish, and the apps follow
-/// the targets as under the fluid pick.
+/// The replay-judged pick: it runs the FIFO devices short-first-capable
+/// (they announce `short-first`), sets each one's order at every publish,
+/// and the apps follow the targets as under the fluid pick.
 #[test]
 fn the_replay_judged_pick_on_short_first_devices_is_followed_too() {
-    let config = CONFIG
-        .replace("coordination = \"pf\"", "coordination = \"pf-replay\"")
-        .replace(
-            "default_policy = \"fifo\"",
-            "default_policy = \"short-first\"",
-        );
-    assert!(config.contains("pf-replay") && config.contains("short-first"));
-    targets_are_published_and_followed("coordination-replay", &config);
+    let config = CONFIG.replace("coordination = \"pf\"", "coordination = \"pf-replay\"");
+    assert!(config.contains("pf-replay"));
+    let status = targets_are_published_and_followed("coordination-replay", &config);
+    for unit in status["units"].as_array().unwrap() {
+        let want = if unit["info"]["class"] == "cpu" {
+            "time-share"
+        } else {
+            "short-first"
+        };
+        assert_eq!(unit["info"]["policy"], want, "{unit}");
+    }
 }
 
-fn targets_are_published_and_followed(name: &str, config: &str) {
+/// Runs three apps under `config`, checks the targets and that the apps
+/// followed them, and returns the last status with targets for all three.
+fn targets_are_published_and_followed(name: &str, config: &str) -> serde_json::Value {
     let daemon = TestDaemon::start(name, config);
     let models = daemon.dir.join("models");
     let apps = ["aes", "lbm", "histogram"];
@@ -187,6 +196,7 @@ fn targets_are_published_and_followed(name: &str, config: &str) {
             );
         }
     }
+    status
 }
 
 #[test]

@@ -140,6 +140,18 @@ impl Coordination {
         self != Coordination::Off
     }
 
+    /// The policy a device configured `configured` runs under this mode.
+    /// The replay-judged pick chooses each queue's order, so it runs a
+    /// FIFO device short-first-capable, as the simulator's hetsched-pf does
+    /// (docs/sim.md, "Short-first queues"); the order it picks per unit is
+    /// arrival order wherever passing would cost someone the floor.
+    pub fn device_policy(self, configured: PolicyKind) -> PolicyKind {
+        match (self, configured) {
+            (Coordination::PfReplay, PolicyKind::Fifo) => PolicyKind::ShortFirst,
+            (_, kind) => kind,
+        }
+    }
+
     /// The coordinator's configuration for this mode.
     pub fn coordinator_config(self) -> hetsched_core::coordination::CoordinatorConfig {
         hetsched_core::coordination::CoordinatorConfig {
@@ -328,6 +340,17 @@ mod tests {
         assert!(!Coordination::Off.is_on());
         let err = parse("coordination = \"replay\"").unwrap_err();
         assert!(err.contains("pf-replay"), "{err}");
+    }
+
+    #[test]
+    fn pf_replay_runs_fifo_devices_short_first() {
+        use PolicyKind::*;
+        assert_eq!(Coordination::PfReplay.device_policy(Fifo), ShortFirst);
+        assert_eq!(Coordination::PfReplay.device_policy(Share), Share);
+        assert_eq!(Coordination::PfReplay.device_policy(ShortFirst), ShortFirst);
+        for mode in [Coordination::Pf, Coordination::Off] {
+            assert_eq!(mode.device_policy(Fifo), Fifo);
+        }
     }
 
     #[test]

@@ -106,15 +106,17 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         .iter()
         .map(|u| {
             let is_cpu = u.class == UnitClass::Cpu;
-            let default = if is_cpu {
-                PolicyKind::TimeShare
+            let configured = cfg.policies.get(&u.name).copied();
+            let policy = if is_cpu {
+                configured.unwrap_or(PolicyKind::TimeShare)
             } else {
-                cfg.default_policy
+                cfg.coordination
+                    .device_policy(configured.unwrap_or(cfg.default_policy))
             };
             UnitSetup {
                 unit: u.clone(),
                 kind_name: platform.machine.kinds[u.kind.index()].name.clone(),
-                policy: cfg.policies.get(&u.name).copied().unwrap_or(default),
+                policy,
                 // Every non-CPU unit the daemon knows today comes from
                 // `[[emulated]]`; real devices get their own executors.
                 emulated: !is_cpu,
@@ -130,11 +132,12 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         .collect();
     let mut backends = Vec::new();
     for (mut setup, backend) in served {
-        setup.policy = cfg
-            .policies
-            .get(&setup.unit.name)
-            .copied()
-            .unwrap_or(cfg.default_policy);
+        setup.policy = cfg.coordination.device_policy(
+            cfg.policies
+                .get(&setup.unit.name)
+                .copied()
+                .unwrap_or(cfg.default_policy),
+        );
         backends.push((setup.unit.id, backend));
         units.push(setup);
     }

@@ -39,8 +39,9 @@ pub struct DemoArgs {
     #[arg(long, default_value = "pf", value_parser = ["pf", "pf-replay"])]
     coordination: String,
     /// The emulated GPUs' policy under hetsched-pf: `fifo` (Rinnegan's
-    /// contention experiment, and what native and hetsched always run) or
-    /// `short-first` (which `pf-replay` turns on or off per device).
+    /// contention experiment, and what native and hetsched always run;
+    /// `pf-replay` runs it short-first), `short-first` (which `pf-replay`
+    /// turns on or off per device) or `share` (Rinnegan's agents).
     #[arg(long, default_value = "fifo", value_parser = ["fifo", "short-first", "share"])]
     device_policy: String,
 }
