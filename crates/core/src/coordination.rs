@@ -885,7 +885,10 @@ pub struct Coordinator {
 
 impl Coordinator {
     pub fn new(config: CoordinatorConfig, units: Vec<UnitSupply>) -> Self {
-        let short_first = units.iter().map(|u| u.short_first).collect();
+        // Arrival order until a solve chooses: passing while apps profile
+        // changes the models they measure (docs/sim.md, "Short-first
+        // queues").
+        let short_first = vec![false; units.len()];
         Coordinator {
             config,
             units,
@@ -1042,8 +1045,8 @@ impl Coordinator {
     }
 
     /// Whether unit `u`'s queue should run short-first (as the last solve
-    /// chose; before any, as the unit is set up). The unit's agent applies
-    /// it ([`crate::policy::UnitPolicy::set_short_first`]).
+    /// chose; arrival order before any). The unit's agent applies it
+    /// ([`crate::policy::UnitPolicy::set_short_first`]).
     pub fn short_first(&self, u: usize) -> bool {
         self.short_first.get(u).copied().unwrap_or(false)
     }
