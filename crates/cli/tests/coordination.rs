@@ -222,7 +222,8 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
         calls: 20,
         exec_ns: 10e9,
     };
-    liar.report_demand(vec![claim], 1.0, vec![cpu]).unwrap();
+    liar.report_demand(vec![claim], 1.0, vec![cpu], None)
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let status = daemon.observer().unwrap().status().unwrap();
@@ -250,7 +251,7 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
         unit: hetsched_core::ids::UnitId(999),
         ..claim
     };
-    liar.report_demand(vec![bogus], 1.0, vec![]).unwrap();
+    liar.report_demand(vec![bogus], 1.0, vec![], None).unwrap();
     let err = liar.status().unwrap_err().to_string();
     assert!(err.contains("unknown unit 999"), "{err}");
 }

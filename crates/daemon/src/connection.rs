@@ -405,9 +405,11 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             units,
             in_flight,
             implemented,
+            native,
         } => {
             let checked = st.monitor.check_application(id).and_then(|()| {
-                crate::coordinator::check_report(&units, &implemented, st.monitor.agents().len())
+                let named: Vec<UnitId> = implemented.iter().copied().chain(native).collect();
+                crate::coordinator::check_report(&units, &named, st.monitor.agents().len())
                     .map_err(|m| (ErrorCode::UnknownUnit, m))
             });
             match checked {
@@ -420,6 +422,7 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                             units,
                             in_flight,
                             implemented,
+                            native,
                         },
                     );
                 }

@@ -41,6 +41,8 @@ pub struct DemandReport {
     pub units: Vec<UnitDemand>,
     pub in_flight: f64,
     pub implemented: Vec<UnitId>,
+    /// The unit it runs on without hetsched, if it said.
+    pub native: Option<UnitId>,
 }
 
 /// What one tick copies out of the state under the lock.
@@ -71,6 +73,8 @@ struct Tracked {
     /// It took part in the last tick's coordination.
     coordinated: bool,
     usage: UnitUse,
+    /// The native unit it declared (believed within the core's slack).
+    native: Option<usize>,
 }
 
 impl Tracked {
@@ -80,6 +84,7 @@ impl Tracked {
             follows: false,
             coordinated: false,
             usage: UnitUse::default(),
+            native: None,
         }
     }
 
@@ -225,6 +230,7 @@ fn step(
                 .reported(&entries, r.in_flight, cpu_time(pid), max_in_flight);
             t.meter
                 .set_implemented(r.implemented.iter().map(|u| u.index()).collect());
+            t.native = r.native.map(|u| u.index());
         }
         // Solving before every unit the app implements has figures would
         // leave the others out of its targets for good: an app that
@@ -234,6 +240,7 @@ fn step(
             Some(w) if t.coordinated && t.meter.is_complete() => {
                 let mut demand = t.meter.demand();
                 demand.weight = w;
+                demand.declared_native = t.native;
                 coordinator.set_app(id, demand);
             }
             Some(_) if t.coordinated => {}
@@ -358,6 +365,7 @@ mod tests {
             }],
             in_flight: 2.0,
             implemented: vec![UnitId(0), UnitId(1), UnitId(2)],
+            native: None,
         })
     }
 
@@ -423,6 +431,48 @@ mod tests {
         }
         c.update(0);
         (c, tracked)
+    }
+
+    #[test]
+    fn a_declared_native_unit_is_kept_for_the_solve() {
+        let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
+        let mut tracked = BTreeMap::new();
+        let mut declared = report(4, 4.0 * 5e6);
+        if let Some(r) = declared.as_mut() {
+            r.native = Some(UnitId(1));
+        }
+        let app = |report| GatheredApp {
+            id: ClientId(1),
+            pid: 100,
+            measured: vec![(0, 0.0), (10, 10.0 * 2e6), (5, 5.0 * 6e6)],
+            report,
+            weight: Some(1.0),
+        };
+        let gathered = |report| Gathered {
+            at: 100_000_000,
+            apps: vec![app(report)],
+        };
+        step(
+            &mut c,
+            &mut tracked,
+            &sources(),
+            &supply(),
+            8.0,
+            gathered(declared),
+            cpu_used_honestly,
+        );
+        assert_eq!(tracked[&ClientId(1)].native, Some(1));
+        // A later report without one withdraws it.
+        step(
+            &mut c,
+            &mut tracked,
+            &sources(),
+            &supply(),
+            8.0,
+            gathered(report(8, 8.0 * 5e6)),
+            cpu_used_honestly,
+        );
+        assert_eq!(tracked[&ClientId(1)].native, None);
     }
 
     #[test]

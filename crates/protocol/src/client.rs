@@ -601,11 +601,13 @@ impl Client {
         units: Vec<crate::message::UnitDemand>,
         in_flight: f64,
         implemented: Vec<UnitId>,
+        native: Option<UnitId>,
     ) -> Result<(), ClientError> {
         self.send(&ClientMsg::ReportDemand {
             units,
             in_flight,
             implemented,
+            native,
         })
     }
 

@@ -170,6 +170,11 @@ pub enum ClientMsg {
         /// Units the client has implementations for: the daemon solves for
         /// it only once it has figures for every one of them.
         implemented: Vec<UnitId>,
+        /// The unit the application runs on without hetsched (its default
+        /// device), which its native throughput is measured against. The
+        /// daemon believes it only within 10 % of the fastest unit it
+        /// measured for the app. Appended in protocol 5.
+        native: Option<UnitId>,
     },
     /// Accelerator selection (Pegasus §3.2): associate this client with
     /// the accelerator of highest weight that holds `memory_bytes` of its

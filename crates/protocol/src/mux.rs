@@ -261,11 +261,13 @@ impl SharedClient {
         units: Vec<UnitDemand>,
         in_flight: f64,
         implemented: Vec<UnitId>,
+        native: Option<UnitId>,
     ) -> Result<(), ClientError> {
         self.shared.send(&ClientMsg::ReportDemand {
             units,
             in_flight,
             implemented,
+            native,
         })
     }
 

@@ -187,10 +187,12 @@ fn run(sched: &Arc<Scheduler>) {
             drop(q);
             // Not answered; an error (a daemon that left) is the link's
             // business, and the next report goes to whoever replaced it.
-            let _ = sched
-                .link
-                .client()
-                .report_demand(report, in_flight, implemented(sched));
+            let _ = sched.link.client().report_demand(
+                report,
+                in_flight,
+                implemented(sched),
+                sched.native_unit,
+            );
             next_report = Instant::now() + REPORT_EVERY;
             q = sched.lock();
             continue;

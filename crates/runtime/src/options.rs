@@ -55,6 +55,11 @@ pub struct RuntimeOptions {
     /// them (`coordination = "pf"` in its config); off with
     /// `HETSCHED_COORDINATION=off`.
     pub follow_coordination: bool,
+    /// The unit this application runs on without hetsched (its default
+    /// device), by name: the daemon measures "nobody below native" against
+    /// it. `HETSCHED_NATIVE_UNIT`; unset, the daemon takes the fastest
+    /// unit it measured.
+    pub native_unit: Option<String>,
 }
 
 impl RuntimeOptions {
@@ -76,7 +81,17 @@ impl RuntimeOptions {
             inflight_per_slot: 2,
             opencl: true,
             follow_coordination: follow_coordination_from_env()?,
+            native_unit: std::env::var("HETSCHED_NATIVE_UNIT")
+                .ok()
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty()),
         })
+    }
+
+    /// The unit this application runs on without hetsched, by name.
+    pub fn native_unit(mut self, name: impl Into<String>) -> Self {
+        self.native_unit = Some(name.into());
+        self
     }
 
     /// Whether to follow the daemon's coordination targets.

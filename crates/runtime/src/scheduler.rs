@@ -189,6 +189,9 @@ pub(crate) struct Finished {
 }
 
 pub(crate) struct Scheduler {
+    /// The monitor's unit this application runs on without hetsched, if
+    /// its options name one (sent with its demand reports).
+    pub native_unit: Option<UnitId>,
     pub units: Vec<Unit>,
     /// Unit names, shared with every result that reports where it ran.
     pub unit_names: Vec<Arc<str>>,
@@ -251,7 +254,22 @@ impl Scheduler {
             });
         }
         let n = infos.len();
+        let native_unit = opts.native_unit.as_deref().and_then(|name| {
+            let found = infos[..n_monitor]
+                .iter()
+                .find(|u| u.name == name)
+                .map(|u| u.id);
+            if found.is_none() {
+                let names: Vec<&str> = infos[..n_monitor].iter().map(|u| u.name.as_str()).collect();
+                eprintln!(
+                    "hetsched-runtime: native unit {name:?} is not one of the monitor's units ({}); not declared",
+                    names.join(", ")
+                );
+            }
+            found
+        });
         Scheduler {
+            native_unit,
             kinds: machine.kinds.iter().map(|k| k.name.clone()).collect(),
             unit_names: machine
                 .units

@@ -88,7 +88,10 @@ pub fn run(args: AppArgs) -> Result<()> {
         .map_err(anyhow::Error::msg)?
         .monitor(MonitorMode::Daemon)
         .socket(&args.socket)
-        .model_dir(&args.model_dir);
+        .model_dir(&args.model_dir)
+        // What the native policy runs on: coordination measures the floor
+        // against it.
+        .native_unit("gpu-big");
     let rt = Runtime::with_options(opts).context("demo app cannot connect")?;
     let units: Vec<String> = rt.units().iter().map(|u| u.name.clone()).collect();
     let mut report = AppReport {
