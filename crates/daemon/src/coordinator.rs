@@ -441,37 +441,33 @@ mod tests {
         if let Some(r) = declared.as_mut() {
             r.native = Some(UnitId(1));
         }
-        let app = |report| GatheredApp {
-            id: ClientId(1),
-            pid: 100,
-            measured: vec![(0, 0.0), (10, 10.0 * 2e6), (5, 5.0 * 6e6)],
-            report,
-            weight: Some(1.0),
+        // One tick with one app that reports `report`.
+        let mut tick = |report, tracked: &mut BTreeMap<ClientId, Tracked>| {
+            let app = GatheredApp {
+                id: ClientId(1),
+                pid: 100,
+                measured: vec![(0, 0.0), (10, 10.0 * 2e6), (5, 5.0 * 6e6)],
+                report,
+                weight: Some(1.0),
+            };
+            let g = Gathered {
+                at: 100_000_000,
+                apps: vec![app],
+            };
+            step(
+                &mut c,
+                tracked,
+                &sources(),
+                &supply(),
+                8.0,
+                g,
+                cpu_used_honestly,
+            );
         };
-        let gathered = |report| Gathered {
-            at: 100_000_000,
-            apps: vec![app(report)],
-        };
-        step(
-            &mut c,
-            &mut tracked,
-            &sources(),
-            &supply(),
-            8.0,
-            gathered(declared),
-            cpu_used_honestly,
-        );
+        tick(declared, &mut tracked);
         assert_eq!(tracked[&ClientId(1)].native, Some(1));
         // A later report without one withdraws it.
-        step(
-            &mut c,
-            &mut tracked,
-            &sources(),
-            &supply(),
-            8.0,
-            gathered(report(8, 8.0 * 5e6)),
-            cpu_used_honestly,
-        );
+        tick(report(8, 8.0 * 5e6), &mut tracked);
         assert_eq!(tracked[&ClientId(1)].native, None);
     }
 
