@@ -1178,18 +1178,7 @@ mod tests {
 
     #[test]
     fn a_unit_taken_by_apps_outside_coordination_moves_the_targets() {
-        let units = vec![
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            },
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            },
-        ];
+        let units = vec![UnitSupply::queue(1.0), UnitSupply::queue(1.0)];
         let app = |a: f64, b: f64| AppDemand {
             exec_ns: vec![Some(a), Some(b)],
             overhead_ns: vec![0.0; 2],
@@ -1234,11 +1223,7 @@ mod tests {
         assert_eq!(app(Some(3)).native_unit(), Some(0));
         assert_eq!(app(Some(9)).native_unit(), Some(0));
         // It decides where the others' native estimates count the app.
-        let queue = UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-            short_first: false,
-        };
+        let queue = UnitSupply::queue(1.0);
         let other = AppDemand {
             exec_ns: vec![Some(1.0e6), Some(5.0e6), None, None],
             ..app(None)
@@ -1281,18 +1266,7 @@ mod tests {
     fn blocking_rows_keep_a_long_task_app_off_a_short_task_apps_queue() {
         // App 0: 0.1 ms tasks, only on the queue (unit 1). App 1: 10 ms
         // tasks, a bit faster on the queue than on the CPU group (unit 0).
-        let units = [
-            UnitSupply {
-                slots: 1.0,
-                time_shared: true,
-                short_first: false,
-            },
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            },
-        ];
+        let units = [UnitSupply::processor_shared(1.0), UnitSupply::queue(1.0)];
         let apps = [
             AppDemand {
                 exec_ns: vec![None, Some(1e5)],
@@ -1334,11 +1308,7 @@ mod tests {
         // fastest there too, but queue 2 is free and almost as good
         // counting copies. The fluid optimum slots app 1 into queue 1's
         // gaps, where each of its tasks would wait behind app 0's.
-        let queue = UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-            short_first: false,
-        };
+        let queue = UnitSupply::queue(1.0);
         let units = [queue, queue, queue];
         let apps = [
             AppDemand {
@@ -1383,18 +1353,7 @@ mod tests {
         // which hold each wait fixed, keep app 2 on the queue, where app 3
         // waits behind it; the exclusion step sees app 3's wait fall as app
         // 2 leaves.
-        let units = [
-            UnitSupply {
-                slots: 1.0,
-                time_shared: true,
-                short_first: false,
-            },
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            },
-        ];
+        let units = [UnitSupply::processor_shared(1.0), UnitSupply::queue(1.0)];
         let app = |cpu: f64, queue: Option<f64>, overhead: f64| AppDemand {
             exec_ns: vec![Some(cpu), queue],
             overhead_ns: vec![5e3, overhead],
@@ -1439,16 +1398,8 @@ mod tests {
 
     #[test]
     fn nonpreemptive_rows_charge_long_tasks_less_the_copy_overlap() {
-        let queue = UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-            short_first: false,
-        };
-        let cpu = UnitSupply {
-            slots: 1.0,
-            time_shared: true,
-            short_first: false,
-        };
+        let queue = UnitSupply::queue(1.0);
+        let cpu = UnitSupply::processor_shared(1.0);
         // App 0: 0.1 ms tasks plus 0.4 ms of copies; app 1: 10 ms tasks.
         let apps = [
             AppDemand {
@@ -1480,14 +1431,7 @@ mod tests {
         assert_eq!(long[0], (1, 1, 1.0));
         assert!((long[1].2 - 1.0).abs() < 1e-12, "{long:?}");
         // A multi-slot queue gets no rows.
-        let wide = [
-            cpu,
-            UnitSupply {
-                slots: 2.0,
-                time_shared: false,
-                short_first: false,
-            },
-        ];
+        let wide = [cpu, UnitSupply::queue(2.0)];
         assert!(nonpreemptive_limits(&p, &wide).is_empty());
         // The rows only cut: the bound with them is no higher.
         let plain = crate::fairness::solve_no_loser_limited(&p, 1.0, &[]).unwrap();
@@ -1502,11 +1446,7 @@ mod tests {
 
     #[test]
     fn weights_split_what_is_above_the_floor() {
-        let units = [UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-            short_first: false,
-        }];
+        let units = [UnitSupply::queue(1.0)];
         let app = |weight: f64| AppDemand {
             exec_ns: vec![Some(1e6)],
             overhead_ns: vec![0.0],
@@ -1536,11 +1476,7 @@ mod tests {
 
     #[test]
     fn native_estimate_splits_a_queue_by_work() {
-        let units = [UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-            short_first: false,
-        }];
+        let units = [UnitSupply::queue(1.0)];
         let app = |e: f64| AppDemand {
             exec_ns: vec![Some(e)],
             overhead_ns: vec![0.0],
@@ -1589,14 +1525,7 @@ mod tests {
 
     #[test]
     fn coordinator_resolves_on_membership_only() {
-        let units = vec![
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            };
-            2
-        ];
+        let units = vec![UnitSupply::queue(1.0); 2];
         let mut c = Coordinator::new(CoordinatorConfig::default(), units);
         let d = AppDemand {
             exec_ns: vec![Some(1e6), Some(2e6)],

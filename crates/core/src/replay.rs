@@ -210,12 +210,12 @@ impl Replay<'_> {
     fn next_queued(&mut self, unit: usize, now: f64) {
         self.units[unit].busy -= 1;
         // Smallest key first; the earlier arrival on a tie (the queue is
-        // in arrival order).
+        // in arrival order and `min_by` keeps the first of equals).
         let next = self.units[unit]
             .waiting
             .iter()
             .enumerate()
-            .min_by(|(i, a), (j, b)| a.2.total_cmp(&b.2).then(i.cmp(j)))
+            .min_by(|(_, a), (_, b)| a.2.total_cmp(&b.2))
             .map(|(i, _)| i);
         if let Some((app, arrived, _)) = next.map(|i| self.units[unit].waiting.remove(i)) {
             let exec = self.draw(app, unit) / self.units[unit].server_speed();
@@ -463,11 +463,7 @@ mod tests {
     }
 
     fn queue() -> UnitSupply {
-        UnitSupply {
-            slots: 1.0,
-            time_shared: false,
-            short_first: false,
-        }
+        UnitSupply::queue(1.0)
     }
 
     #[test]
@@ -547,11 +543,7 @@ mod tests {
             (short - 1e6).abs() < 1e4 && (long - 1e5).abs() < 1e4,
             "{short} {long}"
         );
-        let cpu = UnitSupply {
-            slots: 1.0,
-            time_shared: true,
-            short_first: false,
-        };
+        let cpu = UnitSupply::processor_shared(1.0);
         let out = replay(
             &apps[..1],
             &[cpu],
@@ -564,11 +556,7 @@ mod tests {
 
     #[test]
     fn a_fractional_queue_serves_that_fraction() {
-        let tenth = UnitSupply {
-            slots: 0.1,
-            time_shared: false,
-            short_first: false,
-        };
+        let tenth = UnitSupply::queue(0.1);
         let thr = replay_native(&[app(&[Some(1e5)], 0.0)], &[tenth], ReplayBudget::default());
         // 0.1 ms tasks on a tenth of a unit: 1000 tasks/s, not 10 000.
         let t = thr[0].unwrap();
@@ -577,11 +565,7 @@ mod tests {
 
     #[test]
     fn processor_sharing_splits_a_core() {
-        let cpu = UnitSupply {
-            slots: 1.0,
-            time_shared: true,
-            short_first: false,
-        };
+        let cpu = UnitSupply::processor_shared(1.0);
         let apps = [app(&[Some(1e6)], 0.0), app(&[Some(1e6)], 0.0)];
         let thr = replay_native(&apps, &[cpu], ReplayBudget::default());
         for t in thr {

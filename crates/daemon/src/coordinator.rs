@@ -338,21 +338,9 @@ mod tests {
 
     fn supply() -> Vec<UnitSupply> {
         vec![
-            UnitSupply {
-                slots: 2.0,
-                time_shared: true,
-                short_first: false,
-            },
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            },
-            UnitSupply {
-                slots: 1.0,
-                time_shared: false,
-                short_first: false,
-            },
+            UnitSupply::processor_shared(2.0),
+            UnitSupply::queue(1.0),
+            UnitSupply::queue(1.0),
         ]
     }
 

@@ -174,7 +174,7 @@ struct Engine<'s> {
 
 impl<'s> Engine<'s> {
     fn new(sc: &'s Scenario, strategy: StrategyKind, seed: u64) -> Self {
-        let units = sc
+        let units: Vec<UnitState> = sc
             .machine
             .units
             .iter()
@@ -197,6 +197,18 @@ impl<'s> Engine<'s> {
                 retry_pending: false,
             })
             .collect();
+        // What each unit offers the monitor, from the policies just built.
+        let coordinator = (strategy == StrategyKind::HetschedPf).then(|| {
+            let supply = units
+                .iter()
+                .map(|u| UnitSupply {
+                    slots: f64::from(u.slots),
+                    time_shared: u.time_shared,
+                    short_first: u.policy.kind() == hetsched_core::policy::PolicyKind::ShortFirst,
+                })
+                .collect();
+            Coordinator::new(CoordinatorConfig::default(), supply)
+        });
         let report_apps = ReportApp::for_scenario(sc);
         let metrics = Metrics::new(sc, report_apps, strategy.name());
         let mut engine = Engine {
@@ -218,21 +230,7 @@ impl<'s> Engine<'s> {
             jitter_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6a17_7e55),
             short_lived_models: vec![None; sc.apps.len()],
             spawn_count: vec![0; sc.apps.len()],
-            coordinator: (strategy == StrategyKind::HetschedPf).then(|| {
-                let units = sc
-                    .machine
-                    .units
-                    .iter()
-                    .zip(&sc.unit_policies)
-                    .map(|(u, &kind)| (u, strategy.unit_policy(kind)))
-                    .map(|(u, kind)| UnitSupply {
-                        slots: u.slots as f64,
-                        time_shared: kind == hetsched_core::policy::PolicyKind::TimeShare,
-                        short_first: kind == hetsched_core::policy::PolicyKind::ShortFirst,
-                    })
-                    .collect();
-                Coordinator::new(CoordinatorConfig::default(), units)
-            }),
+            coordinator,
             metrics,
         };
         for (app, spec) in sc.apps.iter().enumerate() {
