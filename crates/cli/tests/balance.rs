@@ -221,7 +221,21 @@ fn real_moves_pin_threads_and_an_emulated_little_core_throttles_them() {
     drop(hog);
     let aes = kids.0[0].id();
     assert_eq!(last_line(&e, aes)["cpu_next"].as_u64(), Some(0), "{e:?}");
-    assert!(acted(&e, aes, &["moved"]), "{e:?}");
+    // Released on CPU 1, it must be moved; if Linux migrated it to CPU 0
+    // before the first epoch despite the hog (seen once in CI under load),
+    // the balancer pins it where it is instead.
+    let first_cpu = e[0]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["pid"].as_u64() == Some(u64::from(aes)))
+        .and_then(|t| t["cpu_now"].as_u64());
+    let expected: &[&str] = if first_cpu == Some(0) {
+        &["moved", "pinned"]
+    } else {
+        &["moved"]
+    };
+    assert!(acted(&e, aes, expected), "{e:?}");
     assert_eq!(allowed_cpus(aes), "0");
     drop(kids);
 
