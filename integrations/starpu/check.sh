@@ -35,6 +35,11 @@ export HETSCHED_SOCKET=$socket STARPU_HOME=$work/starpu XDG_CACHE_HOME=$work/cac
 export STARPU_OPENCL_ON_CPUS=1 STARPU_NCPU=1 STARPU_NOPENCL=1 STARPU_NCUDA=0
 export STARPU_WORKERS_NOBIND=1 STARPU_SILENT=1
 fail() { echo "check: $*" >&2; cat "$work"/*.err >&2 || true; exit 1; }
+# StarPU calibrates the bus into STARPU_HOME on its first start; two apps
+# starting at once on an empty one race on those files (one read a
+# half-written vm.affinity in CI), so one app alone calibrates first.
+STARPU_SCHED=eager "$out/hs_app" -name warm -tasks 1 -cpu-us 100 -dev-us 100 -ipu 1 \
+    >"$work/warm.out" 2>"$work/warm.err" || fail "StarPU bus calibration failed"
 for policy in hetsched hetsched-gated eager; do
     preload= sched=$policy
     case $policy in
