@@ -504,10 +504,19 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
         "\ncoordination: proportional-fair, {} solve(s); {floor}",
         c.solves
     );
-    for u in share_units_in_targets(r, c) {
+    if !c.short_first.is_empty() {
+        let units: Vec<&str> = c.short_first.iter().map(|u| unit_name(r, *u)).collect();
         let _ = writeln!(
             s,
-            "  warning: {u} runs the share policy, which serves the least-used client first; the coordinator assumes arrival (or short-first) order, so an app with long calls there can fall below native (configure it fifo or short-first)"
+            "  short calls first on: {} (the other queues run in arrival order)",
+            units.join(", ")
+        );
+    }
+    for (u, policy) in reordering_units_in_targets(r, c) {
+        let _ = writeln!(
+            s,
+            "  warning: {u} runs the {} policy, which interleaves clients by its own rules; the coordinator assumes arrival (or short-first) order, so an app with long calls there can fall below native (configure it fifo, short-first or share)",
+            policy.name()
         );
     }
     for a in &c.apps {
@@ -523,8 +532,12 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
         } else {
             String::new()
         };
+        let estimate = match (a.native, a.predicted_relative) {
+            (Some(n), Some(r)) => format!(" (native est. {n:.1} calls/s, predicted {r:.2}x)"),
+            _ => String::new(),
+        };
         let targets = match a.rate {
-            Some(rate) => format!("{rate:.1} calls/s; {}", mix.join(", ")),
+            Some(rate) => format!("{rate:.1} calls/s{estimate}; {}", mix.join(", ")),
             None if !a.coordinated => {
                 "not coordinated (it does not follow targets, or its class, priority or per-unit shares are the agents' to enforce)"
                     .to_string()
@@ -539,22 +552,25 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
     }
 }
 
-/// Devices under the share policy that some app's targets use: the
-/// coordinator's models (fluid and replay) assume arrival or short-first
-/// order, and the share agent's reordering can put a long-call app below
-/// native (docs/sim.md, "In the daemon and the runtime").
-fn share_units_in_targets<'a>(r: &'a StatusReport, c: &CoordinationStatus) -> Vec<&'a str> {
+/// Units that some app's targets use whose policy reorders the apps the
+/// coordinator places (Pegasus's ring and credit policies): its models
+/// (fluid and replay) assume arrival or short-first order, and another
+/// order can put a long-call app below native (docs/sim.md, "In the
+/// daemon and the runtime").
+fn reordering_units_in_targets<'a>(
+    r: &'a StatusReport,
+    c: &CoordinationStatus,
+) -> Vec<(&'a str, hetsched_core::policy::PolicyKind)> {
     r.units
         .iter()
         .enumerate()
         .filter(|(i, u)| {
-            u.info.class != hetsched_core::unit::UnitClass::Cpu
-                && u.info.policy == hetsched_core::policy::PolicyKind::Share
+            !u.info.policy.keeps_coordination_order()
                 && c.apps
                     .iter()
                     .any(|a| a.fractions.get(*i).is_some_and(|f| *f > 0.0))
         })
-        .map(|(_, u)| u.info.name.as_str())
+        .map(|(_, u)| (u.info.name.as_str(), u.info.policy))
         .collect()
 }
 
@@ -691,7 +707,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetsched_core::ids::ClientId;
+    use hetsched_core::ids::{ClientId, UnitId};
     use hetsched_protocol::{CoordinatedApp, DaemonStatus, UnitStatus};
 
     fn report(floor: Option<f64>, feasible: Option<bool>) -> StatusReport {
@@ -714,6 +730,8 @@ mod tests {
                         pid: 40,
                         rate: Some(12.5),
                         fractions: vec![0.25, 0.75],
+                        native: Some(10.0),
+                        predicted_relative: Some(1.25),
                         over_reported: 2,
                         coordinated: true,
                     },
@@ -722,6 +740,8 @@ mod tests {
                         pid: 50,
                         rate: None,
                         fractions: Vec::new(),
+                        native: None,
+                        predicted_relative: None,
                         over_reported: 0,
                         coordinated: true,
                     },
@@ -730,10 +750,13 @@ mod tests {
                         pid: 60,
                         rate: None,
                         fractions: Vec::new(),
+                        native: None,
+                        predicted_relative: None,
                         over_reported: 0,
                         coordinated: false,
                     },
                 ],
+                short_first: Vec::new(),
             }),
         }
     }
@@ -745,7 +768,12 @@ mod tests {
             text.contains("INFEASIBLE, largest common floor 0.62x native"),
             "{text}"
         );
-        assert!(text.contains("client 4 (pid 40): 12.5 calls/s"), "{text}");
+        assert!(
+            text.contains(
+                "client 4 (pid 40): 12.5 calls/s (native est. 10.0 calls/s, predicted 1.25x)"
+            ),
+            "{text}"
+        );
         assert!(text.contains("over-reported CPU time 2x, capped"), "{text}");
         assert!(text.contains("client 5 (pid 50): no targets yet"), "{text}");
         assert!(
@@ -787,20 +815,31 @@ mod tests {
     }
 
     #[test]
-    fn status_warns_of_share_devices_in_the_targets() {
+    fn status_warns_of_reordering_devices_in_the_targets() {
         use hetsched_core::policy::PolicyKind;
         let mut r = report(Some(1.05), Some(true));
         r.units = vec![unit(0, "gpu-a", "gpu", 1), unit(1, "gpu-b", "gpu", 1)];
-        // Client 4's targets use both units; only a share unit warns.
+        // Client 4's targets use both units; FIFO and share (which pools
+        // coordinated apps) say nothing, a credit policy warns.
         assert!(!table(&r, &[]).contains("warning"));
         r.units[1].info.policy = PolicyKind::Share;
+        assert!(!table(&r, &[]).contains("warning"));
+        r.units[1].info.policy = PolicyKind::BackendAccC;
         let text = table(&r, &[]);
         assert!(
-            text.contains("warning: gpu-b runs the share policy"),
+            text.contains("warning: gpu-b runs the accc policy"),
             "{text}"
         );
         assert!(!text.contains("warning: gpu-a"), "{text}");
-        // A share unit nobody's targets use says nothing.
+        // Units running short calls first are named, by name.
+        assert!(!text.contains("short calls first"), "{text}");
+        r.coordination.as_mut().unwrap().short_first = vec![UnitId(0)];
+        let text = table(&r, &[]);
+        assert!(
+            text.contains("short calls first on: gpu-a (the other queues"),
+            "{text}"
+        );
+        // A reordering unit nobody's targets use says nothing.
         r.coordination.as_mut().unwrap().apps[0].fractions = vec![1.0, 0.0];
         assert!(!table(&r, &[]).contains("warning"));
     }

@@ -35,6 +35,8 @@ fn machine() -> (Vec<UnitSupply>, Vec<AppDemand>) {
             in_flight: 2.0,
             weight: 1.0,
             declared_native: Some(1),
+            native_trusted: false,
+            native_in_flight: None,
         })
         .collect();
     (units, apps)

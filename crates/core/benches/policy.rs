@@ -51,14 +51,22 @@ fn loaded_policy(kind: PolicyKind) -> Box<dyn UnitPolicy> {
 
 fn pick_next_64_clients(c: &mut Criterion) {
     let mut group = c.benchmark_group("policy");
-    for kind in [
-        PolicyKind::Fifo,
-        PolicyKind::Priority,
-        PolicyKind::Share,
-        PolicyKind::ShortFirst,
+    // `share-pooled`: the share policy with its 54 NORMAL clients placed by
+    // the coordinator (served as one pool in arrival order).
+    for (name, kind, pooled) in [
+        ("fifo", PolicyKind::Fifo, false),
+        ("priority", PolicyKind::Priority, false),
+        ("share", PolicyKind::Share, false),
+        ("share-pooled", PolicyKind::Share, true),
+        ("short-first", PolicyKind::ShortFirst, false),
     ] {
-        group.bench_function(BenchmarkId::new("pick_next_64_clients", kind.name()), |b| {
+        group.bench_function(BenchmarkId::new("pick_next_64_clients", name), |b| {
             let mut policy = loaded_policy(kind);
+            if pooled {
+                for c in 0..CLIENTS {
+                    policy.set_coordinated(ClientId(c), true);
+                }
+            }
             let mut now: Ns = 0;
             let mut next_tick = TICK_NS;
             let mut task = u64::from(CLIENTS);

@@ -101,10 +101,24 @@ pub struct AppDemand {
     /// declares it (its default device); see [`AppDemand::native_unit`].
     #[serde(default)]
     pub declared_native: Option<usize>,
+    /// The declaration comes from a client the operator trusts (root or the
+    /// admin group, who may set anyone's shares anyway): it stands on any
+    /// unit the app was measured on, not only near its fastest.
+    #[serde(default)]
+    pub native_trusted: bool,
+    /// Tasks the app would keep in flight natively, if it differs from
+    /// `in_flight`: a closed-loop app with k places has fewer than k
+    /// outstanding on average (its host side holds one between calls), and
+    /// fewer still where coordination shortens its calls, while natively
+    /// its calls wait longer and it is nearer k. The native estimates use
+    /// the larger of the two.
+    #[serde(default)]
+    pub native_in_flight: Option<f64>,
 }
 
 /// A declared native unit is believed when the app's measured execution
-/// there is within this fraction of its fastest measured unit.
+/// there is within this fraction of its fastest measured unit (unless the
+/// declaration is trusted).
 pub const NATIVE_CLAIM_SLACK: f64 = 0.10;
 
 fn unit_weight() -> f64 {
@@ -120,6 +134,22 @@ impl AppDemand {
             .filter(|e| e.is_finite() && *e > 0.0)
     }
 
+    /// Tasks in flight the native estimates assume (see
+    /// [`AppDemand::native_in_flight`]).
+    pub fn native_places(&self) -> f64 {
+        self.native_in_flight
+            .filter(|n| n.is_finite())
+            .map_or(self.in_flight, |n| n.max(self.in_flight))
+    }
+
+    /// The app as it would run natively: [`AppDemand::native_places`] in flight.
+    pub fn as_native(&self) -> AppDemand {
+        AppDemand {
+            in_flight: self.native_places(),
+            ..self.clone()
+        }
+    }
+
     /// The unit with the shortest measured execution (the app's native unit).
     pub fn fastest_unit(&self) -> Option<usize> {
         (0..self.exec_ns.len())
@@ -130,11 +160,18 @@ impl AppDemand {
 
     /// The unit the app's native throughput is estimated on: the one it
     /// declares, if measured there within [`NATIVE_CLAIM_SLACK`] of its
-    /// fastest unit, else the fastest measured. Measurements of two units
-    /// within a few percent of each other flip with noise, and which one
-    /// the app natively shares decides the other apps' native estimates
-    /// there; a declaration settles it. The slack bounds what a false one
-    /// can do: it can only name a unit that is nearly as fast anyway.
+    /// fastest unit or trusted ([`AppDemand::native_trusted`]), else the
+    /// fastest measured. Measurements of two units within a few percent of
+    /// each other flip with noise, and which one the app natively shares
+    /// decides the other apps' native estimates there; a declaration
+    /// settles it. An app whose default device is not its fastest one (the
+    /// demo's LBM natively runs on a GPU 1.8× slower than its CPU code)
+    /// needs the declaration to stand beyond the slack, or its native, and
+    /// the others' on the units it shares, are estimated for a placement
+    /// it never runs. What a false declaration can do: lower its own
+    /// native estimate (its loss), and the others' on the unit it names
+    /// (their floor), which is why only a trusted client's stands beyond
+    /// the slack.
     pub fn native_unit(&self) -> Option<usize> {
         let fastest = self.fastest_unit()?;
         let best = self.usable(fastest)?;
@@ -142,7 +179,9 @@ impl AppDemand {
             .declared_native
             .and_then(|u| self.usable(u).map(|e| (u, e)))
         {
-            Some((u, e)) if e <= best * (1.0 + NATIVE_CLAIM_SLACK) => Some(u),
+            Some((u, e)) if self.native_trusted || e <= best * (1.0 + NATIVE_CLAIM_SLACK) => {
+                Some(u)
+            }
             _ => Some(fastest),
         }
     }
@@ -173,6 +212,8 @@ pub fn coordination_weight(settings: &[ClientSettings]) -> Option<f64> {
 /// `in_flight`. No app gets more than it could use alone
 /// (`in_flight / occupancy` slots); what it leaves is water-filled to the rest.
 pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
+    let apps: Vec<AppDemand> = apps.iter().map(AppDemand::as_native).collect();
+    let apps = &apps[..];
     let mut thr = vec![0.0; apps.len()];
     for (u, unit) in units.iter().enumerate() {
         let on: Vec<usize> = (0..apps.len())
@@ -875,6 +916,9 @@ pub struct Coordinator {
     /// Demand each app last reported, and the one the targets were solved with.
     apps: BTreeMap<ClientId, (AppDemand, Option<AppDemand>)>,
     targets: BTreeMap<ClientId, (Vec<f64>, f64)>,
+    /// Per client at the last solve: (native estimate, tasks/s; predicted
+    /// throughput relative to it).
+    estimates: BTreeMap<ClientId, (f64, f64)>,
     membership_changed: bool,
     last_solve: Option<Ns>,
     solves: u64,
@@ -895,6 +939,7 @@ impl Coordinator {
             solved_units: None,
             apps: BTreeMap::new(),
             targets: BTreeMap::new(),
+            estimates: BTreeMap::new(),
             membership_changed: false,
             last_solve: None,
             solves: 0,
@@ -914,6 +959,11 @@ impl Coordinator {
         }
     }
 
+    /// What the monitor last recorded for `client`.
+    pub fn demand(&self, client: ClientId) -> Option<&AppDemand> {
+        self.apps.get(&client).map(|entry| &entry.0)
+    }
+
     /// Sets what each unit offers the coordinated apps (its slots less what
     /// apps outside coordination use). A change beyond `model_change`
     /// counts as drift. Ignored unless it has one entry per unit.
@@ -927,6 +977,7 @@ impl Coordinator {
     pub fn remove_app(&mut self, client: ClientId) {
         if self.apps.remove(&client).is_some() {
             self.targets.remove(&client);
+            self.estimates.remove(&client);
             self.membership_changed = true;
         }
     }
@@ -1020,8 +1071,12 @@ impl Coordinator {
         self.floor = Some((t.floor, t.floor_feasible));
         self.short_first = t.short_first;
         self.targets.clear();
-        for ((c, f), rate) in ids.iter().zip(t.fraction).zip(t.rate) {
+        self.estimates.clear();
+        for (i, ((c, f), rate)) in ids.iter().zip(t.fraction).zip(t.rate).enumerate() {
             self.targets.insert(*c, (f, rate));
+            if let (Some(n), Some(r)) = (t.native.get(i), t.predicted_relative.get(i)) {
+                self.estimates.insert(*c, (*n, *r));
+            }
             if let Some(entry) = self.apps.get_mut(c) {
                 entry.1 = Some(entry.0.clone());
             }
@@ -1037,6 +1092,13 @@ impl Coordinator {
     /// The tasks per second `client` should issue at most, if solved.
     pub fn rate(&self, client: ClientId) -> Option<f64> {
         self.targets.get(&client).map(|t| t.1)
+    }
+
+    /// `client`'s native throughput as the last solve estimated it
+    /// (tasks/s), and its predicted throughput relative to that: what the
+    /// floor is measured against, for status.
+    pub fn estimate(&self, client: ClientId) -> Option<(f64, f64)> {
+        self.estimates.get(&client).copied()
     }
 
     /// `(floor, feasible)` of the last solve: what `status` reports.
@@ -1185,6 +1247,8 @@ mod tests {
             in_flight: 2.0,
             weight: 1.0,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: None,
         };
         let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
         c.set_app(ClientId(1), app(1e6, 2e6));
@@ -1207,13 +1271,15 @@ mod tests {
     }
 
     #[test]
-    fn a_declared_native_unit_counts_only_when_nearly_fastest() {
+    fn a_declared_native_unit_counts_when_nearly_fastest_or_trusted() {
         let app = |declared| AppDemand {
             exec_ns: vec![Some(1.0e6), Some(1.05e6), Some(2.0e6), None],
             overhead_ns: vec![0.0; 4],
             in_flight: 1.0,
             weight: 1.0,
             declared_native: declared,
+            native_trusted: false,
+            native_in_flight: None,
         };
         assert_eq!(app(None).native_unit(), Some(0));
         // Within NATIVE_CLAIM_SLACK of the fastest: believed.
@@ -1222,6 +1288,16 @@ mod tests {
         assert_eq!(app(Some(2)).native_unit(), Some(0));
         assert_eq!(app(Some(3)).native_unit(), Some(0));
         assert_eq!(app(Some(9)).native_unit(), Some(0));
+        // Trusted: any unit measured for the app, but still not one it
+        // cannot run on.
+        let trusted = |declared| AppDemand {
+            native_trusted: true,
+            native_in_flight: None,
+            ..app(declared)
+        };
+        assert_eq!(trusted(Some(2)).native_unit(), Some(2));
+        assert_eq!(trusted(Some(3)).native_unit(), Some(0));
+        assert_eq!(trusted(Some(9)).native_unit(), Some(0));
         // It decides where the others' native estimates count the app.
         let queue = UnitSupply::queue(1.0);
         let other = AppDemand {
@@ -1232,6 +1308,35 @@ mod tests {
         let shared = native_estimate(&[app(None), other.clone()], &units);
         let apart = native_estimate(&[app(Some(1)), other], &units);
         assert!(apart[1] > 1.5 * shared[1], "{shared:?} {apart:?}");
+    }
+
+    #[test]
+    fn native_estimates_count_the_places_an_app_keeps_natively() {
+        let app = |in_flight, native_in_flight| AppDemand {
+            exec_ns: vec![Some(1.0e6)],
+            overhead_ns: vec![0.0],
+            in_flight,
+            weight: 1.0,
+            declared_native: None,
+            native_trusted: false,
+            native_in_flight,
+        };
+        let units = [UnitSupply::queue(1.0)];
+        // Two closed loops of 2 places sharing a saturated queue take equal
+        // turns natively, whatever one's host side left of its mean
+        // outstanding under coordination.
+        let fluid = native_estimate(&[app(2.0, None), app(1.5, Some(2.0))], &units);
+        assert!((fluid[0] - fluid[1]).abs() < 1e-9, "{fluid:?}");
+        let unequal = native_estimate(&[app(2.0, None), app(1.5, None)], &units);
+        assert!(unequal[1] < 0.8 * unequal[0], "{unequal:?}");
+        let replayed = native_estimate_replayed(&[app(2.0, None), app(1.5, Some(2.0))], &units);
+        assert!(
+            (replayed[0] - replayed[1]).abs() < 0.05 * replayed[0],
+            "{replayed:?}"
+        );
+        // Never fewer than it keeps now.
+        assert_eq!(app(3.0, Some(2.0)).native_places(), 3.0);
+        assert_eq!(app(1.5, Some(f64::NAN)).native_places(), 1.5);
     }
 
     #[test]
@@ -1274,6 +1379,8 @@ mod tests {
                 in_flight: 1.0,
                 weight: 1.0,
                 declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e7), Some(1e7)],
@@ -1281,6 +1388,8 @@ mod tests {
                 in_flight: 1.0,
                 weight: 1.0,
                 declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
             },
         ];
         let plain = solve_targets(&apps, &units, 0.5, 0, false).unwrap();
@@ -1317,6 +1426,8 @@ mod tests {
                 in_flight: 1.0,
                 weight: 1.0,
                 declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
             },
             AppDemand {
                 exec_ns: vec![Some(1.2e5), Some(2e4), Some(3e4)],
@@ -1324,6 +1435,8 @@ mod tests {
                 in_flight: 1.0,
                 weight: 1.0,
                 declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
             },
         ];
         let plain = solve_targets(&apps, &units, 1.0, 0, false).unwrap();
@@ -1360,6 +1473,8 @@ mod tests {
             in_flight: 1.0,
             weight: 1.0,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: None,
         };
         let apps = [
             app(3e4, None, 0.0),
@@ -1408,6 +1523,8 @@ mod tests {
                 in_flight: 1.0,
                 weight: 1.0,
                 declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
             },
             AppDemand {
                 exec_ns: vec![Some(1.1e7), Some(1e7)],
@@ -1415,6 +1532,8 @@ mod tests {
                 in_flight: 1.0,
                 weight: 1.0,
                 declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
             },
         ];
         let units = [cpu, queue];
@@ -1453,6 +1572,8 @@ mod tests {
             in_flight: 4.0,
             weight,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: None,
         };
         // No floor: the unit is split 1 : 3.
         let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 0.0, 0, false).unwrap();
@@ -1483,6 +1604,8 @@ mod tests {
             in_flight: 1.0,
             weight: 1.0,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: None,
         };
         let thr = native_estimate(&[app(1e6), app(3e6)], &units);
         // Time shares 1/4 and 3/4: both complete 250 tasks/s.
@@ -1507,6 +1630,8 @@ mod tests {
             in_flight: 1.0,
             weight: 1.0,
             declared_native: Some(1),
+            native_trusted: false,
+            native_in_flight: None,
         };
         let apps = [app(3e7, 3e4), app(3e8, 3e6), app(3e8, 3e6)];
         let t = solve_targets_replayed(&apps, &units, 1.05, 3, true, None).unwrap();
@@ -1533,6 +1658,8 @@ mod tests {
             in_flight: 2.0,
             weight: 1.0,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: None,
         };
         c.set_app(ClientId(1), d.clone());
         assert!(c.update(0));

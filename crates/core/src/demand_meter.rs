@@ -28,6 +28,11 @@ use crate::ids::Ns;
 /// a few reports.
 const EWMA_WEIGHT: f64 = 0.3;
 
+/// Reports (250 ms apart from hetsched-runtime) whose mean calls in flight
+/// count towards an app's native places: a few seconds, so a change in
+/// the app's concurrency shows within that.
+const PLACES_WINDOW: usize = 20;
+
 /// Slack allowed when comparing claimed CPU time with measured CPU time:
 /// the two are sampled at slightly different instants, and a process's
 /// measured time is in clock ticks (10 ms).
@@ -85,6 +90,10 @@ pub struct DemandMeter {
     sources: Vec<Source>,
     units: Vec<UnitMeter>,
     in_flight: f64,
+    /// The mean calls in flight of the last [`PLACES_WINDOW`] reports,
+    /// newest last: their largest, rounded up, is taken for the places
+    /// the app keeps natively ([`AppDemand::native_in_flight`]).
+    recent_in_flight: std::collections::VecDeque<f64>,
     /// Units the client said it implements (`None`: it never said).
     implemented: Option<Vec<usize>>,
     /// Intervals in which reported CPU time exceeded measured CPU time.
@@ -98,6 +107,7 @@ impl DemandMeter {
             units: vec![UnitMeter::default(); sources.len()],
             sources,
             in_flight: 1.0,
+            recent_in_flight: std::collections::VecDeque::new(),
             implemented: None,
             caught_over_reporting: 0,
         }
@@ -127,6 +137,10 @@ impl DemandMeter {
     ) {
         if in_flight.is_finite() && in_flight > 0.0 {
             self.in_flight = in_flight.clamp(1.0, max_in_flight.max(1.0));
+            if self.recent_in_flight.len() == PLACES_WINDOW {
+                self.recent_in_flight.pop_front();
+            }
+            self.recent_in_flight.push_back(self.in_flight);
         }
         let mut intervals = Vec::new();
         for &(unit, calls, total) in entries {
@@ -164,6 +178,13 @@ impl DemandMeter {
             in_flight: self.in_flight,
             weight: 1.0,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: self
+                .recent_in_flight
+                .iter()
+                .copied()
+                .reduce(f64::max)
+                .map(f64::ceil),
         }
     }
 
@@ -229,9 +250,86 @@ impl UnitUse {
     }
 }
 
+/// CPU an application's process uses besides the tasks it runs on the CPU
+/// units: its host side (preparing and checking calls, the runtime's
+/// threads, emulated devices' host work). It runs on the same cores as the
+/// CPU units' tasks, so the coordinator's CPU supply is what is left of the
+/// cores after it. Measured as the process's CPU time less the execution
+/// time it reported for its CPU tasks, over the interval between two
+/// reports (the two counters then cover the same stretch of time).
+///
+/// A CPU task's reported time is its wall time, which contention stretches
+/// beyond the CPU it used: the difference then understates the host side
+/// (and is held at 0, never negative), so the supply errs towards what the
+/// model assumed before.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostLoad {
+    /// At the last report: (instant, process CPU ns, reported CPU task ns).
+    last: Option<(Ns, f64, f64)>,
+    slots: f64,
+}
+
+impl HostLoad {
+    /// A report arrived at `at`: the process had used `process_cpu_ns` of
+    /// CPU since it started and reported `cpu_task_ns` of CPU tasks in all.
+    /// Counters that go backwards start a new baseline.
+    pub fn observe(&mut self, at: Ns, process_cpu_ns: f64, cpu_task_ns: f64) {
+        if !(process_cpu_ns.is_finite() && cpu_task_ns.is_finite()) {
+            return;
+        }
+        if let Some((t0, p0, e0)) = self.last
+            && at > t0
+            && process_cpu_ns >= p0
+            && cpu_task_ns >= e0
+        {
+            let dt = (at - t0) as f64;
+            let host = ((process_cpu_ns - p0) - (cpu_task_ns - e0)).max(0.0) / dt;
+            self.slots += EWMA_WEIGHT * (host - self.slots);
+        }
+        self.last = Some((at, process_cpu_ns, cpu_task_ns));
+    }
+
+    /// Mean cores the host side keeps busy (0 before two reports).
+    pub fn slots(&self) -> f64 {
+        self.slots
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_load_is_process_cpu_beyond_the_reported_cpu_tasks() {
+        let mut h = HostLoad::default();
+        h.observe(0, 0.0, 0.0);
+        assert_eq!(h.slots(), 0.0);
+        // Each 250 ms: 300 ms of process CPU, 200 ms of it in CPU tasks:
+        // the host side keeps 0.4 of a core busy.
+        for i in 1..=30u64 {
+            let t = i as f64;
+            h.observe(i * 250_000_000, t * 300e6, t * 200e6);
+        }
+        assert!((h.slots() - 0.4).abs() < 1e-3, "{}", h.slots());
+        // Tasks stretched by contention (more wall than CPU) never make it
+        // negative; a restarted process starts a new baseline.
+        for i in 31..=60u64 {
+            let t = i as f64;
+            h.observe(
+                i * 250_000_000,
+                9000e6 + (t - 30.0) * 100e6,
+                6000e6 + (t - 30.0) * 200e6,
+            );
+        }
+        assert!(h.slots() >= 0.0 && h.slots() < 0.01, "{}", h.slots());
+        h.observe(61 * 250_000_000, 1e6, 0.0);
+        h.observe(62 * 250_000_000, 1e6 + 250e6, 0.0);
+        assert!(h.slots() > 0.25, "{}", h.slots());
+        // Not a number: ignored.
+        let before = h.clone();
+        h.observe(63 * 250_000_000, f64::NAN, 0.0);
+        assert_eq!(h, before);
+    }
 
     fn meter() -> DemandMeter {
         DemandMeter::new(vec![Source::Reported, Source::Measured])
@@ -306,6 +404,25 @@ mod tests {
         assert_eq!(m.demand().in_flight, 8.0);
         m.reported(&[], 0.2, None, 8.0);
         assert_eq!(m.demand().in_flight, 1.0);
+    }
+
+    #[test]
+    fn native_places_are_the_recent_peak_of_the_mean_in_flight_rounded_up() {
+        let mut m = meter();
+        assert_eq!(m.demand().native_in_flight, None);
+        // A closed loop of 2 places whose host side holds one between
+        // calls: 1.6–1.9 outstanding on average.
+        for mean in [1.9, 1.6, 1.7, 1.8] {
+            m.reported(&[], mean, None, 8.0);
+        }
+        let d = m.demand();
+        assert_eq!((d.in_flight, d.native_in_flight), (1.8, Some(2.0)));
+        assert_eq!(d.native_places(), 2.0);
+        // A lower concurrency shows once the window has passed.
+        for _ in 0..PLACES_WINDOW {
+            m.reported(&[], 1.0, None, 8.0);
+        }
+        assert_eq!(m.demand().native_in_flight, Some(1.0));
     }
 
     #[test]

@@ -431,6 +431,8 @@ pub fn replay_native(
         })
         .collect();
     let units = &units[..];
+    let apps: Vec<AppDemand> = apps.iter().map(AppDemand::as_native).collect();
+    let apps = &apps[..];
     let fraction: Vec<Vec<f64>> = apps
         .iter()
         .map(|a| {
@@ -459,6 +461,8 @@ mod tests {
             in_flight: 1.0,
             weight: 1.0,
             declared_native: None,
+            native_trusted: false,
+            native_in_flight: None,
         }
     }
 

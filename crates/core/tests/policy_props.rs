@@ -273,6 +273,66 @@ proptest! {
         }
     }
 
+    /// Share policy under coordination: among the NORMAL clients the
+    /// coordinator places, calls run in arrival order whatever their
+    /// usage, CUSTOM and BACKGROUND clients mixed in; nothing is lost.
+    #[test]
+    fn pooled_normal_clients_dispatch_in_arrival_order(
+        classes in prop::collection::vec(class_strategy(), 2..8),
+        ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
+    ) {
+        let mut p = SharePolicy::new(1, ShareWindow::default());
+        let mut class_of: BTreeMap<u32, ShareClass> = BTreeMap::new();
+        for (i, class) in classes.iter().enumerate() {
+            let id = i as u32;
+            let class = if p.set_client(ClientId(id), settings(*class), 0).is_ok() {
+                *class
+            } else {
+                ShareClass::default()
+            };
+            class_of.insert(id, class);
+            p.set_coordinated(ClientId(id), true);
+        }
+        let pooled = |c: u32| matches!(class_of[&c], ShareClass::Normal { .. });
+        // Pooled calls queued, in arrival order, and all calls queued.
+        let mut pool: Vec<u64> = Vec::new();
+        let mut queued = 0usize;
+        let mut running: Vec<(u32, Ns)> = Vec::new();
+        let mut now: Ns = 0;
+        for (task, (op, client, arg)) in ops.into_iter().enumerate() {
+            let client = client % classes.len() as u32;
+            now += arg * 100_000;
+            match op {
+                0 => {
+                    p.submit(request(client, task as u64, arg as f64 * 1e5, now), now);
+                    if pooled(client) {
+                        pool.push(task as u64);
+                    }
+                    queued += 1;
+                }
+                1 => match p.pick_next(now) {
+                    Some(r) => {
+                        if pooled(r.client.0) {
+                            prop_assert_eq!(Some(r.task.0), pool.first().copied());
+                            pool.remove(0);
+                        }
+                        queued -= 1;
+                        running.push((r.client.0, arg * 200_000));
+                    }
+                    None => prop_assert_eq!(queued, 0),
+                },
+                2 => {
+                    if !running.is_empty() {
+                        let (c, ran) = running.remove(arg as usize % running.len());
+                        p.complete(ClientId(c), ran, now);
+                    }
+                }
+                _ => p.tick(now),
+            }
+            prop_assert_eq!(p.queued(), queued);
+        }
+    }
+
     /// FIFO: a client's expected wait grows with every task another client
     /// queues (each client's tasks have one size here, so the averages are
     /// fixed and only the outstanding counts change).

@@ -41,6 +41,8 @@ fn machine() -> impl Strategy<Value = (Vec<UnitSupply>, Vec<AppDemand>)> {
                     in_flight: f64::from(in_flight),
                     weight: 1.0,
                     declared_native: None,
+                    native_trusted: false,
+                    native_in_flight: None,
                 }
             });
         (Just(supply), prop::collection::vec(app, apps))

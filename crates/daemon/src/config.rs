@@ -54,6 +54,12 @@ pub struct DaemonConfig {
     /// daemon's default); `"off"` leaves every application to place for
     /// itself.
     pub coordination: Coordination,
+    /// The floor the coordinator asks for, × each app's native estimate
+    /// (1.0..=2.0, default 1.05). The margin above 1 covers what its
+    /// models do not see; on a machine whose CPUs also carry the devices'
+    /// host work and other programs, a larger one trades some of the
+    /// gain for the floor (docs/sim.md, "In the daemon and the runtime").
+    pub coordination_floor: f64,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,
     /// Policy per unit name (`gpu0 = "fifo"`).
@@ -103,6 +109,8 @@ impl Default for DaemonConfig {
             cpu_nice_from_shares: false,
             cpu_cgroups: false,
             coordination: Coordination::Pf,
+            coordination_floor: hetsched_core::coordination::CoordinatorConfig::default()
+                .floor_goal,
             default_policy: PolicyKind::Share,
             policies: BTreeMap::new(),
             include_cpus: true,
@@ -152,10 +160,15 @@ impl Coordination {
         }
     }
 
-    /// The coordinator's configuration for this mode.
-    pub fn coordinator_config(self) -> hetsched_core::coordination::CoordinatorConfig {
+    /// The coordinator's configuration for this mode, asking for
+    /// `floor_goal` × native.
+    pub fn coordinator_config(
+        self,
+        floor_goal: f64,
+    ) -> hetsched_core::coordination::CoordinatorConfig {
         hetsched_core::coordination::CoordinatorConfig {
             replay: self == Coordination::PfReplay,
+            floor_goal,
             ..Default::default()
         }
     }
@@ -216,6 +229,13 @@ impl DaemonConfig {
             return Err(invalid(format!(
                 "max_device_seconds = {} must be a positive number",
                 cfg.max_device_seconds
+            )));
+        }
+        if !(1.0..=2.0).contains(&cfg.coordination_floor) {
+            return Err(invalid(format!(
+                "coordination_floor = {} is outside 1.0..=2.0 (× native: below 1 would let \
+                 the coordinator put apps below native on purpose)",
+                cfg.coordination_floor
             )));
         }
         if cfg.cpu_scan_ms == 0 {
@@ -332,11 +352,25 @@ mod tests {
     }
 
     #[test]
+    fn the_coordination_floor_is_checked_and_reaches_the_coordinator() {
+        assert_eq!(parse("").unwrap().coordination_floor, 1.05);
+        let cfg = parse("coordination_floor = 1.1").unwrap();
+        let coordinator = cfg.coordination.coordinator_config(cfg.coordination_floor);
+        assert_eq!(coordinator.floor_goal, 1.1);
+        for bad in ["0.9", "2.5", "nan", "-1.0"] {
+            let err = parse(&format!("coordination_floor = {bad}")).unwrap_err();
+            assert!(err.contains("outside 1.0..=2.0"), "{bad}: {err}");
+        }
+        let err = parse("coordination_floor = \"high\"").unwrap_err();
+        assert!(err.contains("coordination_floor"), "{err}");
+    }
+
+    #[test]
     fn coordination_modes_parse_and_unknown_ones_are_refused() {
         let cfg = parse("coordination = \"pf-replay\"").unwrap();
         assert_eq!(cfg.coordination, Coordination::PfReplay);
-        assert!(cfg.coordination.coordinator_config().replay);
-        assert!(!Coordination::Pf.coordinator_config().replay);
+        assert!(cfg.coordination.coordinator_config(1.05).replay);
+        assert!(!Coordination::Pf.coordinator_config(1.05).replay);
         assert!(!Coordination::Off.is_on());
         let err = parse("coordination = \"replay\"").unwrap_err();
         assert!(err.contains("pf-replay"), "{err}");

@@ -19,14 +19,16 @@
 //! class, priorities, or shares that differ by unit are enforced by the
 //! units' agents, and proportional fairness must not override them; those
 //! applications place as they like, and what they use of each unit is
-//! taken out of the supply the others share.
+//! taken out of the supply the others share. So is every application's
+//! host side on the CPU units ([`HostLoad`]: its process's CPU time beyond
+//! the CPU tasks it reports), which shares the cores with their tasks.
 //!
 //! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight};
-use hetsched_core::demand_meter::{DemandMeter, Source, UnitUse};
+use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::UnitClass;
@@ -63,6 +65,9 @@ struct GatheredApp {
     /// Its weight if its standing lets it be coordinated
     /// (`hetsched_core::coordination::coordination_weight`).
     weight: Option<f64>,
+    /// Root or the admin group: its declared native unit stands as
+    /// declared (`AppDemand::native_trusted`).
+    trusted: bool,
 }
 
 /// Per application, what the thread keeps between ticks.
@@ -73,8 +78,12 @@ struct Tracked {
     /// It took part in the last tick's coordination.
     coordinated: bool,
     usage: UnitUse,
-    /// The native unit it declared (believed within the core's slack).
+    /// Cores its process keeps busy outside its CPU tasks.
+    host: HostLoad,
+    /// The native unit it declared (believed within the core's slack
+    /// unless `trusted`).
     native: Option<usize>,
+    trusted: bool,
 }
 
 impl Tracked {
@@ -84,7 +93,9 @@ impl Tracked {
             follows: false,
             coordinated: false,
             usage: UnitUse::default(),
+            host: HostLoad::default(),
             native: None,
+            trusted: false,
         }
     }
 
@@ -114,10 +125,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         })
         .collect();
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
-    let mut coordinator = Coordinator::new(
-        shared.setup.coordination.coordinator_config(),
-        supply.clone(),
-    );
+    let mut coordinator = Coordinator::new(shared.setup.coordinator.clone(), supply.clone());
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
     loop {
         std::thread::sleep(shared.setup.tick);
@@ -138,6 +146,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
 }
 
 fn gather(shared: &Shared) -> Gathered {
+    let admin_gid = shared.setup.monitor.admin_gid;
     let mut state = shared.lock();
     let st = &mut *state;
     let apps = st
@@ -160,6 +169,7 @@ fn gather(shared: &Shared) -> Gathered {
                 measured,
                 report: None,
                 weight: coordination_weight(&c.settings),
+                trusted: c.peer.is_admin(admin_gid),
             }
         })
         .collect::<Vec<_>>();
@@ -202,6 +212,7 @@ fn step(
         measured,
         report,
         weight,
+        trusted,
     } in gathered.apps
     {
         let t = tracked.entry(id).or_insert_with(|| Tracked::new(sources));
@@ -226,12 +237,22 @@ fn step(
                 .iter()
                 .map(|d| (d.unit.index(), d.calls, d.exec_ns))
                 .collect();
+            let process_cpu = cpu_time(pid);
             t.meter
-                .reported(&entries, r.in_flight, cpu_time(pid), max_in_flight);
+                .reported(&entries, r.in_flight, process_cpu, max_in_flight);
+            if let Some(cpu) = process_cpu {
+                let cpu_tasks: f64 = entries
+                    .iter()
+                    .filter(|(u, _, _)| sources.get(*u) == Some(&Source::Reported))
+                    .map(|e| e.2)
+                    .sum();
+                t.host.observe(gathered.at, cpu, cpu_tasks);
+            }
             t.meter
                 .set_implemented(r.implemented.iter().map(|u| u.index()).collect());
             t.native = r.native.map(|u| u.index());
         }
+        t.trusted = trusted;
         // Solving before every unit the app implements has figures would
         // leave the others out of its targets for good: an app that
         // follows its targets is never measured where they do not send it.
@@ -241,6 +262,7 @@ fn step(
                 let mut demand = t.meter.demand();
                 demand.weight = w;
                 demand.declared_native = t.native;
+                demand.native_trusted = t.trusted;
                 coordinator.set_app(id, demand);
             }
             Some(_) if t.coordinated => {}
@@ -249,6 +271,21 @@ fn step(
                 for (r, used) in reserved.iter_mut().zip(t.usage.slots()) {
                     *r += used;
                 }
+            }
+        }
+    }
+    // Every app's host side runs on the same cores as the CPU units'
+    // tasks: take it out of their supply, split by their slots.
+    let host: f64 = tracked.values().map(|t| t.host.slots()).sum();
+    let cpu_slots: f64 = supply
+        .iter()
+        .filter(|s| s.time_shared)
+        .map(|s| s.slots)
+        .sum();
+    if cpu_slots > 0.0 {
+        for (r, s) in reserved.iter_mut().zip(supply) {
+            if s.time_shared {
+                *r += host * s.slots / cpu_slots;
             }
         }
     }
@@ -275,6 +312,8 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
     let mut apps = Vec::new();
     for (id, t) in tracked {
         let target = coordinator.target(*id).zip(coordinator.rate(*id));
+        st.monitor
+            .set_coordinated(*id, t.coordinated && target.is_some());
         if let Some((fractions, rate)) = target {
             st.targets.insert(
                 *id,
@@ -289,6 +328,8 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
             pid: st.monitor.client(*id).map_or(0, |c| c.peer.pid),
             rate: target.map(|t| t.1),
             fractions: target.map(|t| t.0.to_vec()).unwrap_or_default(),
+            native: coordinator.estimate(*id).map(|e| e.0),
+            predicted_relative: coordinator.estimate(*id).map(|e| e.1),
             over_reported: t.meter.caught_over_reporting(),
             coordinated: t.coordinated,
         });
@@ -301,6 +342,10 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
         // promises is native itself.
         floor_feasible: floor.map(|(f, goal_met)| goal_met || f >= 1.0 - 1e-6),
         apps,
+        short_first: (0..st.monitor.agents().len())
+            .filter(|&u| coordinator.short_first(u))
+            .filter_map(|u| u16::try_from(u).ok().map(UnitId))
+            .collect(),
     });
 }
 
@@ -390,6 +435,7 @@ mod tests {
                         ],
                         report: report(tick * 4, t * 4.0 * 5e6 * claim_factor),
                         weight: Some(1.0),
+                        trusted: false,
                     },
                     GatheredApp {
                         id: ClientId(2),
@@ -401,6 +447,7 @@ mod tests {
                         ],
                         report: report(tick * 4, t * 4.0 * 20e6),
                         weight: Some(1.0),
+                        trusted: false,
                     },
                 ],
             };
@@ -429,33 +476,37 @@ mod tests {
         if let Some(r) = declared.as_mut() {
             r.native = Some(UnitId(1));
         }
-        // One tick with one app that reports `report`.
-        let mut tick = |report, tracked: &mut BTreeMap<ClientId, Tracked>| {
-            let app = GatheredApp {
-                id: ClientId(1),
-                pid: 100,
-                measured: vec![(0, 0.0), (10, 10.0 * 2e6), (5, 5.0 * 6e6)],
-                report,
-                weight: Some(1.0),
+        // One tick with one app that reports `report`, from a client
+        // trusted or not.
+        let tick =
+            |c: &mut Coordinator, report, trusted, tracked: &mut BTreeMap<ClientId, Tracked>| {
+                let app = GatheredApp {
+                    id: ClientId(1),
+                    pid: 100,
+                    measured: vec![(0, 0.0), (10, 10.0 * 2e6), (5, 5.0 * 6e6)],
+                    report,
+                    weight: Some(1.0),
+                    trusted,
+                };
+                let g = Gathered {
+                    at: 100_000_000,
+                    apps: vec![app],
+                };
+                step(c, tracked, &sources(), &supply(), 8.0, g, cpu_used_honestly);
             };
-            let g = Gathered {
-                at: 100_000_000,
-                apps: vec![app],
-            };
-            step(
-                &mut c,
-                tracked,
-                &sources(),
-                &supply(),
-                8.0,
-                g,
-                cpu_used_honestly,
-            );
-        };
-        tick(declared, &mut tracked);
+        tick(&mut c, declared.clone(), false, &mut tracked);
         assert_eq!(tracked[&ClientId(1)].native, Some(1));
+        assert!(!tracked[&ClientId(1)].trusted);
+        // Root's (or the admin group's) declaration is marked trusted for
+        // the core.
+        let untrusted = c.demand(ClientId(1)).map(|d| d.native_trusted);
+        tick(&mut c, declared, true, &mut tracked);
+        assert!(tracked[&ClientId(1)].trusted);
+        let demand = c.demand(ClientId(1)).expect("recorded");
+        assert_eq!((untrusted, demand.native_trusted), (Some(false), true));
+        assert_eq!(demand.declared_native, Some(1));
         // A later report without one withdraws it.
-        tick(report(8, 8.0 * 5e6), &mut tracked);
+        tick(&mut c, report(8, 8.0 * 5e6), true, &mut tracked);
         assert_eq!(tracked[&ClientId(1)].native, None);
     }
 
@@ -518,6 +569,7 @@ mod tests {
             measured: vec![(0, 0.0), (tick * 9, tick as f64 * 90e6), (0, 0.0)],
             report: report(0, 0.0),
             weight: None,
+            trusted: false,
         };
         let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&custom));
         assert!(c.target(ClientId(3)).is_none());
@@ -556,6 +608,7 @@ mod tests {
                 ],
                 report: report(tick * 4, t * 4.0 * 20e6),
                 weight: Some(weight),
+                trusted: false,
             };
             let g = Gathered {
                 at: tick * 100_000_000,
@@ -582,6 +635,7 @@ mod tests {
             measured: vec![(0, 0.0), (tick, tick as f64 * 1e6), (0, 0.0)],
             report: None,
             weight: Some(1.0),
+            trusted: false,
         };
         let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&silent));
         assert!(c.target(ClientId(3)).is_none());
@@ -602,6 +656,7 @@ mod tests {
                 measured: vec![(0, 0.0), (10, 10e6), (5, 15e6)],
                 report: report(40, 40.0 * 20e6),
                 weight: Some(1.0),
+                trusted: false,
             }],
         };
         // App 1 is tracked, then gone.

@@ -179,6 +179,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             })
             .collect(),
         coordination: cfg.coordination,
+        coordinator: cfg.coordination.coordinator_config(cfg.coordination_floor),
         max_frame_bytes: cfg.max_frame_bytes,
         kind_of_cpu,
         kernel_backends: crate::kernel_exec::Backends::new(backends),

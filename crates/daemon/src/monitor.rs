@@ -275,6 +275,16 @@ impl Monitor {
         }
     }
 
+    /// Whether the coordinator places `client` (it follows published
+    /// targets): every unit's policy is told (`UnitPolicy::set_coordinated`;
+    /// the share policy serves such NORMAL clients as one pool in arrival
+    /// order).
+    pub fn set_coordinated(&mut self, client: ClientId, coordinated: bool) {
+        for agent in &mut self.agents {
+            agent.policy_mut().set_coordinated(client, coordinated);
+        }
+    }
+
     pub fn client(&self, id: ClientId) -> Option<&ClientEntry> {
         self.clients.get(&id)
     }

@@ -48,6 +48,8 @@ pub struct DaemonSetup {
     pub accelerator_limits: BTreeMap<String, crate::monitor::AcceleratorLimits>,
     /// Proportional-fair coordination ([`crate::coordinator`]).
     pub coordination: crate::config::Coordination,
+    /// The coordinator's settings (mode and floor) when it is on.
+    pub coordinator: hetsched_core::coordination::CoordinatorConfig,
     pub max_frame_bytes: usize,
     /// OS CPU number → index among the CPU units (for the CPU agent).
     pub kind_of_cpu: Vec<Option<usize>>,

@@ -356,6 +356,10 @@ pub struct CoordinationStatus {
     pub floor_feasible: Option<bool>,
     /// Every application the coordinator tracks (with targets once solved).
     pub apps: Vec<CoordinatedApp>,
+    /// Units whose queue runs short tasks first at the moment (the
+    /// replay-judged pick's choice, under `coordination = "pf-replay"`);
+    /// every other queue runs in arrival order.
+    pub short_first: Vec<UnitId>,
 }
 
 /// One app's coordination targets.
@@ -369,6 +373,12 @@ pub struct CoordinatedApp {
     /// Per unit (in unit order), the fraction of its calls to run there;
     /// empty without targets.
     pub fractions: Vec<f64>,
+    /// Its native throughput as the last solve estimated it (calls/s):
+    /// what the floor is measured against. `None` without targets.
+    pub native: Option<f64>,
+    /// Its throughput under the targets, predicted by the last solve,
+    /// relative to `native`.
+    pub predicted_relative: Option<f64>,
     /// Reports in which it claimed more CPU time than its process used.
     pub over_reported: u64,
     /// It takes part: it follows targets (sends `ReportDemand`) and has

@@ -917,6 +917,8 @@ impl<'s> Engine<'s> {
                     // Native, in the simulator, is the app's fastest unit:
                     // the app knows it, as a real one knows its default device.
                     declared_native: Some(spec.fastest_unit().index()),
+                    native_trusted: false,
+                    native_in_flight: None,
                 },
             );
         }
@@ -934,9 +936,16 @@ impl<'s> Engine<'s> {
             client.pf_rate = coordinator.rate(ClientId(c as u32));
         }
         if solved {
-            // The units' agents take the queue order the solve chose.
+            // The units' agents take the queue order the solve chose, and
+            // learn which clients the coordinator places (a share agent
+            // pools them).
             for (u, unit) in self.units.iter_mut().enumerate() {
                 unit.policy.set_short_first(coordinator.short_first(u));
+                for c in 0..self.clients.len() {
+                    let id = ClientId(c as u32);
+                    unit.policy
+                        .set_coordinated(id, coordinator.target(id).is_some());
+                }
             }
             self.metrics.targets_published(self.now, change);
         } else {

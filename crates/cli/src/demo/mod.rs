@@ -44,6 +44,11 @@ pub struct DemoArgs {
     /// turns on or off per device) or `share` (Rinnegan's agents).
     #[arg(long, default_value = "fifo", value_parser = ["fifo", "short-first", "share"])]
     device_policy: String,
+    /// The floor hetsched-pf's coordinator asks for, × each app's native
+    /// estimate (the daemon's `coordination_floor`; its default when not
+    /// given).
+    #[arg(long)]
+    coordination_floor: Option<f64>,
 }
 
 /// Native first (the other policies are measured against it); hetsched-pf
@@ -184,10 +189,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
         )
     };
     std::fs::write(config_file(dir.path(), "hetsched"), config("off", "fifo"))?;
-    std::fs::write(
-        config_file(dir.path(), "hetsched-pf"),
-        config(&args.coordination, &args.device_policy),
-    )?;
+    let mut coordinated = config(&args.coordination, &args.device_policy);
+    if let Some(floor) = args.coordination_floor {
+        coordinated = format!("coordination_floor = {floor:?}\n{coordinated}");
+    }
+    std::fs::write(config_file(dir.path(), "hetsched-pf"), coordinated)?;
     println!(
         "hetsched demo: {} apps (Rinnegan Table 3) on this machine's CPUs + emulated gpu-big and gpu-wimpy",
         apps::APPS.len()

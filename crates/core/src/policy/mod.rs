@@ -109,6 +109,24 @@ impl PolicyKind {
         })
     }
 
+    /// Whether the apps the coordinator places meet on a unit of this kind
+    /// in the order its models assume: arrival (or the short-first order
+    /// it picks) on a queue, processor sharing on a CPU. The share policy
+    /// pools them ([`UnitPolicy::set_coordinated`]) and the priority one
+    /// sees them all at the default priority; Pegasus's credit and ring
+    /// policies interleave clients by their own rules.
+    pub fn keeps_coordination_order(self) -> bool {
+        matches!(
+            self,
+            Self::Fifo
+                | Self::ShortFirst
+                | Self::Priority
+                | Self::Share
+                | Self::TimeShare
+                | Self::BackendNone
+        )
+    }
+
     pub fn from_backend(b: BackendPolicy) -> PolicyKind {
         match b {
             BackendPolicy::None => Self::BackendNone,
@@ -278,4 +296,11 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// coordinator's choice per unit). Only a short-first [`FifoPolicy`] has a
     /// choice; the others keep their order.
     fn set_short_first(&mut self, _on: bool) {}
+
+    /// Whether the coordinator places `client` (it follows published
+    /// targets that already weigh its NORMAL shares). The share policy
+    /// serves the NORMAL clients it places as one pool, in arrival order
+    /// among themselves (the order the coordinator's model assumes), still
+    /// against CUSTOM and BACKGROUND clients by class; the others ignore it.
+    fn set_coordinated(&mut self, _client: ClientId, _coordinated: bool) {}
 }

@@ -13,6 +13,15 @@
 //! entitlement, and a client far over its entitlement is throttled (skipped
 //! while anyone under it has work queued). After a long task its client thus
 //! waits until the others have caught up.
+//!
+//! Under proportional-fair coordination the NORMAL clients the coordinator
+//! places ([`UnitPolicy::set_coordinated`]) are served as one pool: the
+//! pool holds their entitlements and usage together against CUSTOM clients
+//! (and ahead of BACKGROUND ones), and inside it requests run in arrival
+//! order. Their shares are already their weights in the coordinator's
+//! targets, and its model of a device is a FIFO queue; ordering them by
+//! usage as well gives an app with long tasks about an equal share of the
+//! device, below what the targets (and its native FIFO turns) give it.
 
 use super::accounting::{
     ClientLedger, ClientQueue, ClientRecord, LedgerConfig, QueuedRequest, UsageAt,
@@ -22,6 +31,7 @@ use super::{
 };
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
+use std::collections::BTreeSet;
 
 /// Re-check interval when the policy holds work back but cannot tell when it
 /// becomes eligible.
@@ -175,11 +185,22 @@ impl Contender {
     }
 }
 
+/// The coordinated NORMAL clients of one decision, summed.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pool {
+    entitlement: f64,
+    used_ns: f64,
+    /// The pooled client whose queued request came first (index, seq).
+    head: Option<(usize, u64)>,
+}
+
 #[derive(Debug)]
 pub struct SharePolicy {
     ledger: ClientLedger<ClientQueue>,
     window: ShareWindow,
     next_seq: u64,
+    /// Clients the coordinator places (pooled while NORMAL).
+    coordinated: BTreeSet<ClientId>,
 }
 
 impl SharePolicy {
@@ -188,7 +209,12 @@ impl SharePolicy {
             ledger: ClientLedger::new(slots, window.ledger_config()),
             window,
             next_seq: 0,
+            coordinated: BTreeSet::new(),
         }
+    }
+
+    fn pooled(&self, c: &ClientRecord<ClientQueue>) -> bool {
+        matches!(c.class(), ShareClass::Normal { .. }) && self.coordinated.contains(&c.id())
     }
 
     pub fn window(&self) -> ShareWindow {
@@ -250,7 +276,21 @@ impl SharePolicy {
         let usage = self.ledger.usage_at(now);
         let mut best: Option<Contender> = None;
         let mut first_background: Option<(usize, u64)> = None;
+        let mut pool = Pool::default();
         for (idx, c) in self.ledger.clients().iter().enumerate() {
+            if self.pooled(c) {
+                // The pool's standing counts every member's, queued or not.
+                if self.ledger.is_active(c, now) {
+                    pool.entitlement += rates.entitlement(c.class());
+                }
+                pool.used_ns += usage.usage_ns(c);
+                if let Some(head) = c.queue.front()
+                    && pool.head.is_none_or(|(_, seq)| head.seq < seq)
+                {
+                    pool.head = Some((idx, head.seq));
+                }
+                continue;
+            }
             let Some(head) = c.queue.front() else {
                 continue;
             };
@@ -275,6 +315,19 @@ impl SharePolicy {
                 charged_ns: used_ns + self.ledger.avg_task_ns(c) / 2.0,
                 entitlement: entitlement.max(MIN_ENTITLEMENT),
                 seq: head.seq,
+            };
+            if best.is_none_or(|b| contender.runs_before(&b)) {
+                best = Some(contender);
+            }
+        }
+        if let Some((idx, seq)) = pool.head {
+            let head = &self.ledger.clients()[idx];
+            let contender = Contender {
+                idx,
+                throttled: usage.exceeds(pool.used_ns, pool.entitlement + slack),
+                charged_ns: pool.used_ns + self.ledger.avg_task_ns(head) / 2.0,
+                entitlement: pool.entitlement.max(MIN_ENTITLEMENT),
+                seq,
             };
             if best.is_none_or(|b| contender.runs_before(&b)) {
                 best = Some(contender);
@@ -383,6 +436,7 @@ impl UnitPolicy for SharePolicy {
     }
 
     fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
+        self.coordinated.remove(&client);
         self.ledger
             .remove(client, now)
             .map(|c| c.queue.into_iter().map(|q| q.request).collect())
@@ -495,6 +549,14 @@ impl UnitPolicy for SharePolicy {
 
     fn queued(&self) -> usize {
         self.ledger.queued() as usize
+    }
+
+    fn set_coordinated(&mut self, client: ClientId, coordinated: bool) {
+        if coordinated {
+            self.coordinated.insert(client);
+        } else {
+            self.coordinated.remove(&client);
+        }
     }
 }
 
@@ -652,6 +714,68 @@ mod tests {
     }
 
     const DEFAULT_WINDOW: Ns = super::super::DEFAULT_ACTIVITY_WINDOW_NS;
+
+    /// One slot for 2 s; every client keeps one request queued (closed
+    /// loop) of its own length. Returns each client's share of the time.
+    fn closed_loop(p: &mut SharePolicy, task_ns: &[(u32, Ns)]) -> Vec<f64> {
+        let mut now = 0;
+        let mut next_task = 0;
+        for &(c, _) in task_ns {
+            p.submit(req(c, next_task, now), now);
+            next_task += 1;
+        }
+        let mut busy = vec![0; task_ns.len()];
+        while now < 2_000 * MS {
+            let r = p.pick_next(now).expect("work is always queued");
+            let i = task_ns.iter().position(|t| ClientId(t.0) == r.client);
+            let i = i.expect("a known client");
+            now += task_ns[i].1;
+            busy[i] += task_ns[i].1;
+            p.complete(r.client, task_ns[i].1, now);
+            p.submit(req(task_ns[i].0, next_task, now), now);
+            next_task += 1;
+        }
+        busy.iter().map(|b| *b as f64 / now as f64).collect()
+    }
+
+    #[test]
+    fn coordinated_normal_clients_run_in_arrival_order() {
+        // A 10 ms app and a 1 ms app, both NORMAL with equal shares. By
+        // usage, the long one gets about half the unit; pooled, they take
+        // FIFO turns and it gets 10 of every 11 ms, as the coordinator's
+        // model (and the driver's queue natively) has it.
+        let apps = [(1, 10 * MS), (2, MS)];
+        let by_usage = closed_loop(&mut policy(), &apps);
+        assert!(by_usage[0] < 0.6, "{by_usage:?}");
+        let mut p = policy();
+        p.set_coordinated(ClientId(1), true);
+        p.set_coordinated(ClientId(2), true);
+        let pooled = closed_loop(&mut p, &apps);
+        assert!((pooled[0] - 10.0 / 11.0).abs() < 0.01, "{pooled:?}");
+        // Leaving coordination restores the order by usage.
+        p.set_coordinated(ClientId(1), false);
+        p.set_coordinated(ClientId(2), false);
+        let again = closed_loop(&mut p, &apps);
+        assert!(again[0] < 0.6, "{again:?}");
+    }
+
+    #[test]
+    fn a_custom_client_keeps_its_share_against_the_pool() {
+        let mut p = policy();
+        p.set_client(ClientId(3), custom(50), 0).unwrap();
+        p.set_client(ClientId(4), class(ShareClass::Background), 0)
+            .unwrap();
+        for c in [1, 2, 3, 4] {
+            p.set_coordinated(ClientId(c), true);
+        }
+        // Two pooled 10 ms apps against a CUSTOM 50 % app with 1 ms tasks,
+        // and a BACKGROUND one: the CUSTOM app still gets its half, the
+        // pool the rest in turns, BACKGROUND nothing.
+        let share = closed_loop(&mut p, &[(1, 10 * MS), (2, 10 * MS), (3, MS), (4, MS)]);
+        assert!(share[2] > 0.45 && share[2] < 0.56, "{share:?}");
+        assert!((share[0] - share[1]).abs() < 0.03, "{share:?}");
+        assert!(share[3] < 0.01, "{share:?}");
+    }
 
     #[test]
     fn under_share_wait_is_a_residual_task() {
