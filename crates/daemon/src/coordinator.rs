@@ -125,7 +125,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         })
         .collect();
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
-    let mut coordinator = Coordinator::new(shared.setup.coordinator.clone(), supply.clone());
+    let mut coordinator = Coordinator::new(shared.setup.coordinator, supply.clone());
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
     loop {
         std::thread::sleep(shared.setup.tick);
