@@ -150,6 +150,10 @@ fn targets_are_published_and_followed(name: &str, config: &str) -> serde_json::V
             assert!((fractions.iter().sum::<f64>() - 1.0).abs() < 1e-6, "{a}");
             assert!(a["rate"].as_f64().unwrap() > 0.0, "{a}");
             assert_eq!(a["over_reported"], 0, "{a}");
+            // What the floor is measured against, and the solve's
+            // prediction, are shown with the targets.
+            assert!(a["native"].as_f64().unwrap() > 0.0, "{a}");
+            assert!(a["predicted_relative"].as_f64().unwrap() > 0.0, "{a}");
             (name_of_pid(a["pid"].as_u64().unwrap()), fractions)
         })
         .collect();

@@ -959,6 +959,12 @@ impl Coordinator {
         }
     }
 
+    /// What each unit offers the coordinated apps now
+    /// ([`Coordinator::set_supply`]).
+    pub fn supply(&self) -> &[UnitSupply] {
+        &self.units
+    }
+
     /// What the monitor last recorded for `client`.
     pub fn demand(&self, client: ClientId) -> Option<&AppDemand> {
         self.apps.get(&client).map(|entry| &entry.0)

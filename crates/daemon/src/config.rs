@@ -352,6 +352,14 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../../../config/hetsched.example.toml");
+        let cfg = parse(text).unwrap();
+        assert_eq!(cfg.coordination, Coordination::Pf);
+        assert_eq!(cfg.coordination_floor, 1.05);
+    }
+
+    #[test]
     fn the_coordination_floor_is_checked_and_reaches_the_coordinator() {
         assert_eq!(parse("").unwrap().coordination_floor, 1.05);
         let cfg = parse("coordination_floor = 1.1").unwrap();

@@ -543,6 +543,40 @@ mod tests {
         })
     }
 
+    /// Each process uses twice the CPU its CPU tasks account for: 40 ms
+    /// (app 1) and 160 ms (app 2) per 100 ms tick.
+    fn cpu_used_twice(pid: u32) -> Option<f64> {
+        thread_local!(static CALLS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) });
+        CALLS.with(|c| {
+            let mut n = c.get();
+            let i = usize::from(pid != 100);
+            n[i] += 1;
+            c.set(n);
+            Some(n[i] as f64 * if pid == 100 { 40e6 } else { 160e6 })
+        })
+    }
+
+    #[test]
+    fn the_apps_host_side_is_taken_out_of_the_cpu_supply() {
+        let (honest, tracked) = run_ticks(cpu_used_honestly, 1.0);
+        assert!(tracked.values().all(|t| t.host.slots() == 0.0));
+        assert_eq!(honest.supply()[0].slots, 2.0);
+        // 0.2 + 0.8 of a core beyond the CPU tasks, smoothed over four
+        // report intervals (1 − 0.7⁴ of it): about 0.76 core.
+        let (busy, tracked) = run_ticks(cpu_used_twice, 1.0);
+        let host: f64 = tracked.values().map(|t| t.host.slots()).sum();
+        assert!((host - 0.76).abs() < 0.01, "{host}");
+        let cpu = busy.supply()[0].slots;
+        assert!((cpu - (2.0 - host)).abs() < 1e-9, "{cpu}");
+        // The devices keep their slots.
+        assert_eq!(busy.supply()[1].slots, 1.0);
+        assert!(
+            tracked
+                .values()
+                .all(|t| t.meter.caught_over_reporting() == 0)
+        );
+    }
+
     #[test]
     fn an_app_claiming_more_cpu_time_than_it_used_is_held_to_what_it_used() {
         // App 1 claims 4x the CPU time its process consumed.
