@@ -120,6 +120,81 @@ fn custom_of(class: ShareClass) -> u64 {
     }
 }
 
+/// Registers client `i` with `classes[i]`, or the default class where the
+/// policy refuses it (CUSTOM over the limit); returns what each got.
+fn register(p: &mut SharePolicy, classes: &[ShareClass]) -> BTreeMap<u32, ShareClass> {
+    let mut class_of = BTreeMap::new();
+    for (i, class) in classes.iter().enumerate() {
+        let id = i as u32;
+        let class = if p.set_client(ClientId(id), settings(*class), 0).is_ok() {
+            *class
+        } else {
+            ShareClass::default()
+        };
+        class_of.insert(id, class);
+    }
+    class_of
+}
+
+/// What one random op did (see [`play`]).
+enum Step {
+    Submitted {
+        client: u32,
+        task: u64,
+    },
+    Picked(Option<Request>),
+    /// A completion or a tick.
+    Other,
+}
+
+/// Plays random ops on `p`: `(0, client, arg)` submits a call of `arg` ×
+/// 0.1 ms for `client % clients`, `1` picks the next call and runs it for
+/// `arg` × 0.2 ms, `2` completes one running call, anything else ticks;
+/// every op first moves the clock on by `arg` × 0.1 ms. `check` sees each
+/// op's step with the clock and the calls running after it.
+fn play(
+    p: &mut SharePolicy,
+    clients: u32,
+    ops: Vec<(u8, u32, u64)>,
+    mut check: impl FnMut(&SharePolicy, Step, Ns, usize) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let mut running: Vec<(u32, Ns)> = Vec::new();
+    let mut now: Ns = 0;
+    for (task, (op, client, arg)) in ops.into_iter().enumerate() {
+        let client = client % clients;
+        now += arg * 100_000;
+        let step = match op {
+            0 => {
+                p.submit(request(client, task as u64, arg as f64 * 1e5, now), now);
+                Step::Submitted {
+                    client,
+                    task: task as u64,
+                }
+            }
+            1 => {
+                let picked = p.pick_next(now);
+                if let Some(r) = picked {
+                    running.push((r.client.0, arg * 200_000));
+                }
+                Step::Picked(picked)
+            }
+            2 => {
+                if !running.is_empty() {
+                    let (c, ran) = running.remove(arg as usize % running.len());
+                    p.complete(ClientId(c), ran, now);
+                }
+                Step::Other
+            }
+            _ => {
+                p.tick(now);
+                Step::Other
+            }
+        };
+        check(p, step, now, running.len())?;
+    }
+    Ok(())
+}
+
 fn registered(p: &SharePolicy) -> Vec<(ClientId, ClientSettings)> {
     p.ledger()
         .clients()
@@ -220,33 +295,16 @@ proptest! {
         ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
     ) {
         let mut p = SharePolicy::new(2, ShareWindow::default());
-        let mut class_of: BTreeMap<u32, ShareClass> = BTreeMap::new();
-        for (i, class) in classes.iter().enumerate() {
-            let id = i as u32;
-            let class = if p.set_client(ClientId(id), settings(*class), 0).is_ok() {
-                *class
-            } else {
-                ShareClass::default()
-            };
-            class_of.insert(id, class);
-        }
+        let class_of = register(&mut p, &classes);
         let mut queued: BTreeMap<u32, u32> = BTreeMap::new();
-        let mut running: Vec<(u32, Ns)> = Vec::new();
-        let mut now: Ns = 0;
-        for (task, (op, client, arg)) in ops.into_iter().enumerate() {
-            let client = client % classes.len() as u32;
-            now += arg * 100_000;
-            match op {
-                0 => {
-                    p.submit(request(client, task as u64, arg as f64 * 1e5, now), now);
-                    *queued.entry(client).or_default() += 1;
-                }
-                1 => {
+        play(&mut p, classes.len() as u32, ops, |p, step, now, running| {
+            match step {
+                Step::Submitted { client, .. } => *queued.entry(client).or_default() += 1,
+                Step::Picked(picked) => {
                     let foreground_waiting = queued
                         .iter()
                         .any(|(c, n)| *n > 0 && class_of[c] != ShareClass::Background);
-                    let anything_waiting = queued.values().any(|n| *n > 0);
-                    match p.pick_next(now) {
+                    match picked {
                         Some(r) => {
                             let c = r.client.0;
                             prop_assert!(queued[&c] > 0);
@@ -254,23 +312,17 @@ proptest! {
                                 prop_assert!(!foreground_waiting);
                             }
                             *queued.get_mut(&c).unwrap() -= 1;
-                            running.push((c, arg * 200_000));
                         }
-                        None => prop_assert!(!anything_waiting),
+                        None => prop_assert!(queued.values().all(|n| *n == 0)),
                     }
                 }
-                2 => {
-                    if !running.is_empty() {
-                        let (c, ran) = running.remove(arg as usize % running.len());
-                        p.complete(ClientId(c), ran, now);
-                    }
-                }
-                _ => p.tick(now),
+                Step::Other => {}
             }
             prop_assert_eq!(p.queued(), queued.values().sum::<u32>() as usize);
-            prop_assert_eq!(p.unit_view(now).running as usize, running.len());
+            prop_assert_eq!(p.unit_view(now).running as usize, running);
             prop_assert_eq!(p.retry_at(now), None);
-        }
+            Ok(())
+        })?;
     }
 
     /// Share policy under coordination: among the NORMAL clients the
@@ -282,55 +334,35 @@ proptest! {
         ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
     ) {
         let mut p = SharePolicy::new(1, ShareWindow::default());
-        let mut class_of: BTreeMap<u32, ShareClass> = BTreeMap::new();
-        for (i, class) in classes.iter().enumerate() {
-            let id = i as u32;
-            let class = if p.set_client(ClientId(id), settings(*class), 0).is_ok() {
-                *class
-            } else {
-                ShareClass::default()
-            };
-            class_of.insert(id, class);
-            p.set_coordinated(ClientId(id), true);
+        let class_of = register(&mut p, &classes);
+        for id in class_of.keys() {
+            p.set_coordinated(ClientId(*id), true);
         }
         let pooled = |c: u32| matches!(class_of[&c], ShareClass::Normal { .. });
         // Pooled calls queued, in arrival order, and all calls queued.
         let mut pool: Vec<u64> = Vec::new();
         let mut queued = 0usize;
-        let mut running: Vec<(u32, Ns)> = Vec::new();
-        let mut now: Ns = 0;
-        for (task, (op, client, arg)) in ops.into_iter().enumerate() {
-            let client = client % classes.len() as u32;
-            now += arg * 100_000;
-            match op {
-                0 => {
-                    p.submit(request(client, task as u64, arg as f64 * 1e5, now), now);
+        play(&mut p, classes.len() as u32, ops, |p, step, _, _| {
+            match step {
+                Step::Submitted { client, task } => {
                     if pooled(client) {
-                        pool.push(task as u64);
+                        pool.push(task);
                     }
                     queued += 1;
                 }
-                1 => match p.pick_next(now) {
-                    Some(r) => {
-                        if pooled(r.client.0) {
-                            prop_assert_eq!(Some(r.task.0), pool.first().copied());
-                            pool.remove(0);
-                        }
-                        queued -= 1;
-                        running.push((r.client.0, arg * 200_000));
+                Step::Picked(Some(r)) => {
+                    if pooled(r.client.0) {
+                        prop_assert_eq!(Some(r.task.0), pool.first().copied());
+                        pool.remove(0);
                     }
-                    None => prop_assert_eq!(queued, 0),
-                },
-                2 => {
-                    if !running.is_empty() {
-                        let (c, ran) = running.remove(arg as usize % running.len());
-                        p.complete(ClientId(c), ran, now);
-                    }
+                    queued -= 1;
                 }
-                _ => p.tick(now),
+                Step::Picked(None) => prop_assert_eq!(queued, 0),
+                Step::Other => {}
             }
             prop_assert_eq!(p.queued(), queued);
-        }
+            Ok(())
+        })?;
     }
 
     /// FIFO: a client's expected wait grows with every task another client

@@ -478,6 +478,7 @@ mod tests {
         }
         // One tick with one app that reports `report`, from a client
         // trusted or not.
+        let cpu = cpu_used_honestly();
         let tick =
             |c: &mut Coordinator, report, trusted, tracked: &mut BTreeMap<ClientId, Tracked>| {
                 let app = GatheredApp {
@@ -492,7 +493,7 @@ mod tests {
                     at: 100_000_000,
                     apps: vec![app],
                 };
-                step(c, tracked, &sources(), &supply(), 8.0, g, cpu_used_honestly);
+                step(c, tracked, &sources(), &supply(), 8.0, g, &cpu);
             };
         tick(&mut c, declared.clone(), false, &mut tracked);
         assert_eq!(tracked[&ClientId(1)].native, Some(1));
@@ -512,7 +513,7 @@ mod tests {
 
     #[test]
     fn measured_and_reported_figures_give_every_app_targets() {
-        let (c, tracked) = run_ticks(cpu_used_honestly, 1.0);
+        let (c, tracked) = run_ticks(cpu_used_honestly(), 1.0);
         for id in [ClientId(1), ClientId(2)] {
             let t = c.target(id).expect("solved");
             assert_eq!(t.len(), 3);
@@ -529,41 +530,33 @@ mod tests {
         assert!((cpu - 5e6).abs() < 1.0, "{cpu}");
     }
 
-    /// Cumulative CPU time of each process: 20 ms (app 1) and 80 ms
-    /// (app 2) per tick, what they do on the CPU. Each call reads the next
-    /// tick's value.
-    fn cpu_used_honestly(pid: u32) -> Option<f64> {
-        thread_local!(static CALLS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) });
-        CALLS.with(|c| {
-            let mut n = c.get();
+    /// Cumulative CPU time of each process, `app1` and `app2` ns more
+    /// at every read (one read per tick): a clock of its own per test.
+    fn cpu_clock(app1: f64, app2: f64) -> impl Fn(u32) -> Option<f64> {
+        let reads = std::cell::Cell::new([0u64; 2]);
+        move |pid| {
+            let mut n = reads.get();
             let i = usize::from(pid != 100);
             n[i] += 1;
-            c.set(n);
-            Some(n[i] as f64 * if pid == 100 { 20e6 } else { 80e6 })
-        })
+            reads.set(n);
+            Some(n[i] as f64 * if pid == 100 { app1 } else { app2 })
+        }
     }
 
-    /// Each process uses twice the CPU its CPU tasks account for: 40 ms
-    /// (app 1) and 160 ms (app 2) per 100 ms tick.
-    fn cpu_used_twice(pid: u32) -> Option<f64> {
-        thread_local!(static CALLS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) });
-        CALLS.with(|c| {
-            let mut n = c.get();
-            let i = usize::from(pid != 100);
-            n[i] += 1;
-            c.set(n);
-            Some(n[i] as f64 * if pid == 100 { 40e6 } else { 160e6 })
-        })
+    /// What the apps of `run_ticks` do on the CPU: 20 ms (app 1) and 80 ms
+    /// (app 2) per tick, all of it in their CPU tasks.
+    fn cpu_used_honestly() -> impl Fn(u32) -> Option<f64> {
+        cpu_clock(20e6, 80e6)
     }
 
     #[test]
     fn the_apps_host_side_is_taken_out_of_the_cpu_supply() {
-        let (honest, tracked) = run_ticks(cpu_used_honestly, 1.0);
+        let (honest, tracked) = run_ticks(cpu_used_honestly(), 1.0);
         assert!(tracked.values().all(|t| t.host.slots() == 0.0));
         assert_eq!(honest.supply()[0].slots, 2.0);
-        // 0.2 + 0.8 of a core beyond the CPU tasks, smoothed over four
+        // Each process uses twice that: 0.2 + 0.8 of a core beyond the CPU tasks, smoothed over four
         // report intervals (1 − 0.7⁴ of it): about 0.76 core.
-        let (busy, tracked) = run_ticks(cpu_used_twice, 1.0);
+        let (busy, tracked) = run_ticks(cpu_clock(40e6, 160e6), 1.0);
         let host: f64 = tracked.values().map(|t| t.host.slots()).sum();
         assert!((host - 0.76).abs() < 0.01, "{host}");
         let cpu = busy.supply()[0].slots;
@@ -580,7 +573,7 @@ mod tests {
     #[test]
     fn an_app_claiming_more_cpu_time_than_it_used_is_held_to_what_it_used() {
         // App 1 claims 4x the CPU time its process consumed.
-        let (_, tracked) = run_ticks(cpu_used_honestly, 4.0);
+        let (_, tracked) = run_ticks(cpu_used_honestly(), 4.0);
         let liar = &tracked[&ClientId(1)].meter;
         assert!(
             liar.caught_over_reporting() >= 3,
@@ -595,7 +588,7 @@ mod tests {
 
     #[test]
     fn an_app_with_administrator_set_standing_is_left_out_and_its_use_reserved() {
-        let (plain, _) = run_ticks(cpu_used_honestly, 1.0);
+        let (plain, _) = run_ticks(cpu_used_honestly(), 1.0);
         // A CUSTOM-class app keeps unit 1 busy 90 % of the time.
         let custom = |tick: u64| GatheredApp {
             id: ClientId(3),
@@ -605,7 +598,7 @@ mod tests {
             weight: None,
             trusted: false,
         };
-        let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&custom));
+        let (c, tracked) = run_ticks_with(cpu_used_honestly(), 1.0, Some(&custom));
         assert!(c.target(ClientId(3)).is_none());
         assert!(tracked[&ClientId(3)].usage.slots()[1] > 0.5);
         let on_unit_1 = |c: &Coordinator| {
@@ -671,7 +664,7 @@ mod tests {
             weight: Some(1.0),
             trusted: false,
         };
-        let (c, tracked) = run_ticks_with(cpu_used_honestly, 1.0, Some(&silent));
+        let (c, tracked) = run_ticks_with(cpu_used_honestly(), 1.0, Some(&silent));
         assert!(c.target(ClientId(3)).is_none());
         assert!(!tracked[&ClientId(3)].follows);
         assert!(c.target(ClientId(1)).is_some());
