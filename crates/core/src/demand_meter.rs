@@ -250,55 +250,46 @@ impl UnitUse {
     }
 }
 
-/// CPU time used beyond what is accounted for elsewhere, as cores kept
-/// busy: the part of the CPU units' time the coordinator cannot give to
-/// tasks. The daemon keeps two kinds:
-///
-/// * an application's *host side* (preparing and checking calls, the
-///   runtime's threads, emulated devices' host work): its process's CPU
-///   time less the execution time it reported for its CPU tasks, between
-///   two reports (the two counters then cover the same stretch of time);
-/// * the machine's *other programs*: the CPU units' cores' busy time
-///   (`/proc/stat`) less the CPU time of every client and of the daemon.
-///
-/// Both run on the same cores as the CPU units' tasks, so the coordinator's
-/// CPU supply is what is left of the cores after them.
+/// CPU an application's process uses besides the tasks it runs on the CPU
+/// units: its host side (preparing and checking calls, the runtime's
+/// threads, emulated devices' host work). It runs on the same cores as the
+/// CPU units' tasks, so the coordinator's CPU supply is what is left of the
+/// cores after it. Measured as the process's CPU time less the execution
+/// time it reported for its CPU tasks, over the interval between two
+/// reports (the two counters then cover the same stretch of time).
 ///
 /// A CPU task's reported time is its wall time, which contention stretches
 /// beyond the CPU it used: the difference then understates the host side
 /// (and is held at 0, never negative), so the supply errs towards what the
 /// model assumed before.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct UnaccountedCpu {
-    /// At the last observation: (instant, CPU used ns, accounted ns).
+pub struct HostLoad {
+    /// At the last report: (instant, process CPU ns, reported CPU task ns).
     last: Option<(Ns, f64, f64)>,
     slots: f64,
 }
 
-impl UnaccountedCpu {
-    /// At `at`, `used_ns` of CPU had been used in all (a process's CPU time
-    /// since it started, or the cores' busy time), of which `accounted_ns`
-    /// is accounted for elsewhere (the CPU tasks it reported, or the
-    /// clients' and the daemon's CPU time). Counters that go backwards
-    /// start a new baseline.
-    pub fn observe(&mut self, at: Ns, used_ns: f64, accounted_ns: f64) {
-        if !(used_ns.is_finite() && accounted_ns.is_finite()) {
+impl HostLoad {
+    /// A report arrived at `at`: the process had used `process_cpu_ns` of
+    /// CPU since it started and reported `cpu_task_ns` of CPU tasks in all.
+    /// Counters that go backwards start a new baseline.
+    pub fn observe(&mut self, at: Ns, process_cpu_ns: f64, cpu_task_ns: f64) {
+        if !(process_cpu_ns.is_finite() && cpu_task_ns.is_finite()) {
             return;
         }
-        if let Some((t0, u0, a0)) = self.last
+        if let Some((t0, p0, e0)) = self.last
             && at > t0
-            && used_ns >= u0
-            && accounted_ns >= a0
+            && process_cpu_ns >= p0
+            && cpu_task_ns >= e0
         {
             let dt = (at - t0) as f64;
-            let beyond = ((used_ns - u0) - (accounted_ns - a0)).max(0.0) / dt;
-            self.slots += EWMA_WEIGHT * (beyond - self.slots);
+            let host = ((process_cpu_ns - p0) - (cpu_task_ns - e0)).max(0.0) / dt;
+            self.slots += EWMA_WEIGHT * (host - self.slots);
         }
-        self.last = Some((at, used_ns, accounted_ns));
+        self.last = Some((at, process_cpu_ns, cpu_task_ns));
     }
 
-    /// Mean cores kept busy beyond what is accounted for (0 before two
-    /// observations).
+    /// Mean cores the host side keeps busy (0 before two reports).
     pub fn slots(&self) -> f64 {
         self.slots
     }
@@ -310,7 +301,7 @@ mod tests {
 
     #[test]
     fn host_load_is_process_cpu_beyond_the_reported_cpu_tasks() {
-        let mut h = UnaccountedCpu::default();
+        let mut h = HostLoad::default();
         h.observe(0, 0.0, 0.0);
         assert_eq!(h.slots(), 0.0);
         // Each 250 ms: 300 ms of process CPU, 200 ms of it in CPU tasks:

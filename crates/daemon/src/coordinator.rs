@@ -20,7 +20,7 @@
 //! units' agents, and proportional fairness must not override them; those
 //! applications place as they like, and what they use of each unit is
 //! taken out of the supply the others share. So is every application's
-//! host side on the CPU units ([`UnaccountedCpu`]: its process's CPU time beyond
+//! host side on the CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
 //!
 //! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
@@ -28,7 +28,7 @@
 
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight};
-use hetsched_core::demand_meter::{DemandMeter, Source, UnaccountedCpu, UnitUse};
+use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::UnitClass;
@@ -52,64 +52,6 @@ struct Gathered {
     /// The daemon's clock at the gathering.
     at: Ns,
     apps: Vec<GatheredApp>,
-    /// Cores of the CPU units other programs keep busy ([`Background`]).
-    background: f64,
-}
-
-/// How often the daemon reads the CPU units' busy time and every client's
-/// CPU time for [`Background`]: both move in clock ticks (10 ms), so a
-/// shorter interval would be mostly rounding.
-const BACKGROUND_EVERY_NS: Ns = 1_000_000_000;
-
-/// The CPU units' cores kept busy by programs other than the clients and
-/// the daemon ([`UnaccountedCpu`]): taken out of the CPU supply as the
-/// apps' host sides are.
-#[derive(Debug, Default)]
-struct Background {
-    next_at: Ns,
-    /// Each process's CPU time at the last sample, ns.
-    last: BTreeMap<u32, f64>,
-    /// The clients' and the daemon's CPU time summed over the intervals,
-    /// ns (a process counts from its first sample; see `sample`).
-    accounted_ns: f64,
-    load: UnaccountedCpu,
-}
-
-impl Background {
-    fn due(&self, at: Ns) -> bool {
-        at >= self.next_at
-    }
-
-    /// At `at` the CPU units' cores had been busy `busy_ns` since boot, and
-    /// the processes of `readings` (pid, CPU time since each started) had
-    /// used what they say; `cpus` cores in all.
-    fn sample(&mut self, at: Ns, busy_ns: Option<f64>, readings: &[(u32, Option<f64>)], cpus: f64) {
-        let interval = at.saturating_sub(self.next_at.saturating_sub(BACKGROUND_EVERY_NS)) as f64;
-        let mut seen = BTreeMap::new();
-        for &(pid, cpu) in readings {
-            let Some(cpu) = cpu.filter(|c| c.is_finite() && *c >= 0.0) else {
-                continue;
-            };
-            self.accounted_ns += match self.last.get(&pid) {
-                Some(prev) => (cpu - prev).max(0.0),
-                // New since the last sample: a young process's time is all
-                // this interval's; an older one's is capped at what the
-                // cores could have given it (counting too much only makes
-                // the background read low).
-                None => cpu.min(interval * cpus),
-            };
-            seen.insert(pid, cpu);
-        }
-        self.last = seen;
-        if let Some(busy) = busy_ns {
-            self.load.observe(at, busy, self.accounted_ns);
-        }
-        self.next_at = at + BACKGROUND_EVERY_NS;
-    }
-
-    fn slots(&self) -> f64 {
-        self.load.slots()
-    }
 }
 
 /// One application's figures at one tick.
@@ -137,7 +79,7 @@ struct Tracked {
     coordinated: bool,
     usage: UnitUse,
     /// Cores its process keeps busy outside its CPU tasks.
-    host: UnaccountedCpu,
+    host: HostLoad,
     /// The native unit it declared (believed within the core's slack
     /// unless `trusted`).
     native: Option<usize>,
@@ -151,7 +93,7 @@ impl Tracked {
             follows: false,
             coordinated: false,
             usage: UnitUse::default(),
-            host: UnaccountedCpu::default(),
+            host: HostLoad::default(),
             native: None,
             trusted: false,
         }
@@ -185,34 +127,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
     let mut coordinator = Coordinator::new(shared.setup.coordinator, supply.clone());
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
-    let cpu_pus: Vec<u32> = shared
-        .setup
-        .units
-        .iter()
-        .filter(|u| u.unit.class == UnitClass::Cpu)
-        .flat_map(|u| u.pus.iter().copied())
-        .collect();
-    let mut background = Background::default();
     loop {
         std::thread::sleep(shared.setup.tick);
-        let mut gathered = gather(&shared);
+        let gathered = gather(&shared);
         let now = gathered.at;
-        if !cpu_pus.is_empty() && background.due(now) {
-            let mut pids: Vec<u32> = shared
-                .lock()
-                .monitor
-                .clients()
-                .map(|c| c.peer.pid)
-                .collect();
-            pids.push(std::process::id());
-            let readings: Vec<(u32, Option<f64>)> = pids
-                .into_iter()
-                .map(|p| (p, crate::procfs::cpu_time_ns(p)))
-                .collect();
-            let busy = crate::procfs::cpus_busy_ns(&cpu_pus);
-            background.sample(now, busy, &readings, cpu_pus.len() as f64);
-        }
-        gathered.background = background.slots();
         step(
             &mut coordinator,
             &mut tracked,
@@ -264,7 +182,6 @@ fn gather(shared: &Shared) -> Gathered {
     Gathered {
         at: shared.now(),
         apps,
-        background: 0.0,
     }
 }
 
@@ -281,7 +198,6 @@ fn step(
     cpu_time: impl Fn(u32) -> Option<f64>,
 ) {
     let present: Vec<ClientId> = gathered.apps.iter().map(|a| a.id).collect();
-    let gathered_background = gathered.background;
     tracked.retain(|id, _| {
         let keep = present.contains(id);
         if !keep {
@@ -358,10 +274,9 @@ fn step(
             }
         }
     }
-    // Every app's host side, and other programs, run on the same cores as
-    // the CPU units' tasks: take them out of their supply, split by their
-    // slots.
-    let host: f64 = tracked.values().map(|t| t.host.slots()).sum::<f64>() + gathered_background;
+    // Every app's host side runs on the same cores as the CPU units'
+    // tasks: take it out of their supply, split by their slots.
+    let host: f64 = tracked.values().map(|t| t.host.slots()).sum();
     let cpu_slots: f64 = supply
         .iter()
         .filter(|s| s.time_shared)
@@ -509,7 +424,6 @@ mod tests {
             let mut g = Gathered {
                 // 100 ms per tick.
                 at: tick * 100_000_000,
-                background: 0.0,
                 apps: vec![
                     GatheredApp {
                         id: ClientId(1),
@@ -578,7 +492,6 @@ mod tests {
                 let g = Gathered {
                     at: 100_000_000,
                     apps: vec![app],
-                    background: 0.0,
                 };
                 step(c, tracked, &sources(), &supply(), 8.0, g, &cpu);
             };
@@ -658,53 +571,6 @@ mod tests {
     }
 
     #[test]
-    fn other_programs_on_the_cpus_are_counted_and_the_clients_are_not() {
-        const S: f64 = 1e9;
-        let mut b = Background::default();
-        // Two cores, 1 s apart: the daemon (pid 1) uses 0.1 s a second and
-        // a client (pid 2) 0.6 s; the cores are busy 1.2 s a second, so
-        // other programs keep half a core busy.
-        for i in 0..=20u64 {
-            let t = i as f64;
-            let readings = [(1, Some(0.1 * S * t)), (2, Some(0.6 * S * t))];
-            b.sample(i * 1_000_000_000, Some(1.2 * S * t), &readings, 2.0);
-        }
-        assert!((b.slots() - 0.5).abs() < 0.01, "{}", b.slots());
-        // A client that arrives with 0.3 s of CPU behind it, and one that
-        // leaves: only their time between samples counts for the clients.
-        let mut b = Background::default();
-        b.sample(0, Some(0.0), &[(1, Some(0.0))], 2.0);
-        b.sample(
-            1_000_000_000,
-            Some(0.5 * S),
-            &[(1, Some(0.2 * S)), (3, Some(0.3 * S))],
-            2.0,
-        );
-        assert!(b.slots() == 0.0, "{}", b.slots());
-        b.sample(2_000_000_000, Some(0.9 * S), &[(1, Some(0.6 * S))], 2.0);
-        assert!(b.slots() == 0.0, "{}", b.slots());
-        // Unreadable figures change nothing.
-        b.sample(3_000_000_000, None, &[(1, None)], 2.0);
-        assert_eq!(b.slots(), 0.0);
-    }
-
-    #[test]
-    fn the_background_is_taken_out_of_the_cpu_supply() {
-        let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
-        let mut tracked = BTreeMap::new();
-        let g = Gathered {
-            at: 100_000_000,
-            apps: Vec::new(),
-            background: 0.5,
-        };
-        step(&mut c, &mut tracked, &sources(), &supply(), 8.0, g, |_| {
-            None
-        });
-        assert_eq!(c.supply()[0].slots, 1.5);
-        assert_eq!(c.supply()[1].slots, 1.0);
-    }
-
-    #[test]
     fn an_app_claiming_more_cpu_time_than_it_used_is_held_to_what_it_used() {
         // App 1 claims 4x the CPU time its process consumed.
         let (_, tracked) = run_ticks(cpu_used_honestly(), 4.0);
@@ -773,7 +639,6 @@ mod tests {
             };
             let g = Gathered {
                 at: tick * 100_000_000,
-                background: 0.0,
                 apps: vec![app(1, 1.0), app(2, 3.0)],
             };
             step(&mut c, &mut tracked, &sources(), &supply(), 8.0, g, |_| {
@@ -812,7 +677,6 @@ mod tests {
         // Rebuild tracking with only app 2 present.
         let g = Gathered {
             at: 1_000_000_000,
-            background: 0.0,
             apps: vec![GatheredApp {
                 id: ClientId(2),
                 pid: 200,

@@ -32,41 +32,6 @@ pub fn cpu_time_ns(pid: u32) -> Option<f64> {
         .map(|t| t as f64 * 1e9 / rustix::param::clock_ticks_per_second() as f64)
 }
 
-/// Time the CPUs `cpus` (OS numbers) have spent busy since boot, ns: user,
-/// nice, system, irq, softirq and steal of their `/proc/stat` lines (guest
-/// time is inside user). `None` when `/proc/stat` cannot be read or names
-/// none of them.
-pub fn cpus_busy_ns(cpus: &[u32]) -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    proc_stat_busy_ticks(&text, cpus)
-        .map(|t| t as f64 * 1e9 / rustix::param::clock_ticks_per_second() as f64)
-}
-
-fn proc_stat_busy_ticks(text: &str, cpus: &[u32]) -> Option<u64> {
-    let mut total = None;
-    for line in text.lines() {
-        let mut fields = line.split_whitespace();
-        let Some(cpu) = fields
-            .next()
-            .and_then(|name| name.strip_prefix("cpu"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !cpus.contains(&cpu) {
-            continue;
-        }
-        let ticks: Vec<u64> = fields.map_while(|f| f.parse().ok()).collect();
-        // user nice system idle iowait irq softirq steal
-        let busy: u64 = [0, 1, 2, 5, 6, 7]
-            .iter()
-            .filter_map(|&i| ticks.get(i))
-            .sum();
-        total = Some(total.unwrap_or(0) + busy);
-    }
-    total
-}
-
 fn stat_cpu_ticks(stat: &str) -> Option<u64> {
     let f = stat_fields(stat)?;
     let user: u64 = f.get(UTIME)?.parse().ok()?;
@@ -240,24 +205,6 @@ pub fn time_ratios(threads_by_nice: &[u32; NICE_LEVELS]) -> [f64; NICE_LEVELS] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn busy_time_of_some_cpus_from_proc_stat() {
-        let text = "cpu  100 1 50 900 7 3 2 4 0 0\n\
-                    cpu0 60 1 20 400 5 2 1 3 0 0\n\
-                    cpu1 40 0 30 500 2 1 1 1 0 0\n\
-                    intr 12345 0 0\n";
-        // user + nice + system + irq + softirq + steal; the summary line,
-        // idle and iowait do not count.
-        assert_eq!(
-            proc_stat_busy_ticks(text, &[0]),
-            Some(60 + 1 + 20 + 2 + 1 + 3)
-        );
-        assert_eq!(proc_stat_busy_ticks(text, &[0, 1]), Some(87 + 73));
-        assert_eq!(proc_stat_busy_ticks(text, &[7]), None);
-        // This machine's: CPU 0 exists and has been busy.
-        assert!(cpus_busy_ns(&[0]).is_some_and(|b| b > 0.0));
-    }
 
     #[test]
     fn reads_this_process() {
