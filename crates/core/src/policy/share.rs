@@ -22,6 +22,8 @@
 //! targets, and its model of a device is a FIFO queue; ordering them by
 //! usage as well gives an app with long tasks about an equal share of the
 //! device, below what the targets (and its native FIFO turns) give it.
+//! (`hold_over_share`, off by default, still judges pool members one by
+//! one when it decides how long to hold the unit.)
 
 use super::accounting::{
     ClientLedger, ClientQueue, ClientRecord, LedgerConfig, QueuedRequest, UsageAt,
