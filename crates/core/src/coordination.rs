@@ -906,6 +906,15 @@ impl Default for CoordinatorConfig {
     }
 }
 
+/// One client's share of the last solve.
+#[derive(Clone, Debug, PartialEq)]
+struct ClientTargets {
+    fraction: Vec<f64>,
+    rate: f64,
+    /// Its native estimate (tasks/s) and predicted throughput relative to it.
+    estimate: Option<(f64, f64)>,
+}
+
 /// The monitor's side: apps' demands in, per-client targets out.
 #[derive(Clone, Debug)]
 pub struct Coordinator {
@@ -915,10 +924,8 @@ pub struct Coordinator {
     solved_units: Option<Vec<UnitSupply>>,
     /// Demand each app last reported, and the one the targets were solved with.
     apps: BTreeMap<ClientId, (AppDemand, Option<AppDemand>)>,
-    targets: BTreeMap<ClientId, (Vec<f64>, f64)>,
-    /// Per client at the last solve: (native estimate, tasks/s; predicted
-    /// throughput relative to it).
-    estimates: BTreeMap<ClientId, (f64, f64)>,
+    /// What the last solve gave each client.
+    targets: BTreeMap<ClientId, ClientTargets>,
     membership_changed: bool,
     last_solve: Option<Ns>,
     solves: u64,
@@ -939,7 +946,6 @@ impl Coordinator {
             solved_units: None,
             apps: BTreeMap::new(),
             targets: BTreeMap::new(),
-            estimates: BTreeMap::new(),
             membership_changed: false,
             last_solve: None,
             solves: 0,
@@ -983,7 +989,6 @@ impl Coordinator {
     pub fn remove_app(&mut self, client: ClientId) {
         if self.apps.remove(&client).is_some() {
             self.targets.remove(&client);
-            self.estimates.remove(&client);
             self.membership_changed = true;
         }
     }
@@ -1040,8 +1045,11 @@ impl Coordinator {
             let incumbent = (ids.len() == self.targets.len()
                 && ids.iter().all(|c| self.targets.contains_key(c)))
             .then(|| Plan {
-                fraction: ids.iter().map(|c| self.targets[c].0.clone()).collect(),
-                rate: ids.iter().map(|c| self.targets[c].1).collect(),
+                fraction: ids
+                    .iter()
+                    .map(|c| self.targets[c].fraction.clone())
+                    .collect(),
+                rate: ids.iter().map(|c| self.targets[c].rate).collect(),
                 short_first: self.short_first.clone(),
             });
             solve_targets_replayed(
@@ -1077,12 +1085,20 @@ impl Coordinator {
         self.floor = Some((t.floor, t.floor_feasible));
         self.short_first = t.short_first;
         self.targets.clear();
-        self.estimates.clear();
-        for (i, ((c, f), rate)) in ids.iter().zip(t.fraction).zip(t.rate).enumerate() {
-            self.targets.insert(*c, (f, rate));
-            if let (Some(n), Some(r)) = (t.native.get(i), t.predicted_relative.get(i)) {
-                self.estimates.insert(*c, (*n, *r));
-            }
+        for (i, ((c, fraction), rate)) in ids.iter().zip(t.fraction).zip(t.rate).enumerate() {
+            let estimate = t
+                .native
+                .get(i)
+                .copied()
+                .zip(t.predicted_relative.get(i).copied());
+            self.targets.insert(
+                *c,
+                ClientTargets {
+                    fraction,
+                    rate,
+                    estimate,
+                },
+            );
             if let Some(entry) = self.apps.get_mut(c) {
                 entry.1 = Some(entry.0.clone());
             }
@@ -1092,19 +1108,19 @@ impl Coordinator {
 
     /// The fraction of `client`'s tasks each unit should run, if solved.
     pub fn target(&self, client: ClientId) -> Option<&[f64]> {
-        self.targets.get(&client).map(|t| t.0.as_slice())
+        self.targets.get(&client).map(|t| t.fraction.as_slice())
     }
 
     /// The tasks per second `client` should issue at most, if solved.
     pub fn rate(&self, client: ClientId) -> Option<f64> {
-        self.targets.get(&client).map(|t| t.1)
+        self.targets.get(&client).map(|t| t.rate)
     }
 
     /// `client`'s native throughput as the last solve estimated it
     /// (tasks/s), and its predicted throughput relative to that: what the
     /// floor is measured against, for status.
     pub fn estimate(&self, client: ClientId) -> Option<(f64, f64)> {
-        self.estimates.get(&client).copied()
+        self.targets.get(&client).and_then(|t| t.estimate)
     }
 
     /// `(floor, feasible)` of the last solve: what `status` reports.

@@ -323,13 +323,14 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
                 },
             );
         }
+        let estimate = coordinator.estimate(*id);
         apps.push(CoordinatedApp {
             client: *id,
             pid: st.monitor.client(*id).map_or(0, |c| c.peer.pid),
             rate: target.map(|t| t.1),
             fractions: target.map(|t| t.0.to_vec()).unwrap_or_default(),
-            native: coordinator.estimate(*id).map(|e| e.0),
-            predicted_relative: coordinator.estimate(*id).map(|e| e.1),
+            native: estimate.map(|e| e.0),
+            predicted_relative: estimate.map(|e| e.1),
             over_reported: t.meter.caught_over_reporting(),
             coordinated: t.coordinated,
         });
