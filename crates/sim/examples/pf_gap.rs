@@ -1,8 +1,8 @@
 //! Where hetsched-pf loses against the no-loser bound (issue 10).
 //!
 //! `cargo run --release -p hetsched-sim --example pf_gap -- SCENARIO SEED`
-//! prints, per app, the bound's relative throughput and unit-time shares
-//! beside what `hetsched-pf` achieved; `SCENARIO` is a built-in name, a
+//! prints, per app, the bound's relative throughput (no-loser and
+//! queue-aware) and unit-time shares beside what `hetsched-pf` achieved; `SCENARIO` is a built-in name, a
 //! file, or `mix:N` (random mix N of `tests/pf_mixes.rs`).
 //! `... --example pf_gap -- mixes [POLICY [all]]` summarises all random
 //! mixes (default policy `hetsched-pf`) against the no-loser and the
@@ -82,9 +82,10 @@ fn detail(sc: &Scenario, seed: u64, policy: StrategyKind) {
             })
             .collect();
         println!(
-            "  {:<10} r bound {:6.2} got {:6.2} ({:5.2})  thr {:8.1}/{:8.1}  ta {:7.3} ms  exec ms [{}]  unit time bound/got [{}]",
+            "  {:<10} r bound {:6.2} queue-aware {:6.2} got {:6.2} ({:5.2})  thr {:8.1}/{:8.1}  ta {:7.3} ms  exec ms [{}]  unit time bound/got [{}]",
             a.name,
             s.solution.relative[i],
+            q.relative[i],
             got.relative,
             got.relative / s.solution.relative[i],
             s.solution.throughput[i],
