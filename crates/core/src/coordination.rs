@@ -81,6 +81,33 @@ impl UnitSupply {
     }
 }
 
+/// What of `supply` is left to the coordinated apps: each unit less
+/// `reserved` (slots used there by apps the coordinator does not place),
+/// and the processor-shared units less `host_slots` (cores the apps' host
+/// sides keep busy, which share those units' cores), split by their slots.
+/// Never below zero.
+pub fn supply_left(supply: &[UnitSupply], reserved: &[f64], host_slots: f64) -> Vec<UnitSupply> {
+    let cpu_slots: f64 = supply
+        .iter()
+        .filter(|s| s.time_shared)
+        .map(|s| s.slots)
+        .sum();
+    supply
+        .iter()
+        .enumerate()
+        .map(|(u, s)| {
+            let mut taken = reserved.get(u).copied().unwrap_or(0.0);
+            if s.time_shared && cpu_slots > 0.0 {
+                taken += host_slots * s.slots / cpu_slots;
+            }
+            UnitSupply {
+                slots: (s.slots - taken).max(0.0),
+                ..*s
+            }
+        })
+        .collect()
+}
+
 /// What the monitor knows about one app.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AppDemand {
@@ -1227,6 +1254,26 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn supply_left_takes_reserved_slots_and_splits_the_host_side_over_the_cpu_units() {
+        let supply = [
+            UnitSupply::processor_shared(3.0),
+            UnitSupply::queue(1.0),
+            UnitSupply::processor_shared(1.0),
+        ];
+        let left = supply_left(&supply, &[0.5, 0.25, 0.0], 2.0);
+        let slots: Vec<f64> = left.iter().map(|s| s.slots).collect();
+        // 2 host cores split 3:1 over the two CPU groups; the queue only
+        // loses what is reserved on it.
+        assert_eq!(slots, vec![3.0 - 0.5 - 1.5, 0.75, 0.5]);
+        assert!(left[0].time_shared && !left[1].time_shared);
+        // Never negative; no CPU units: the host side takes nothing.
+        let left = supply_left(&supply, &[9.0, 0.0, 0.0], 0.0);
+        assert_eq!(left[0].slots, 0.0);
+        let left = supply_left(&[UnitSupply::queue(1.0)], &[], 4.0);
+        assert_eq!(left[0].slots, 1.0);
+    }
 
     #[test]
     fn normal_shares_the_same_on_every_unit_are_the_weight() {

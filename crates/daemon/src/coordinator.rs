@@ -27,7 +27,7 @@
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
 use crate::server::Shared;
-use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight};
+use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight, supply_left};
 use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
 use hetsched_core::policy::PolicyKind;
@@ -274,31 +274,9 @@ fn step(
             }
         }
     }
-    // Every app's host side runs on the same cores as the CPU units'
-    // tasks: take it out of their supply, split by their slots.
+    // Every app's host side runs on the same cores as the CPU units' tasks.
     let host: f64 = tracked.values().map(|t| t.host.slots()).sum();
-    let cpu_slots: f64 = supply
-        .iter()
-        .filter(|s| s.time_shared)
-        .map(|s| s.slots)
-        .sum();
-    if cpu_slots > 0.0 {
-        for (r, s) in reserved.iter_mut().zip(supply) {
-            if s.time_shared {
-                *r += host * s.slots / cpu_slots;
-            }
-        }
-    }
-    coordinator.set_supply(
-        supply
-            .iter()
-            .zip(&reserved)
-            .map(|(s, r)| UnitSupply {
-                slots: (s.slots - r).max(0.0),
-                ..*s
-            })
-            .collect(),
-    );
+    coordinator.set_supply(supply_left(supply, &reserved, host));
 }
 
 /// Stores the targets for the timer's next publish and the status summary.
