@@ -12,6 +12,10 @@ bin=${HETSCHED_BIN:-$root/target/debug/hetsched}
 hs_work_dir hetsched-capi-test
 hs_config ''
 export XDG_CACHE_HOME="$work/cache"
+# Where an OpenCL driver is installed, a missing OpenCL unit is a failure.
+if [ -z "${HS_TEST_REQUIRE_OPENCL:-}" ] && compgen -G '/etc/OpenCL/vendors/*.icd' >/dev/null; then
+    export HS_TEST_REQUIRE_OPENCL=1
+fi
 socket=
 if [ -x "$bin" ]; then
     hs_start_daemon "$bin" run-tests

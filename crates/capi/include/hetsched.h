@@ -53,6 +53,10 @@ typedef enum {
   HS_ERR_NOT_READY = 9,
   // A Rust panic was caught at the boundary; the library stays usable.
   HS_ERR_INTERNAL = 10,
+  // This build of the library lacks what the call needs (an OpenCL or
+  // CUDA implementation without the `opencl` / `cuda` feature; the
+  // message names the feature).
+  HS_ERR_UNSUPPORTED = 11,
 } HsStatus;
 
 typedef enum {
@@ -117,6 +121,53 @@ typedef struct {
   uint64_t ran_ns;
 } HsDeviceDone;
 
+// A task description (`hs_task_new`).
+typedef uint64_t HsTask;
+
+// The OpenCL device an `HsOpenClFn` runs on. The handles are borrowed for
+// the call: do not release them. Calls on one unit get the same handles
+// while the runtime is open, and never run at the same time.
+typedef struct {
+  // `cl_device_id`.
+  void *device;
+  // `cl_context`, holding just this device.
+  void *context;
+  // `cl_command_queue`: in-order, created with
+  // `CL_QUEUE_PROFILING_ENABLE`.
+  void *queue;
+  // The device's position in the list of OpenCL devices of every
+  // platform (its unit is `opencl<index>`).
+  uint32_t index;
+} HsOpenClDevice;
+
+// An OpenCL implementation: enqueues its copies and kernels on
+// `device->queue` and returns once they have finished (`clFinish`, or
+// blocking reads). Returns 0 on success; anything else (an OpenCL error
+// code such as `CL_OUT_OF_RESOURCES`, which the message names) fails this
+// call with `HS_ERR_TASK_FAILED`, and only this call.
+typedef int (*HsOpenClFn)(void *args, void *user, const HsOpenClDevice *device);
+
+// The CUDA device an `HsCudaFn` runs on. The handles are borrowed for the
+// call: do not destroy them. Calls on one unit get the same handles while
+// the runtime is open, and never run at the same time.
+typedef struct {
+  // The device's CUDA ordinal (its unit is `cuda<ordinal>`).
+  int32_t ordinal;
+  // `CUcontext`: the device's primary context (the one the CUDA runtime
+  // API uses), current on the calling thread during the call.
+  void *context;
+  // `CUstream` (a `cudaStream_t` to the runtime API): the runtime's own
+  // stream on the device, not the legacy default stream.
+  void *stream;
+} HsCudaDevice;
+
+// A CUDA implementation: issues its copies and kernels on
+// `device->stream` and returns once they have finished
+// (`cuStreamSynchronize`). Returns 0 on success; anything else (a
+// `CUresult` or `cudaError_t`, which the message shows) fails this call
+// with `HS_ERR_TASK_FAILED`, and only this call.
+typedef int (*HsCudaFn)(void *args, void *user, const HsCudaDevice *device);
+
 // Options for `hs_runtime_connect_with`; start from `hs_runtime_options_default`.
 typedef struct {
   // `HS_MONITOR_AUTO` (daemon if it answers, else embedded),
@@ -145,9 +196,6 @@ typedef struct {
   uint64_t outstanding;
   uint32_t units;
 } HsRuntimeStatus;
-
-// A task description (`hs_task_new`).
-typedef uint64_t HsTask;
 
 // A task implementation on the CPU, or an emulated device's kernel:
 // works on `args` in place. `user` is what was given with it.
@@ -277,6 +325,20 @@ HsStatus hs_client_run_device(HsClient client,
                               uint64_t bytes_in,
                               uint64_t bytes_out,
                               HsDeviceDone *out);
+
+// Sets the task's OpenCL implementation: calls placed on an OpenCL device
+// run `f(args, user, device)` on the thread that owns the device. After
+// `f` returns the runtime also waits for the queue (`clFinish`), so no
+// command of one call runs into the next. `HS_ERR_UNSUPPORTED` where the
+// library was built without the `opencl` feature.
+HsStatus hs_task_set_opencl(HsTask task, HsOpenClFn f, void *user);
+
+// Sets the task's CUDA implementation: calls placed on a CUDA device run
+// `f(args, user, device)` on the thread that owns the device, with the
+// device's context current. After `f` returns the runtime also waits for
+// the stream. `HS_ERR_UNSUPPORTED` where the library was built without
+// the `cuda` feature.
+HsStatus hs_task_set_cuda(HsTask task, HsCudaFn f, void *user);
 
 // The message of the last failed call on this thread, or NULL if none
 // failed yet. The string stays valid until the next failing call on the

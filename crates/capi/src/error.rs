@@ -32,6 +32,10 @@ pub enum HsStatus {
     HsErrNotReady = 9,
     /// A Rust panic was caught at the boundary; the library stays usable.
     HsErrInternal = 10,
+    /// This build of the library lacks what the call needs (an OpenCL or
+    /// CUDA implementation without the `opencl` / `cuda` feature; the
+    /// message names the feature).
+    HsErrUnsupported = 11,
 }
 
 /// Shorthand for the results of the Rust side of every entry point.
@@ -96,6 +100,7 @@ pub extern "C" fn hs_status_name(status: i32) -> *const c_char {
         8 => b"HS_ERR_DAEMON\0",
         9 => b"HS_ERR_NOT_READY\0",
         10 => b"HS_ERR_INTERNAL\0",
+        11 => b"HS_ERR_UNSUPPORTED\0",
         _ => b"HS_UNKNOWN_STATUS\0",
     };
     s.as_ptr().cast()

@@ -4,7 +4,8 @@
 //! Two halves, by concern:
 //! * [`runtime`] — Rinnegan's libadept for C: connect a runtime, register a
 //!   task with one implementation per unit kind, `hs_accelerate` it
-//!   (sync or async), wait, goals, status;
+//!   (sync or async), wait, goals, status; [`devices`] adds OpenCL and
+//!   CUDA implementations written in C (features `opencl`, `cuda`);
 //! * [`client`] — a plain daemon connection for runtimes that drive units
 //!   themselves (the StarPU policy in `integrations/starpu`): units, this
 //!   client's view of each, hetsched's turnaround prediction, the dispatch
@@ -21,10 +22,12 @@
 #![allow(unsafe_code)]
 
 pub mod client;
+pub mod devices;
 pub mod error;
 mod handles;
 pub mod runtime;
 
 pub use client::*;
+pub use devices::*;
 pub use error::{HsStatus, hs_last_error, hs_status_name};
 pub use runtime::*;

@@ -135,7 +135,7 @@ pub struct HsGoalStatus {
 /// The caller promises (`hs_accelerate`) that it stays valid until the call
 /// is waited for, and that nothing else touches it meanwhile.
 #[derive(Clone, Copy)]
-pub(crate) struct Args(*mut c_void);
+pub(crate) struct Args(pub(crate) *mut c_void);
 // SAFETY: the pointer is only dereferenced by the C callbacks, which the
 // caller registered as safe to run on worker threads (documented on
 // `hs_accelerate`); Rust never reads through it.
@@ -343,7 +343,7 @@ pub unsafe extern "C" fn hs_task_new(name: *const c_char, out: *mut HsTask) -> H
     })
 }
 
-fn edit_task(task: HsTask, f: impl FnOnce(CTask) -> CTask) -> HsResult<()> {
+pub(crate) fn edit_task(task: HsTask, f: impl FnOnce(CTask) -> CTask) -> HsResult<()> {
     let t = TASKS.get(task)?;
     let mut guard = t.task.lock().unwrap_or_else(|p| p.into_inner());
     let old = guard.clone();

@@ -29,6 +29,28 @@ pub enum BenchCommand {
     /// the same kernel called in this process, per call.
     #[cfg(feature = "opencl")]
     ServedKernel(crate::bench_kernel::ServedKernelArgs),
+    /// Two client processes (CUSTOM 70 / 30 by default) running real
+    /// OpenCL kernels through the runtime on a device the daemon
+    /// arbitrates: each one's part of the device time.
+    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    DeviceShares(crate::bench_device::DeviceSharesArgs),
+    /// What the dispatch gate costs per call of a real OpenCL kernel run
+    /// through the runtime, one at a time and batched.
+    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    DeviceGate(crate::bench_device::DeviceGateArgs),
+    /// Whether placement leaves a real device another process keeps busy,
+    /// and how fast: where each call of a CPU-or-device task ran.
+    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    DevicePlacement(crate::bench_placement::DevicePlacementArgs),
+    /// One client process of `device-shares`.
+    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    #[command(hide = true)]
+    DeviceClient(crate::bench_device::DeviceClientArgs),
+    /// Launch, copy, task-model and serving costs of a CUDA device,
+    /// measured on it (for scripts/gpu-check.sh).
+    #[cfg(feature = "cuda")]
+    #[command(hide = true)]
+    CudaCosts(crate::bench_gpu::CudaCostsArgs),
 }
 
 #[derive(Args)]
@@ -73,6 +95,16 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
         #[cfg(feature = "opencl")]
         BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),
+        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        BenchCommand::DeviceShares(args) => crate::bench_device::device_shares(args),
+        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        BenchCommand::DeviceGate(args) => crate::bench_device::device_gate(args),
+        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        BenchCommand::DevicePlacement(args) => crate::bench_placement::device_placement(args),
+        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        BenchCommand::DeviceClient(args) => crate::bench_device::device_client(args),
+        #[cfg(feature = "cuda")]
+        BenchCommand::CudaCosts(args) => crate::bench_gpu::cuda_costs(args),
     }
 }
 
@@ -101,10 +133,17 @@ fn start_daemon(streams: u32, policy: &str) -> Result<(DaemonChild, PathBuf)> {
 /// Starts this binary as a daemon with `config` (a state file of its own
 /// is added) and waits until it answers.
 pub(crate) fn start_daemon_with(config_body: &str) -> Result<(DaemonChild, PathBuf)> {
-    let dir = std::env::temp_dir().join(format!("hetsched-bench-{}", std::process::id()));
+    start_daemon_in(config_body, "daemon")
+}
+
+/// [`start_daemon_with`] in a folder of its own named by `tag`, so that
+/// one benchmark can run several daemons at once.
+pub(crate) fn start_daemon_in(config_body: &str, tag: &str) -> Result<(DaemonChild, PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("hetsched-bench-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("hetsched.sock");
     let config = dir.join("hetsched.toml");
+    let log = dir.join("daemon.log");
     std::fs::write(
         &config,
         format!(
@@ -118,14 +157,28 @@ pub(crate) fn start_daemon_with(config_body: &str) -> Result<(DaemonChild, PathB
         .arg("--socket")
         .arg(&socket)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
         .spawn()
         .context("starting the daemon")?;
-    let daemon = DaemonChild { child, dir };
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut daemon = DaemonChild { child, dir };
+    let deadline = Instant::now() + Duration::from_secs(30);
     while Client::connect(ClientOptions::observer("bench").socket(&socket)).is_err() {
-        if Instant::now() > deadline {
-            bail!("the daemon did not come up on {}", socket.display());
+        let exited = daemon.child.try_wait()?.is_some();
+        if exited || Instant::now() > deadline {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            let last: Vec<&str> = said.lines().rev().take(5).collect();
+            bail!(
+                "the daemon did not come up on {}{}",
+                socket.display(),
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; it said:\n{}",
+                        last.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    )
+                }
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -6,14 +6,24 @@ mod admin;
 mod balance_cmd;
 mod bench;
 mod bench_balance;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+mod bench_device;
+#[cfg(feature = "cuda")]
+mod bench_gpu;
 #[cfg(feature = "opencl")]
 mod bench_kernel;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+mod bench_placement;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+mod bench_served;
 mod daemon_cmd;
 mod demo;
 mod load;
 mod load_kernel;
 mod pipeline_cmd;
 mod sim_cmd;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+mod spin_kernel;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

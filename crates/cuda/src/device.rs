@@ -27,6 +27,10 @@ pub enum CudaError {
         kernel: &'static str,
         reason: String,
     },
+    /// A failure the task's own code reported (a C implementation's
+    /// non-zero status, through the C API); the text says what failed.
+    #[error("{0}")]
+    Implementation(String),
 }
 
 pub(crate) fn drv<T>(what: &'static str, r: Result<T, DriverError>) -> Result<T, CudaError> {
@@ -79,6 +83,24 @@ pub fn probe() -> Result<usize, String> {
         let n = cudarc::driver::result::device::get_count()
             .map_err(|e| format!("cuDeviceGetCount: {e}"))?;
         Ok(usize::try_from(n).unwrap_or(0))
+    })
+}
+
+/// The name of every CUDA device, by ordinal, without creating a context
+/// on any (a daemon that only arbitrates a device must not take its
+/// memory), or why there are none.
+pub fn device_names() -> Result<Vec<String>, String> {
+    let count = probe()?;
+    gpu::guarded("CUDA device names", || {
+        (0..count)
+            .map(|ordinal| {
+                let ordinal = i32::try_from(ordinal).map_err(|e| e.to_string())?;
+                let dev = cudarc::driver::result::device::get(ordinal)
+                    .map_err(|e| format!("cuDeviceGet: {e}"))?;
+                cudarc::driver::result::device::get_name(dev)
+                    .map_err(|e| format!("cuDeviceGetName: {e}"))
+            })
+            .collect()
     })
 }
 

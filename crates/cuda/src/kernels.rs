@@ -12,6 +12,8 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 pub const AES128_CTR_SOURCE: &str = include_str!("cuda_kernels/aes128_ctr.cu");
 /// CUDA C source of `histogram256`.
 pub const HISTOGRAM_SOURCE: &str = include_str!("cuda_kernels/histogram.cu");
+/// CUDA C source of `spin`.
+pub const SPIN_SOURCE: &str = include_str!("cuda_kernels/spin.cu");
 /// CUDA C source of `lbm_d2q9_step`.
 pub const LBM_D2Q9_SOURCE: &str = include_str!("cuda_kernels/lbm_d2q9.cu");
 
@@ -91,6 +93,35 @@ pub fn histogram(device: &CudaDevice, data: &[u8]) -> Result<[u32; 256], CudaErr
     }
     device.download(&dev_counts, &mut counts)?;
     Ok(counts)
+}
+
+/// `threads` work-items of `iterations` rounds of an integer mix each
+/// (a kernel whose length the caller sets); equals
+/// [`super::reference::spin`].
+pub fn spin(
+    device: &CudaDevice,
+    threads: u32,
+    iterations: u32,
+    seed: u32,
+) -> Result<Vec<u32>, CudaError> {
+    let mut out = vec![0_u32; threads as usize];
+    if threads == 0 {
+        return Ok(out);
+    }
+    let func = device.function(SPIN_SOURCE, "spin")?;
+    let mut dev_out = device.zeros::<u32>(threads as usize)?;
+    {
+        let mut args = device.stream().launch_builder(&func);
+        args.arg(&mut dev_out)
+            .arg(&threads)
+            .arg(&iterations)
+            .arg(&seed);
+        // SAFETY: spin takes (u32*, u32, u32, u32); the output holds
+        // `threads` u32 and the kernel writes only indices below it.
+        unsafe { device.launch(&mut args, linear(threads.div_ceil(BLOCK))) }?;
+    }
+    device.download(&dev_out, &mut out)?;
+    Ok(out)
 }
 
 /// `steps` D2Q9 steps of `grid` on `device`, one launch per step with the

@@ -26,4 +26,4 @@ pub mod kernels;
 pub mod reference;
 
 pub use cudarc;
-pub use device::{CudaDevice, CudaDeviceInfo, CudaError, DeviceTimes, Pod, probe};
+pub use device::{CudaDevice, CudaDeviceInfo, CudaError, DeviceTimes, Pod, device_names, probe};

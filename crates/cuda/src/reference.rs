@@ -151,6 +151,22 @@ pub fn lbm_run(g: &LbmGrid, steps: u32) -> Vec<f32> {
     a
 }
 
+/// What [`crate::kernels::spin`] computes: for each of `threads`
+/// work-items, `iterations` rounds of an integer mix from `seed` and its
+/// index.
+pub fn spin(threads: u32, iterations: u32, seed: u32) -> Vec<u32> {
+    (0..threads)
+        .map(|id| {
+            let mut x = seed ^ id.wrapping_mul(2_654_435_761);
+            for _ in 0..iterations {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                x ^= x >> 13;
+            }
+            x
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,6 +72,13 @@ pub struct DaemonConfig {
     pub emulated: Vec<EmulatedUnitConfig>,
     /// CPUs emulated as slower kinds (`[[slow_cores]]` tables).
     pub slow_cores: Vec<SlowCoreConfig>,
+    /// Every real OpenCL and CUDA device this build can drive is a unit
+    /// with an agent (`opencl<N>`, `cuda<N>`): applications run their own
+    /// kernels on it, each after the agent grants a slot under the unit's
+    /// policy (the dispatch gate), so shares hold across processes and the
+    /// views show the device's real load. Off: the devices are invisible
+    /// to the daemon, and each runtime drives them as its own.
+    pub device_units: bool,
     /// Serve every OpenCL device as a unit the daemon runs kernels on for
     /// its clients (kernel rings; Pegasus's backend with real work). Needs
     /// a build with the `opencl` feature.
@@ -117,6 +124,7 @@ impl Default for DaemonConfig {
             calibration_cache: None,
             slow_cores: Vec::new(),
             emulated: Vec::new(),
+            device_units: true,
             opencl_units: false,
             cuda_units: false,
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,

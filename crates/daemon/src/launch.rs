@@ -75,12 +75,14 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     let mut served = served_opencl_units(cfg, first_id, first_kind);
     let cuda = served_cuda_units(cfg, first_id + served.len(), first_kind + served.len());
     served.extend(cuda);
+    let gated = gated_device_units(cfg, first_id + served.len(), first_kind + served.len());
     let names: Vec<&str> = platform
         .machine
         .units
         .iter()
         .map(|u| u.name.as_str())
         .chain(served.iter().map(|(s, _)| s.unit.name.as_str()))
+        .chain(gated.iter().map(|s| s.unit.name.as_str()))
         .collect();
     let unknown = cfg.unknown_policy_units(&names);
     if !unknown.is_empty() {
@@ -132,13 +134,12 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         .collect();
     let mut backends = Vec::new();
     for (mut setup, backend) in served {
-        setup.policy = cfg.coordination.device_policy(
-            cfg.policies
-                .get(&setup.unit.name)
-                .copied()
-                .unwrap_or(cfg.default_policy),
-        );
+        setup.policy = device_policy(cfg, &setup.unit.name);
         backends.push((setup.unit.id, backend));
+        units.push(setup);
+    }
+    for mut setup in gated {
+        setup.policy = device_policy(cfg, &setup.unit.name);
         units.push(setup);
     }
     let n_os_cpus = platform
@@ -187,9 +188,35 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     Ok((setup, platform))
 }
 
-/// A unit the daemon serves itself: numbered `id`, of a kind `kind` of
-/// its own named `kind_name`, running `kernels` one call at a time.
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+/// The policy of device unit `name`: its own in `[policies]`, else the
+/// default, as coordination adjusts it.
+fn device_policy(cfg: &DaemonConfig, name: &str) -> PolicyKind {
+    cfg.coordination.device_policy(
+        cfg.policies
+            .get(name)
+            .copied()
+            .unwrap_or(cfg.default_policy),
+    )
+}
+
+/// The units `device_units = true` adds: every real device this build can
+/// drive, numbered from `first_id` (one kind each, from `first_kind`).
+/// Clients run their own kernels there once the unit's agent grants them
+/// a slot; nothing runs in the daemon.
+fn gated_device_units(cfg: &DaemonConfig, first_id: usize, first_kind: usize) -> Vec<UnitSetup> {
+    if !cfg.device_units {
+        return Vec::new();
+    }
+    crate::devices::discover(&mut |note| eprintln!("hetsched daemon: {note}"))
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| served_unit(first_id + i, first_kind + i, d.name, d.class, d.kind, &[]))
+        .collect()
+}
+
+/// A device unit: numbered `id`, of a kind `kind` of its own named
+/// `kind_name`, one call at a time; the daemon runs `kernels` on it for
+/// clients (none: clients run their own through the dispatch gate).
 fn served_unit(
     id: usize,
     kind: usize,

@@ -14,6 +14,7 @@ mod connection;
 mod coordinator;
 mod cpu_agent;
 pub mod cpu_cgroups;
+pub mod devices;
 pub mod domains;
 pub mod kernel_exec;
 pub mod launch;

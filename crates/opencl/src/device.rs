@@ -439,12 +439,39 @@ pub(crate) struct ValidatedLaunch<'a> {
     pub(crate) args: &'a [KernelArg<'a>],
 }
 
+/// The raw OpenCL handles of an [`OpenClDevice`]
+/// ([`OpenClDevice::raw_handles`]): `cl_device_id`, `cl_context` and
+/// `cl_command_queue` as plain pointers.
+///
+/// * The queue is in-order and was created with
+///   `CL_QUEUE_PROFILING_ENABLE`; the device's own copies and launches go
+///   to it too.
+/// * The handles are borrowed: valid while the `OpenClDevice` lives (for a
+///   task implementation, during the call it is given them), and never to
+///   be released by the borrower (retain them to keep them longer).
+/// * Commands enqueued on the queue must be finished (`clFinish`, or
+///   [`OpenClDevice::finish`]) before the borrower returns: the device's
+///   own calls assume an idle queue.
+/// * Their time is not in [`OpenClDevice::device_ns_total`], which counts
+///   only the commands issued through this type's methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawHandles {
+    /// `cl_device_id`.
+    pub device: *mut std::ffi::c_void,
+    /// `cl_context`, holding just this device.
+    pub context: *mut std::ffi::c_void,
+    /// `cl_command_queue`: in-order, with profiling enabled.
+    pub queue: *mut std::ffi::c_void,
+}
+
 /// One OpenCL device with its own context and an in-order, profiling command
 /// queue. Everything is blocking: each call returns when the device is done,
 /// which keeps ownership simple for the executor thread that holds it.
 pub struct OpenClDevice {
     owner: u64,
     info: DeviceInfo,
+    /// Device time of every command run through this handle, ns.
+    device_ns: AtomicU64,
     device: Device,
     // Dropped before the context (field order), though OpenCL's own
     // reference counting would keep the context alive anyway.
@@ -474,6 +501,7 @@ impl OpenClDevice {
         Ok(Self {
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
             info,
+            device_ns: AtomicU64::new(0),
             device,
             programs: Mutex::new(HashMap::new()),
             queue,
@@ -489,6 +517,41 @@ impl OpenClDevice {
 
     pub fn info(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// The raw OpenCL handles behind this device, for code that issues its
+    /// own OpenCL calls (the C API's OpenCL implementations). See
+    /// [`RawHandles`] for the rules; reading the values is safe, using
+    /// them is the caller's business.
+    pub fn raw_handles(&self) -> RawHandles {
+        RawHandles {
+            device: self.device.id(),
+            context: self.context.get(),
+            queue: self.queue.get(),
+        }
+    }
+
+    /// Waits until every command on the queue is done (`clFinish`): for
+    /// work issued on the raw queue ([`OpenClDevice::raw_handles`]); the
+    /// device's own methods already return finished.
+    pub fn finish(&self) -> Result<()> {
+        self.queue.finish().map_err(OpenClError::api("clFinish"))
+    }
+
+    /// The device time of every copy and launch made through this handle
+    /// so far, from the profiling events, ns. The difference across a
+    /// piece of work is what the device spent on it, whatever the host
+    /// thread did meanwhile.
+    pub fn device_ns_total(&self) -> u64 {
+        self.device_ns.load(Ordering::Relaxed)
+    }
+
+    /// The timing of a finished command, counted in the handle's total.
+    fn timed(&self, event: &Event, start: Instant) -> Result<Timing> {
+        let timing = Timing::of(event, start)?;
+        self.device_ns
+            .fetch_add(timing.device_ns, Ordering::Relaxed);
+        Ok(timing)
     }
 
     fn check_owner(&self, owner: u64, what: &'static str) -> Result<()> {
@@ -664,7 +727,7 @@ impl OpenClDevice {
         }
         let start = Instant::now();
         let event = ffi::write(&self.queue, &buffer.raw, data)?;
-        Timing::of(&event, start)
+        self.timed(&event, start)
     }
 
     /// Copies the buffer into `out` (exactly the buffer's length); returns
@@ -683,7 +746,7 @@ impl OpenClDevice {
         }
         let start = Instant::now();
         let event = ffi::read(&self.queue, &buffer.raw, out)?;
-        Timing::of(&event, start)
+        self.timed(&event, start)
     }
 
     /// Runs `kernel` over `global_work_size` work-items (one dimension) in
@@ -702,6 +765,6 @@ impl OpenClDevice {
         let launch = kernel.validate(self, global_work_size, local, args)?;
         let start = Instant::now();
         let event = ffi::launch(&self.queue, launch)?;
-        Timing::of(&event, start)
+        self.timed(&event, start)
     }
 }

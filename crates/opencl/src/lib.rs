@@ -27,6 +27,7 @@ pub mod reference;
 
 pub use calibrate::{Calibration, CalibrationOptions};
 pub use device::{
-    DeviceBuffer, DeviceInfo, DeviceKind, Kernel, KernelArg, OpenClDevice, Timing, devices,
+    DeviceBuffer, DeviceInfo, DeviceKind, Kernel, KernelArg, OpenClDevice, RawHandles, Timing,
+    devices,
 };
 pub use error::{OpenClError, Result};

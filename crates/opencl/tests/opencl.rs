@@ -36,6 +36,21 @@ fn device_handles_are_send() {
 }
 
 #[test]
+fn raw_handles_are_the_devices_own_and_stable() {
+    let Some(device) = device() else { return };
+    let raw = device.raw_handles();
+    assert!(!raw.device.is_null() && !raw.context.is_null() && !raw.queue.is_null());
+    assert_eq!(raw, device.raw_handles());
+    device.finish().expect("clFinish on an idle queue");
+    // Another open of the same device has its own context and queue.
+    let other = OpenClDevice::open(device.info().index).unwrap();
+    let raw2 = other.raw_handles();
+    assert_eq!(raw.device, raw2.device);
+    assert_ne!(raw.context, raw2.context);
+    assert_ne!(raw.queue, raw2.queue);
+}
+
+#[test]
 fn lists_devices_with_plausible_properties() {
     let Some(first) = device() else { return };
     let all = devices().expect("devices() after a successful open");

@@ -71,7 +71,7 @@ fn worker_loop(sched: &Arc<Scheduler>, u: usize) {
             cores: exclusive_cores(sched, u),
         };
         // Unknown (NaN) predictions are profiling runs: measure them well.
-        if predicted_ns < CPU_CLOCK_FROM_NS {
+        let exec_ns = if predicted_ns < CPU_CLOCK_FROM_NS {
             let start = Instant::now();
             job.run_cpu(&ctx, unit);
             start.elapsed().as_nanos() as f64
@@ -79,6 +79,10 @@ fn worker_loop(sched: &Arc<Scheduler>, u: usize) {
             let before = cpu_time();
             job.run_cpu(&ctx, unit);
             (cpu_time() - before).as_nanos() as f64
+        };
+        crate::worker::Ran {
+            exec_ns,
+            device_ns: 0,
         }
     });
 }

@@ -14,6 +14,7 @@
 
 use crate::cuda::CudaDevice;
 use crate::scheduler::{Backend, Scheduler};
+use crate::worker::{DeviceWorker, Ran};
 use hetsched_core::ids::UnitId;
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
@@ -91,18 +92,19 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
             pus: Vec::new(),
             throttle: None,
         };
-        out.push((unit, Backend::Cuda, device));
+        out.push((unit, Backend::Cuda { gated: false }, device));
     }
     out
 }
 
-/// Starts one worker per device; `devices[i]` drives unit `first_unit + i`.
+/// Starts one worker per device. The model learns a call's kernel time
+/// (placement adds copies from the calibration); the monitor is told the
+/// device time of its kernels and copies, from CUDA events.
 pub(crate) fn spawn_workers(
     sched: &Arc<Scheduler>,
-    first_unit: usize,
-    devices: Vec<CudaDevice>,
+    devices: Vec<DeviceWorker<CudaDevice>>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
-    crate::worker::spawn_device_workers(sched, first_unit, devices, |device, job, unit| {
+    crate::worker::spawn_device_workers(sched, devices, |device, job, unit| {
         // Times of commands a failed earlier call left behind are not
         // this call's.
         let _ = device.take_times();
@@ -110,10 +112,16 @@ pub(crate) fn spawn_workers(
         job.run_cuda(device, unit);
         let wall = start.elapsed().as_nanos() as f64;
         match device.take_times() {
-            Ok(t) if t.kernels > 0 => t.kernel_ns,
+            Ok(t) if t.kernels > 0 => Ran {
+                exec_ns: t.kernel_ns,
+                device_ns: (t.kernel_ns + t.copy_in_ns + t.copy_out_ns) as u64,
+            },
             // No kernel timed (the implementation launched none, or the
             // device failed): the wall time is all there is.
-            _ => wall,
+            _ => Ran {
+                exec_ns: wall,
+                device_ns: wall as u64,
+            },
         }
     })
 }

@@ -186,7 +186,7 @@ fn finish(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, done: D
     sched.outstanding.done();
 }
 
-fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String) {
+pub(crate) fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String) {
     let task = placed.job.slot().name.clone();
     placed.job.fail(TaskError::Unplaceable { task, why });
     let mut q = sched.lock();

@@ -56,7 +56,9 @@ pub use hetsched_cuda as cuda;
 #[cfg(feature = "cuda")]
 mod cuda_exec;
 mod device_exec;
+mod device_units;
 mod embedded;
+mod gate_exec;
 mod handle;
 mod job;
 mod link;

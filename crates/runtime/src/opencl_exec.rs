@@ -1,12 +1,15 @@
-//! The OpenCL executor (feature `opencl`): every OpenCL device is a unit
-//! this process drives itself, with one worker thread owning the device
-//! (an in-order queue), so calls on it run one at a time.
+//! The OpenCL executor (feature `opencl`): one worker thread owns each
+//! OpenCL device (an in-order queue), so calls on it run one at a time.
+//! A device the monitor arbitrates is the monitor's unit and each run of
+//! calls waits for its agent ([`crate::gate_exec`]); any other is a unit
+//! this process drives itself ([`crate::device_units`]).
 //!
 //! The model learns a call's wall time, copies included: an OpenCL
 //! implementation issues its own copies, so the unit is given no separate
 //! copy cost and placement does not count them twice.
 
 use crate::scheduler::{Backend, Scheduler};
+use crate::worker::{DeviceWorker, Ran};
 use hetsched_core::ids::UnitId;
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
@@ -66,6 +69,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
             // The first CPU kind: PoCL spreads its work over all host cores.
             cpu_kind: on_cpu.then_some(0),
             cores: info.compute_units.max(1),
+            gated: false,
         };
         out.push((unit, backend, device));
     }
@@ -84,15 +88,26 @@ pub(crate) fn device_index(unit: &str) -> Option<usize> {
     (unit_name(index) == unit).then_some(index)
 }
 
-/// Starts one worker per device; `devices[i]` drives unit `first_unit + i`.
+/// Starts one worker per device. The model learns a call's wall time
+/// (copies included), except for a call that compiled its kernel; the
+/// monitor is told the device time of its copies and launches, from the
+/// profiling events.
 pub(crate) fn spawn_workers(
     sched: &Arc<Scheduler>,
-    first_unit: usize,
-    devices: Vec<OpenClDevice>,
+    devices: Vec<DeviceWorker<OpenClDevice>>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
-    crate::worker::spawn_device_workers(sched, first_unit, devices, |device, job, unit| {
+    crate::worker::spawn_device_workers(sched, devices, |device, job, unit| {
+        let device_before = device.device_ns_total();
+        let programs_before = device.cached_programs();
         let start = Instant::now();
         job.run_opencl(device, unit);
-        start.elapsed().as_nanos() as f64
+        let wall = start.elapsed().as_nanos() as f64;
+        // A call that built its program first (a task's first call on the
+        // device) took the compiler's time too: the model skips it.
+        let compiled = device.cached_programs() > programs_before;
+        Ran {
+            exec_ns: if compiled { f64::NAN } else { wall },
+            device_ns: device.device_ns_total().saturating_sub(device_before),
+        }
     })
 }

@@ -1,5 +1,6 @@
 //! The application's handle on hetsched: connect, accelerate, wait.
 
+use crate::device_units::DeviceUnits;
 use crate::handle::{Handle, TaskError, pair};
 use crate::job::Call;
 use crate::link::{Link, LinkError, LinkKind};
@@ -100,33 +101,25 @@ impl Runtime {
 
     pub fn with_options(opts: RuntimeOptions) -> Result<Runtime, RuntimeError> {
         let link = Link::open(&opts)?;
-        let monitor_units = link.units().len();
+        let monitor_infos = link.units().to_vec();
+        #[cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(unused_mut))]
+        let mut devices = DeviceUnits::new(&monitor_infos);
         #[cfg(feature = "opencl")]
-        let (local, ocl_devices): (Vec<_>, Vec<_>) = if opts.opencl {
+        let ocl_workers: Vec<_> = if opts.opencl {
             crate::opencl_exec::discover()
                 .into_iter()
-                .map(|(info, backend, device)| ((info, backend), device))
-                .unzip()
+                .map(|(info, backend, device)| devices.assign(info, backend, device))
+                .collect()
         } else {
-            (Vec::new(), Vec::new())
+            Vec::new()
         };
-        #[cfg(not(feature = "opencl"))]
-        let local = Vec::new();
         // CUDA units follow the OpenCL ones.
         #[cfg(feature = "cuda")]
-        let (local, cuda_devices, first_cuda) = {
-            let mut local = local;
-            let first = monitor_units + local.len();
-            let devices: Vec<_> = crate::cuda_exec::discover()
-                .into_iter()
-                .map(|(info, backend, device)| {
-                    local.push((info, backend));
-                    device
-                })
-                .collect();
-            (local, devices, first)
-        };
-        let sched = Arc::new(Scheduler::new(link, &opts, local));
+        let cuda_workers: Vec<_> = crate::cuda_exec::discover()
+            .into_iter()
+            .map(|(info, backend, device)| devices.assign(info, backend, device))
+            .collect();
+        let sched = Arc::new(Scheduler::new(link, &opts, devices.local, devices.gated));
         let (loaded, model_path) = if opts.persist_models {
             let path = model_store::model_path(&opts.resolved_model_dir(), &opts.name);
             let got = model_store::load(&path, &sched.kinds);
@@ -139,19 +132,9 @@ impl Runtime {
         };
         let mut workers = crate::cpu_exec::spawn_workers(&sched)?;
         #[cfg(feature = "opencl")]
-        workers.extend(crate::opencl_exec::spawn_workers(
-            &sched,
-            monitor_units,
-            ocl_devices,
-        )?);
+        workers.extend(crate::opencl_exec::spawn_workers(&sched, ocl_workers)?);
         #[cfg(feature = "cuda")]
-        workers.extend(crate::cuda_exec::spawn_workers(
-            &sched,
-            first_cuda,
-            cuda_devices,
-        )?);
-        #[cfg(not(feature = "opencl"))]
-        let _ = monitor_units;
+        workers.extend(crate::cuda_exec::spawn_workers(&sched, cuda_workers)?);
         if opts.follow_coordination {
             workers.push(crate::coordination::spawn(&sched)?);
         }
@@ -360,9 +343,9 @@ impl Runtime {
                 #[cfg(not(feature = "opencl"))]
                 Backend::OpenCl { .. } => false,
                 #[cfg(feature = "cuda")]
-                Backend::Cuda => task.def.cuda.is_some(),
+                Backend::Cuda { .. } => task.def.cuda.is_some(),
                 #[cfg(not(feature = "cuda"))]
-                Backend::Cuda => false,
+                Backend::Cuda { .. } => false,
                 Backend::None => false,
             };
             if has && (info.id.index()) < ImplSet::MAX_UNITS {

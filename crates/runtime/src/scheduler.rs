@@ -120,13 +120,21 @@ pub(crate) enum Backend {
     /// Served by the monitor (`SubmitDevice`).
     Emulated,
     /// An OpenCL device this process drives with one worker thread. A
-    /// device on the host CPU (PoCL) shares CPU kind `cpu_kind`'s cores
-    /// with everything else, so its view is that kind's.
+    /// device on the host CPU (PoCL) that the monitor does not arbitrate
+    /// shares CPU kind `cpu_kind`'s cores with everything else, so its
+    /// view is that kind's. `gated`: the unit is the monitor's, each run
+    /// of calls waits for its agent ([`crate::gate_exec`]), and its view
+    /// is the monitor's private page.
     #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
-    OpenCl { cpu_kind: Option<usize>, cores: u32 },
-    /// A CUDA device this process drives with one worker thread.
+    OpenCl {
+        cpu_kind: Option<usize>,
+        cores: u32,
+        gated: bool,
+    },
+    /// A CUDA device this process drives with one worker thread; `gated`
+    /// as for OpenCL.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    Cuda,
+    Cuda { gated: bool },
     /// A unit this runtime has no executor for yet.
     None,
 }
@@ -136,7 +144,29 @@ impl Backend {
     pub fn has_workers(self) -> bool {
         matches!(
             self,
-            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda
+            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda { .. }
+        )
+    }
+
+    /// The same device as a unit the monitor arbitrates: its view comes
+    /// from the monitor's page.
+    pub fn gated(self) -> Backend {
+        match self {
+            Backend::OpenCl { cores, .. } => Backend::OpenCl {
+                cpu_kind: None,
+                cores,
+                gated: true,
+            },
+            Backend::Cuda { .. } => Backend::Cuda { gated: true },
+            other => other,
+        }
+    }
+
+    /// Whether the monitor's agent grants each run of this unit's calls.
+    pub fn is_gated(self) -> bool {
+        matches!(
+            self,
+            Backend::OpenCl { gated: true, .. } | Backend::Cuda { gated: true }
         )
     }
 }
@@ -218,14 +248,23 @@ pub(crate) struct Scheduler {
 }
 
 impl Scheduler {
-    /// `local` are units this process drives itself (OpenCL devices),
-    /// numbered after the monitor's.
+    /// `local` are units this process drives itself (OpenCL and CUDA
+    /// devices), numbered after the monitor's. `gated` are monitor units
+    /// this process runs calls on once their agent grants it (its own
+    /// description of the device, with the monitor's id and policy).
     pub fn new(
         link: Link,
         opts: &crate::RuntimeOptions,
         local: Vec<(UnitInfo, Backend)>,
+        gated: Vec<(UnitInfo, Backend)>,
     ) -> Scheduler {
         let mut infos = link.units().to_vec();
+        let mut gated_backends = vec![None; infos.len()];
+        for (info, backend) in gated {
+            let u = info.id.index();
+            infos[u] = info;
+            gated_backends[u] = Some(backend);
+        }
         let mut local_backends = Vec::new();
         for (mut info, backend) in local {
             info.id = UnitId(infos.len() as u16);
@@ -241,6 +280,8 @@ impl Scheduler {
             machine.units.push(info.to_unit(kind));
             backends.push(if info.id.index() >= n_monitor {
                 local_backends[info.id.index() - n_monitor]
+            } else if let Some(backend) = gated_backends[info.id.index()] {
+                backend
             } else if info.class == UnitClass::Cpu {
                 cpu_kinds += 1;
                 Backend::Cpu {
@@ -326,7 +367,7 @@ impl Scheduler {
     fn capacity(&self, unit: usize) -> u32 {
         let slots = self.slots(unit);
         match self.backends[unit] {
-            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda => {
+            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda { .. } => {
                 slots * (1 + self.queue_per_slot)
             }
             Backend::Emulated => slots * (self.inflight_per_slot + self.queue_per_slot),
@@ -348,7 +389,10 @@ impl Scheduler {
 
     fn has_room(&self, q: &Queues, unit: usize) -> bool {
         let u = &q.units[unit];
-        (u.waiting.len() as u32 + u.running) < self.capacity(unit)
+        let placed = u.waiting.len() as u32 + u.running;
+        placed < self.capacity(unit)
+            || (self.backends[unit].is_gated()
+                && crate::gate_exec::has_batch_room(placed, u.pending_ns))
     }
 
     /// Accepts a call into the central queue and places what can be placed.
@@ -549,13 +593,17 @@ impl Scheduler {
                 | Backend::OpenCl {
                     cpu_kind: Some(kind),
                     cores,
+                    ..
                 } => {
                     let runnable = global
                         .and_then(|g| g.cpu_kind(kind))
                         .map_or(0, |k| k.threads_by_nice.iter().sum());
                     cpu_view(runnable, cores, own)
                 }
-                Backend::Emulated | Backend::OpenCl { .. } | Backend::Cuda | Backend::None => {
+                Backend::Emulated
+                | Backend::OpenCl { .. }
+                | Backend::Cuda { .. }
+                | Backend::None => {
                     if !slot.implemented.contains(self.units[i].id) {
                         continue;
                     }
@@ -590,7 +638,11 @@ impl Scheduler {
                 *n = n.saturating_sub(1);
             }
         }
-        let _ = st.model.learned.try_observe(kind, f.bytes, f.exec_ns);
+        // A call that compiled its kernel first teaches nothing about the
+        // next one; its kind is profiled again.
+        if !f.exec_ns.is_nan() {
+            let _ = st.model.learned.try_observe(kind, f.bytes, f.exec_ns);
+        }
         st.placer
             .observe(f.unit, f.predicted_ns, f.turnaround_ns.max(1.0));
     }
@@ -602,7 +654,7 @@ impl Scheduler {
         u.running = u.running.saturating_sub(1);
         u.pending_ns = (u.pending_ns - finite_or_zero(f.exec_predicted_ns)).max(0.0);
         u.completed += 1;
-        u.exec_ns_total += f.exec_ns;
+        u.exec_ns_total += finite_or_zero(f.exec_ns);
         self.pump(q);
     }
 

@@ -1,23 +1,32 @@
-//! The loop every worker thread runs (CPU cores, OpenCL devices): take the
-//! next call placed on its unit, run it with the queues unlocked, teach
-//! the model what it cost, free the slot, place more work, and only then
-//! hand the result to the caller (so a caller that has its result also
-//! finds the call in the model and the queues).
+//! The loop every worker thread runs (CPU cores, OpenCL and CUDA devices):
+//! take the next call placed on its unit, run it with the queues
+//! unlocked, teach the model what it cost, free the slot, place more work,
+//! and only then hand the result to the caller (so a caller that has its
+//! result also finds the call in the model and the queues).
 
 use crate::job::{Job, Where};
-use crate::scheduler::{Finished, Scheduler, elapsed_ns};
+use crate::scheduler::{Finished, Placed, Scheduler, elapsed_ns};
 use std::sync::Arc;
+
+/// What running one call cost.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ran {
+    /// What the model learns, ns; NaN when the call's time says nothing
+    /// about the next one's (it compiled a kernel first).
+    pub exec_ns: f64,
+    /// The device's own measure of the work (profiling events), ns; 0 on
+    /// a CPU.
+    pub device_ns: u64,
+}
 
 /// Runs calls of unit `u` until the runtime shuts down. `run` executes one
 /// call (given the unit's name and the call's predicted execution time,
-/// NaN when unknown) and returns its execution time for the model, ns.
+/// NaN when unknown).
 pub(crate) fn run_loop(
     sched: &Arc<Scheduler>,
     u: usize,
-    mut run: impl FnMut(&mut dyn Job, &str, f64) -> f64,
+    mut run: impl FnMut(&mut dyn Job, &str, f64) -> Ran,
 ) {
-    let unit_id = sched.units[u].id;
-    let unit_name = Arc::clone(&sched.unit_names[u]);
     let mut q = sched.lock();
     loop {
         let Some(placed) = q.units[u].waiting.pop_front() else {
@@ -31,61 +40,92 @@ pub(crate) fn run_loop(
         };
         q.units[u].running += 1;
         drop(q);
-
-        let mut job = placed.job;
-        let (bytes, _) = placed.bytes;
-        let buffer = job.buffer();
-        if let Some(b) = &buffer {
-            sched.fetch_to_host(b);
-        }
-        let exec_ns = run(job.as_mut(), &unit_name, placed.exec_ns);
-        if let Some(b) = &buffer {
-            // Host memory is where this unit computes (a CPU, or an OpenCL
-            // implementation that copies back what it changed).
-            b.set_location(hetsched_core::placement::DataLocation::Host);
-        }
-        let finished = Finished {
-            unit: unit_id,
-            bytes,
-            exec_ns: exec_ns.max(1.0),
-            predicted_ns: placed.predicted_ns,
-            exec_predicted_ns: placed.exec_ns,
-            turnaround_ns: elapsed_ns(placed.placed_at),
-            profiling: placed.profiling,
-        };
-        sched.learn(job.slot(), &finished);
-        q = sched.lock();
-        sched.release(&mut q, &finished);
-        drop(q);
-        job.complete(Where {
-            unit: unit_id,
-            unit_name: Arc::clone(&unit_name),
-            accepted_at: placed.accepted_at,
-        });
-        sched.outstanding.done();
+        run_placed(sched, u, placed, &mut run);
         q = sched.lock();
     }
 }
 
-/// Starts one worker thread per device of a kind this process drives
-/// itself (OpenCL, CUDA): `devices[i]` serves unit `first_unit + i`, and
-/// `run(device, job, unit)` runs one call and returns its execution time
-/// in ns for the model.
+/// Runs one call placed on unit `u` and already counted as running there
+/// (with the queues unlocked), then learns from it, frees its place and
+/// completes it.
+pub(crate) fn run_placed(
+    sched: &Arc<Scheduler>,
+    u: usize,
+    placed: Placed,
+    run: &mut impl FnMut(&mut dyn Job, &str, f64) -> Ran,
+) -> Ran {
+    let unit_id = sched.units[u].id;
+    let unit_name = &sched.unit_names[u];
+    let mut job = placed.job;
+    let (bytes, _) = placed.bytes;
+    let buffer = job.buffer();
+    if let Some(b) = &buffer {
+        sched.fetch_to_host(b);
+    }
+    let ran = run(job.as_mut(), unit_name, placed.exec_ns);
+    if let Some(b) = &buffer {
+        // Host memory is where this unit computes (a CPU, or a device
+        // implementation that copies back what it changed).
+        b.set_location(hetsched_core::placement::DataLocation::Host);
+    }
+    let finished = Finished {
+        unit: unit_id,
+        bytes,
+        exec_ns: if ran.exec_ns.is_nan() {
+            f64::NAN
+        } else {
+            ran.exec_ns.max(1.0)
+        },
+        predicted_ns: placed.predicted_ns,
+        exec_predicted_ns: placed.exec_ns,
+        turnaround_ns: elapsed_ns(placed.placed_at),
+        profiling: placed.profiling,
+    };
+    sched.learn(job.slot(), &finished);
+    let mut q = sched.lock();
+    sched.release(&mut q, &finished);
+    drop(q);
+    job.complete(Where {
+        unit: unit_id,
+        unit_name: Arc::clone(unit_name),
+        accepted_at: placed.accepted_at,
+    });
+    sched.outstanding.done();
+    ran
+}
+
+/// A device of a kind this process drives itself (OpenCL, CUDA), and the
+/// unit whose calls it runs.
+pub(crate) struct DeviceWorker<D> {
+    pub unit: usize,
+    pub device: D,
+    /// The unit is the monitor's: every run of calls waits for its
+    /// agent's grant ([`crate::gate_exec`]).
+    pub gated: bool,
+}
+
+/// Starts one worker thread per device; `run(device, job, unit)` runs one
+/// call.
 #[cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
 pub(crate) fn spawn_device_workers<D: Send + 'static>(
     sched: &Arc<Scheduler>,
-    first_unit: usize,
-    devices: Vec<D>,
-    run: impl Fn(&D, &mut dyn Job, &str) -> f64 + Clone + Send + 'static,
+    devices: Vec<DeviceWorker<D>>,
+    run: impl Fn(&D, &mut dyn Job, &str) -> Ran + Clone + Send + 'static,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let mut handles = Vec::new();
-    for (i, device) in devices.into_iter().enumerate() {
-        let u = first_unit + i;
+    for w in devices {
+        let u = w.unit;
         let sched = Arc::clone(sched);
         let run = run.clone();
         let name = format!("hetsched-{}", sched.units[u].name);
         handles.push(std::thread::Builder::new().name(name).spawn(move || {
-            run_loop(&sched, u, |job, unit, _| run(&device, job, unit));
+            let device = w.device;
+            let run = |job: &mut dyn Job, unit: &str, _: f64| run(&device, job, unit);
+            if w.gated {
+                crate::gate_exec::run_loop(&sched, u, run);
+            } else {
+                run_loop(&sched, u, run);
+            }
         })?);
     }
     Ok(handles)

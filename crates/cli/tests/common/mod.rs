@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hetsched");
 
-/// One emulated GPU with one stream; CPUs left out to start fast.
+/// One emulated GPU with one stream; CPUs and real devices left out to
+/// start fast and keep the unit list to that one.
 pub const ONE_GPU: &str = r#"
 include_cpus = false
+device_units = false
 [[emulated]]
 name = "gpu0"
 class = "gpu"

@@ -375,6 +375,7 @@ impl<T: Clone + Send + 'static> Layout<T> {
                     Backend::OpenCl {
                         cpu_kind: Some(kind),
                         cores,
+                        ..
                     } => lane_view(runnable(kind), cores, 0),
                     _ => ClientUnitView::default(),
                 },

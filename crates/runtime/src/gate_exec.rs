@@ -1,0 +1,300 @@
+//! Workers of real devices that the monitor arbitrates (`opencl<N>`,
+//! `cuda<N>` of a daemon with `device_units`). This process runs the
+//! calls on its own handle of the device, but each run of calls first
+//! waits for the unit's agent to grant a slot under the unit's policy, and
+//! reports the device time it measured when the run ends. The agent thus
+//! sees every process's work on the device: shares hold, and the views
+//! every placement reads describe the device's real load.
+//!
+//! One grant covers a *batch*: the calls queued on the unit, up to
+//! [`BATCH_NS`] of predicted work, so short kernels pay one round trip to
+//! the monitor per batch instead of one each. A caller that waits for
+//! each result before its next call is served by keeping the grant a
+//! moment ([`LINGER`]) for that call, when nobody else waits.
+#![cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
+
+use crate::device_exec::{fail, spawn_failover};
+use crate::job::Job;
+use crate::scheduler::{Placed, Scheduler, finite_or_zero};
+use crate::worker::{Ran, run_placed};
+use hetsched_core::ids::UnitId;
+use hetsched_protocol::{ClientError, Grant, TaskEvent, TaskReply};
+use std::collections::VecDeque;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+/// Predicted work one grant may cover, ns. Well under the agents' 10 ms
+/// accounting tick, so a batch does not skew shares.
+pub(crate) const BATCH_NS: f64 = 2e6;
+/// Calls one grant may cover.
+pub(crate) const MAX_BATCH: usize = 64;
+/// How long one grant may be kept for calls that arrive after it (see
+/// [`LINGER`]).
+const BATCH_TIME: Duration = Duration::from_millis(2);
+/// How long a worker keeps a grant after its last call for the next one.
+/// Others wait at most [`BATCH_TIME`] in all for it; the time is charged
+/// to this client like the rest of the grant.
+const LINGER: Duration = Duration::from_micros(100);
+/// What a call whose time is not known yet asks the agent for, ns.
+const UNKNOWN_NS: f64 = 1e6;
+/// How long a worker waits between looks at a link that is failing over.
+const FAILOVER_POLL: Duration = Duration::from_millis(20);
+
+/// Whether a gated unit holding `placed` calls of `pending_ns` predicted
+/// work may take another beyond the usual short queue: up to two batches,
+/// so the next batch is ready when a grant ends.
+pub(crate) fn has_batch_room(placed: u32, pending_ns: f64) -> bool {
+    (placed as usize) < 2 * MAX_BATCH && pending_ns > 0.0 && pending_ns < 2.0 * BATCH_NS
+}
+
+/// Runs calls of unit `u`, a batch per grant, until the runtime shuts
+/// down. While a batch runs and more calls wait, the request for the next
+/// grant is already at the agent: when this batch ends, the agent then
+/// chooses between this process and the others by the unit's policy
+/// (asking only after completing would hand the device to whoever else
+/// waits, every time, whatever the shares), and the device does not idle
+/// for a round trip between batches.
+pub(crate) fn run_loop(
+    sched: &Arc<Scheduler>,
+    u: usize,
+    mut run: impl FnMut(&mut dyn Job, &str, f64) -> Ran,
+) {
+    let mut ahead: Option<Pending> = None;
+    while let Some(expected) = next_work(sched, u) {
+        let pending = match ahead.take() {
+            Some(p) => p,
+            None => ask(sched, u, expected),
+        };
+        let grant = match pending.wait(sched, u) {
+            Ok(g) => g,
+            Err(Denied::Link) => {
+                wait_for_link(sched, u);
+                continue;
+            }
+            Err(Denied::Refused(why)) => {
+                fail_head(sched, u, &why);
+                continue;
+            }
+        };
+        let granted_at = Instant::now();
+        let (mut batch, mut next) = take_batch(sched, u);
+        let mut device_ns = 0u64;
+        loop {
+            if let Some(next_expected) = next {
+                ahead = Some(ask(sched, u, next_expected));
+            }
+            for placed in batch {
+                device_ns =
+                    device_ns.saturating_add(run_placed(sched, u, placed, &mut run).device_ns);
+            }
+            // A caller that waits for each result before the next call
+            // would pay a round trip per call: keep the slot a moment for
+            // such a call, within the grant's budget, unless the next
+            // grant is asked for already or someone else waits.
+            if ahead.is_some() || granted_at.elapsed() >= BATCH_TIME || others_wait(sched, u) {
+                break;
+            }
+            match more_work(sched, u) {
+                Some((b, n)) => (batch, next) = (b, n),
+                None => break,
+            }
+        }
+        let client = sched.link.client();
+        if let Err(e) = client.task_completed(grant, device_ns) {
+            // The grant died with its connection; the monitor freed it.
+            if e.is_disconnect() || !client.is_connected() {
+                spawn_failover(sched);
+            }
+        }
+    }
+}
+
+/// Whether other clients' requests wait at the unit's agent (its page on
+/// the global view, up to a tick old).
+fn others_wait(sched: &Scheduler, u: usize) -> bool {
+    sched
+        .link
+        .client()
+        .global_view()
+        .and_then(|g| g.unit(u))
+        .is_none_or(|unit| unit.view.queued > 0)
+}
+
+/// The next batch of unit `u` if a call arrives within [`LINGER`].
+fn more_work(sched: &Scheduler, u: usize) -> Option<(Vec<Placed>, Option<f64>)> {
+    let deadline = Instant::now() + LINGER;
+    let mut q = sched.lock();
+    while q.units[u].waiting.is_empty() {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        if q.shutdown {
+            return None;
+        }
+        q.units[u].idle_workers += 1;
+        q = sched.wake[u]
+            .wait_timeout(q, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        q.units[u].idle_workers -= 1;
+    }
+    drop(q);
+    Some(take_batch(sched, u))
+}
+
+/// Waits until calls wait on unit `u` and returns what the next batch
+/// asks the agent for, ns; `None` at shutdown.
+fn next_work(sched: &Scheduler, u: usize) -> Option<f64> {
+    let mut q = sched.lock();
+    loop {
+        if let Some(expected) = batch_expected(&q.units[u].waiting) {
+            return Some(expected);
+        }
+        if q.shutdown {
+            return None;
+        }
+        q.units[u].idle_workers += 1;
+        q = sched.wake[u].wait(q).unwrap_or_else(|p| p.into_inner());
+        q.units[u].idle_workers -= 1;
+    }
+}
+
+/// How many of the calls at the front of `waiting` one grant covers: up
+/// to [`BATCH_NS`] of predicted work and [`MAX_BATCH`] calls; a call
+/// whose time is unknown (a profiling call) alone.
+fn batch_len(waiting: &VecDeque<Placed>) -> usize {
+    let mut total = 0.0;
+    let mut n = 0;
+    for p in waiting.iter().take(MAX_BATCH) {
+        if !p.exec_ns.is_finite() {
+            // Alone if first, else the batch ends before it.
+            return n.max(1);
+        }
+        if n > 0 && total + p.exec_ns > BATCH_NS {
+            break;
+        }
+        total += p.exec_ns;
+        n += 1;
+    }
+    n
+}
+
+/// What the batch at the front of `waiting` asks the agent for, ns.
+fn batch_expected(waiting: &VecDeque<Placed>) -> Option<f64> {
+    let n = batch_len(waiting);
+    (n > 0).then(|| {
+        waiting
+            .iter()
+            .take(n)
+            .map(|p| {
+                if p.exec_ns.is_finite() {
+                    p.exec_ns
+                } else {
+                    UNKNOWN_NS
+                }
+            })
+            .sum()
+    })
+}
+
+/// Takes the batch at the front of unit `u`'s queue, counted as running,
+/// and what the batch after it would ask for, if calls are left.
+fn take_batch(sched: &Scheduler, u: usize) -> (Vec<Placed>, Option<f64>) {
+    let mut q = sched.lock();
+    let unit = &mut q.units[u];
+    let n = batch_len(&unit.waiting);
+    let batch: Vec<Placed> = unit.waiting.drain(..n).collect();
+    unit.running += batch.len() as u32;
+    (batch, batch_expected(&unit.waiting))
+}
+
+/// Fails the batch at the front of unit `u`'s queue with `why`.
+fn fail_head(sched: &Arc<Scheduler>, u: usize, why: &str) {
+    let (batch, _) = take_batch(sched, u);
+    for placed in batch {
+        fail(sched, u, placed, why.to_string());
+    }
+}
+
+enum Denied {
+    /// The monitor is gone; a failover is under way.
+    Link,
+    /// The monitor refused; the calls fail with this reason.
+    Refused(String),
+}
+
+/// A request for a slot on the way to the agent, or why it could not go.
+enum Pending {
+    Sent(mpsc::Receiver<TaskReply>),
+    Failed(ClientError),
+}
+
+/// Asks the agent of unit `u` for a slot for `expected_ns`, without
+/// waiting for the answer.
+fn ask(sched: &Scheduler, u: usize, expected_ns: f64) -> Pending {
+    if sched.link.is_failing_over() {
+        return Pending::Failed(ClientError::Io(std::io::ErrorKind::NotConnected.into()));
+    }
+    let (tx, rx) = mpsc::channel();
+    let expected = finite_or_zero(expected_ns).max(1.0) as u64;
+    let sent = sched.link.client().request_dispatch_with(
+        UnitId(u as u16),
+        expected,
+        Box::new(move |reply| {
+            let _ = tx.send(reply);
+        }),
+    );
+    match sent {
+        Ok(_) => Pending::Sent(rx),
+        Err(e) => Pending::Failed(e),
+    }
+}
+
+impl Pending {
+    /// Waits for the grant.
+    fn wait(self, sched: &Arc<Scheduler>, u: usize) -> Result<Grant, Denied> {
+        let reply = match self {
+            Pending::Sent(rx) => rx
+                .recv()
+                .unwrap_or_else(|_| Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()))),
+            Pending::Failed(e) => Err(e),
+        };
+        match reply {
+            Ok(TaskEvent::Granted(grant)) => Ok(grant),
+            Ok(other) => Err(Denied::Refused(format!(
+                "the monitor answered {other:?} to a request for a slot on {}",
+                sched.units[u].name
+            ))),
+            Err(e) if e.is_disconnect() || !sched.link.client().is_connected() => {
+                spawn_failover(sched);
+                Err(Denied::Link)
+            }
+            Err(e) => Err(Denied::Refused(format!(
+                "the monitor refused a slot on {}: {e}",
+                sched.units[u].name
+            ))),
+        }
+    }
+}
+
+/// Returns once the link is no longer failing over (or at shutdown).
+fn wait_for_link(sched: &Scheduler, u: usize) {
+    let mut q = sched.lock();
+    while sched.link.is_failing_over() && !q.shutdown {
+        q = sched.wake[u]
+            .wait_timeout(q, FAILOVER_POLL)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_room_is_bounded_by_time_and_count() {
+        assert!(has_batch_room(3, 1e5));
+        assert!(!has_batch_room(3, 0.0), "unknown work takes no extra room");
+        assert!(!has_batch_room(3, 2.0 * BATCH_NS));
+        assert!(!has_batch_room(2 * MAX_BATCH as u32, 1e3));
+    }
+}
