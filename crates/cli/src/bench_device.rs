@@ -396,6 +396,10 @@ struct GateCost {
     ratio: f64,
 }
 
+/// Rounds each way alternates through, so that noise on the machine
+/// falls on both alike.
+const ROUNDS: usize = 10;
+
 pub fn device_gate(args: DeviceGateArgs) -> Result<()> {
     if args.calls < 10 {
         bail!("--calls must be at least 10");
@@ -412,8 +416,8 @@ pub fn device_gate(args: DeviceGateArgs) -> Result<()> {
             // Alternate the two ways in rounds so machine noise hits both.
             let mut direct_us = Vec::new();
             let mut gated_us = Vec::new();
-            for _ in 0..4 {
-                let calls = args.calls / 4;
+            for _ in 0..ROUNDS {
+                let calls = (args.calls / ROUNDS).max(in_flight);
                 direct_us.extend(per_call_us(
                     &direct.1, &args.unit, iterations, in_flight, calls,
                 )?);

@@ -1,6 +1,7 @@
 //! `hetsched bench device-placement`: whether placement sees real load on
 //! a device the daemon arbitrates. This process runs a task with a CPU and
-//! a device implementation (the spin kernel) one call at a time, while
+//! a device implementation (the spin kernel; on the CPU its plain scalar
+//! loop, [`SpinCall::scalar`]) one call at a time, while
 //! another process keeps the device busy at CUSTOM 90 for a while; where
 //! each call ran shows how fast placement leaves the busy device and
 //! comes back.
@@ -26,6 +27,11 @@ pub struct DevicePlacementArgs {
     /// Device time of one call, µs.
     #[arg(long, default_value_t = 1000.0)]
     kernel_us: f64,
+    /// The CPU implementation computes its result this many times: a CPU
+    /// that many times slower than it is, for a machine whose only device
+    /// (PoCL) is its own CPUs.
+    #[arg(long, default_value_t = 1)]
+    cpu_slowdown: u32,
     /// Width of the bins the share on the device is counted in, ms.
     #[arg(long, default_value_t = 250)]
     bin_ms: u64,
@@ -41,6 +47,7 @@ pub struct DevicePlacementArgs {
 #[derive(Debug, Serialize)]
 pub struct PlacementReport {
     pub unit: String,
+    pub cpu_slowdown: u32,
     pub calls: usize,
     /// When the other process started and stopped, s from the start.
     pub loaded_at_s: f64,
@@ -56,6 +63,10 @@ pub struct PlacementReport {
     /// half, s.
     pub moved_off_after_s: Option<f64>,
     pub moved_back_after_s: Option<f64>,
+    /// Mean execution time of a call on the device and on the CPU as the
+    /// runtime measured it, µs (NaN where none ran).
+    pub device_call_us: f64,
+    pub cpu_call_us: f64,
     pub bin_s: f64,
     /// Share of the calls on the device in each bin (NaN: no call ended).
     pub bins: Vec<f64>,
@@ -99,6 +110,10 @@ pub fn device_placement(args: DevicePlacementArgs) -> Result<()> {
             "{} calls; on {}: {:.2} idle, {:.2} under load (from 0.5 s in), {:.2} after",
             report.calls, report.unit, report.share_idle, report.share_loaded, report.share_after
         );
+        println!(
+            "a call took {:.0} µs on {} and {:.0} µs on the CPU (means)",
+            report.device_call_us, report.unit, report.cpu_call_us
+        );
         let secs = |s: Option<f64>| s.map_or("never".into(), |s| format!("{s:.2} s"));
         println!(
             "moved off after {}, back after {}",
@@ -133,7 +148,14 @@ pub fn run(args: &DevicePlacementArgs) -> Result<PlacementReport> {
         .socket(&socket)
         .persist_models(false);
     let rt = Runtime::with_options(opts)?;
-    let task = spin_task(device)?.cpu(|c: &SpinCall| c.expected());
+    let slowdown = args.cpu_slowdown.max(1);
+    let task = spin_task(device)?.cpu(move |c: &SpinCall| {
+        let mut out = c.scalar();
+        for _ in 1..slowdown {
+            out = std::hint::black_box(c.scalar());
+        }
+        out
+    });
     let want = SpinCall::new(iterations, 1).expected();
     let mut trace = Trace {
         start: Instant::now(),
@@ -164,6 +186,19 @@ pub fn run(args: &DevicePlacementArgs) -> Result<PlacementReport> {
     run_for(&mut trace, after)?;
     let end = trace.start.elapsed().as_secs_f64();
 
+    let stats = rt.stats();
+    let mean_us = |on_device: bool| {
+        let (n, ns) = stats
+            .units
+            .iter()
+            .filter(|u| (u.name == args.unit) == on_device && (on_device || u.kind == "cpu"))
+            .fold((0, 0.0), |(n, ns), u| (n + u.completed, ns + u.exec_ns));
+        if n == 0 {
+            f64::NAN
+        } else {
+            ns / n as f64 / 1e3
+        }
+    };
     let bin = args.bin_ms.max(10) as f64 / 1e3;
     let bins: Vec<f64> = (0..(end / bin).ceil() as usize)
         .map(|i| trace.share_on_device(i as f64 * bin, (i + 1) as f64 * bin))
@@ -178,6 +213,7 @@ pub fn run(args: &DevicePlacementArgs) -> Result<PlacementReport> {
     };
     Ok(PlacementReport {
         unit: args.unit.clone(),
+        cpu_slowdown: slowdown,
         calls: trace.calls.len(),
         loaded_at_s: loaded,
         freed_at_s: freed,
@@ -186,6 +222,8 @@ pub fn run(args: &DevicePlacementArgs) -> Result<PlacementReport> {
         share_after: trace.share_on_device(freed + 1.0, end),
         moved_off_after_s: first_bin(loaded, freed, true),
         moved_back_after_s: first_bin(freed, end, false),
+        device_call_us: mean_us(true),
+        cpu_call_us: mean_us(false),
         bin_s: bin,
         bins,
         checked: trace.wrong == 0 && tally.wrong == 0,

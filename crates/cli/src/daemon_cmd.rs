@@ -85,6 +85,18 @@ pub fn units(args: UnitsArgs) -> Result<()> {
         .filter(|u| !u.kernels.is_empty())
         .map(|u| u.info())
         .collect();
+    // Real devices applications run kernels on through the units' agents
+    // (`device_units`).
+    let devices: Vec<hetsched_protocol::UnitInfo> = setup
+        .units
+        .iter()
+        .filter(|u| {
+            u.unit.class != hetsched_core::unit::UnitClass::Cpu
+                && !u.emulated
+                && u.kernels.is_empty()
+        })
+        .map(|u| u.info())
+        .collect();
     // NVIDIA GPUs are driven by the runtime's CUDA executor, so they are
     // listed beside the daemon's units (`gpus`), not among them; with
     // `cuda_units = true` the daemon serves them too, under `served`.
@@ -98,6 +110,7 @@ pub fn units(args: UnitsArgs) -> Result<()> {
                 o.insert("gpus".into(), serde_json::to_value(&gpus.gpus)?);
                 o.insert("gpu_notes".into(), serde_json::to_value(&gpus.notes)?);
                 o.insert("served".into(), serde_json::to_value(&served)?);
+                o.insert("devices".into(), serde_json::to_value(&devices)?);
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
@@ -106,6 +119,7 @@ pub fn units(args: UnitsArgs) -> Result<()> {
             let mut v = serde_json::to_value(&platform)?;
             if let Some(o) = v.as_object_mut() {
                 o.insert("served".into(), serde_json::to_value(&served)?);
+                o.insert("devices".into(), serde_json::to_value(&devices)?);
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
@@ -118,6 +132,15 @@ pub fn units(args: UnitsArgs) -> Result<()> {
                 u.kind,
                 u.class.name(),
                 u.kernels.join(", ")
+            );
+        }
+        for u in &devices {
+            println!(
+                "device under an agent: {} ({}, {}), policy {}",
+                u.name,
+                u.kind,
+                u.class.name(),
+                u.policy.name()
             );
         }
         #[cfg(feature = "cuda")]

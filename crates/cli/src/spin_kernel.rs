@@ -22,7 +22,7 @@ __kernel void spin(__global uint *out, uint iterations, uint seed) {
 ";
 
 /// Work-items per call.
-const WORK_ITEMS: usize = 64;
+const WORK_ITEMS: usize = 1024;
 
 /// One call of the spin kernel.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +34,24 @@ pub struct SpinCall {
 impl SpinCall {
     pub fn new(iterations: u32, seed: u32) -> SpinCall {
         SpinCall { iterations, seed }
+    }
+
+    /// The same result one work-item and one round at a time, as a plain
+    /// CPU implementation would compute it: each round passes through
+    /// `black_box`, so the compiler cannot run the work-items side by side
+    /// in vector registers as a device does.
+    pub fn scalar(&self) -> Vec<u32> {
+        (0..WORK_ITEMS as u32)
+            .map(|id| {
+                let mut x = self.seed ^ id.wrapping_mul(2_654_435_761);
+                for _ in 0..self.iterations {
+                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    x ^= x >> 13;
+                    x = std::hint::black_box(x);
+                }
+                x
+            })
+            .collect()
     }
 
     /// The result, computed on the CPU.
@@ -141,55 +159,53 @@ pub fn calibrate_iterations(device: DeviceRef, target_us: f64) -> Result<(u32, S
 /// (wall time where the device gives none).
 type KernelTimer = Box<dyn FnMut(u32) -> Result<u64>>;
 
+/// One call on a device: its result, and the device time it measured
+/// (`None`: the device gave none).
+type TimedRun = Box<dyn Fn(&SpinCall) -> Result<(Vec<u32>, Option<u64>)>>;
+
 fn kernel_timer(device: DeviceRef) -> Result<(KernelTimer, String)> {
+    let (run, name) = timed_run(device)?;
+    let on = name.clone();
+    let timer = move |iterations: u32| -> Result<u64> {
+        let call = SpinCall::new(iterations, 7);
+        let start = Instant::now();
+        let (got, device_ns) = run(&call)?;
+        let wall = start.elapsed().as_nanos() as u64;
+        if got != call.expected() {
+            bail!("the spin kernel gave a wrong result on {on}");
+        }
+        Ok(device_ns.unwrap_or(wall))
+    };
+    Ok((Box::new(timer), name))
+}
+
+fn timed_run(device: DeviceRef) -> Result<(TimedRun, String)> {
     match device {
         #[cfg(feature = "opencl")]
         DeviceRef::OpenCl(index) => {
             let dev = OpenClDevice::open(index)
                 .with_context(|| format!("opening OpenCL device {index}"))?;
             let name = dev.info().name.trim().to_string();
-            let timer = move |iterations: u32| -> Result<u64> {
-                let call = SpinCall::new(iterations, 7);
+            let run = move |call: &SpinCall| -> Result<(Vec<u32>, Option<u64>)> {
                 let before = dev.device_ns_total();
-                let start = Instant::now();
                 let got = call.run(&dev)?;
-                let wall = start.elapsed().as_nanos() as u64;
-                if got != call.expected() {
-                    bail!(
-                        "the spin kernel gave a wrong result on {}",
-                        dev.info().name.trim()
-                    );
-                }
                 let spent = dev.device_ns_total() - before;
-                Ok(if spent > 0 { spent } else { wall })
+                Ok((got, (spent > 0).then_some(spent)))
             };
-            Ok((Box::new(timer), name))
+            Ok((Box::new(run), name))
         }
         #[cfg(feature = "cuda")]
         DeviceRef::Cuda(ordinal) => {
             let dev = hetsched_runtime::cuda::CudaDevice::open(ordinal)
                 .with_context(|| format!("opening CUDA device {ordinal}"))?;
             let name = dev.info().name.trim().to_string();
-            let timer = move |iterations: u32| -> Result<u64> {
-                let call = SpinCall::new(iterations, 7);
+            let run = move |call: &SpinCall| -> Result<(Vec<u32>, Option<u64>)> {
                 let _ = dev.take_times();
-                let start = Instant::now();
                 let got = call.run_cuda(&dev)?;
-                let wall = start.elapsed().as_nanos() as u64;
-                if got != call.expected() {
-                    bail!(
-                        "the spin kernel gave a wrong result on {}",
-                        dev.info().name.trim()
-                    );
-                }
                 let t = dev.take_times()?;
-                Ok(if t.kernels > 0 {
-                    t.kernel_ns as u64
-                } else {
-                    wall
-                })
+                Ok((got, (t.kernels > 0).then_some(t.kernel_ns as u64)))
             };
-            Ok((Box::new(timer), name))
+            Ok((Box::new(run), name))
         }
         #[allow(unreachable_patterns)]
         other => bail!("this hetsched was built without support for {other:?}"),
@@ -216,6 +232,12 @@ mod tests {
         assert_ne!(a, SpinCall::new(11, 1).expected());
         assert_ne!(a, SpinCall::new(10, 2).expected());
         assert_ne!(a[0], a[1]);
+    }
+
+    #[test]
+    fn the_scalar_version_computes_the_same() {
+        let call = SpinCall::new(25, 9);
+        assert_eq!(call.scalar(), call.expected());
     }
 
     #[test]

@@ -154,6 +154,7 @@ fn a_killed_client_frees_the_device_within_a_second() {
         after < Duration::from_secs(1),
         "granted {after:?} after the kill"
     );
+    eprintln!("granted {after:?} after the holder was killed");
     waiter.task_completed(grant, 1_000).unwrap();
 }
 
@@ -237,13 +238,20 @@ fn the_daemon_lists_each_opencl_device_as_a_unit() {
 /// another process keeps it busy at CUSTOM 90, and moves back once that
 /// process stops (`hetsched bench device-placement`, every result checked
 /// against the CPU). The target for moving off is 0.5 s; this
-/// machine measures 0.27 to 0.58 s (docs/PERFORMANCE.md), and the test
+/// machine measures 0.13 to 0.62 s (docs/PERFORMANCE.md), and the test
 /// allows a second for a loaded CI machine.
 #[test]
 fn placement_moves_off_a_device_another_process_saturates() {
     let _device = require_opencl();
     let out = Command::new(BIN)
         .args(["bench", "device-placement", "--json", "--bin-ms", "100"])
+        // PoCL is this machine's own CPUs: a CPU about four times slower
+        // stands for a device faster than the CPU. Unoptimised, the CPU
+        // implementation is that slow already.
+        .args([
+            "--cpu-slowdown",
+            if cfg!(debug_assertions) { "1" } else { "4" },
+        ])
         .output()
         .unwrap();
     assert!(

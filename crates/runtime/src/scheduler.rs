@@ -46,13 +46,17 @@ pub(crate) struct SlotModel {
 
 impl SlotModel {
     pub fn predict(&self, kind: KindId, bytes: u64) -> Option<f64> {
-        let from_app = self.app.as_ref().and_then(|(f, kinds)| {
+        self.app_prediction(kind, bytes)
+            .or_else(|| self.learned.predict_ns(kind, bytes))
+    }
+
+    fn app_prediction(&self, kind: KindId, bytes: u64) -> Option<f64> {
+        self.app.as_ref().and_then(|(f, kinds)| {
             let name = kinds.get(kind.index())?;
             f(name, bytes)
                 .map(|d| d.as_nanos() as f64)
                 .filter(|ns| ns.is_finite())
-        });
-        from_app.or_else(|| self.learned.predict_ns(kind, bytes))
+        })
     }
 }
 
@@ -97,16 +101,21 @@ struct DecisionModel<'a> {
 }
 
 impl PerformanceModel for DecisionModel<'_> {
+    /// Until a kind has [`PROFILE_SAMPLES`] measurements (and the
+    /// application does not predict it), it has no prediction, so the
+    /// placer profiles it; with that many profiling calls already in
+    /// flight, it gets the placeholder. (A one-sample fit is a bootstrap
+    /// guess: trusted, one slow first call would keep a unit unused for
+    /// good.)
     fn predict_ns(&self, kind: KindId, bytes: u64) -> Option<f64> {
-        match self.model.predict(kind, bytes) {
-            Some(ns) => Some(ns),
-            None if self.profiling.get(kind.index()).copied().unwrap_or(0)
-                >= PROFILE_SAMPLES as u32 =>
-            {
-                Some(PROFILING_PLACEHOLDER_NS)
-            }
-            None => None,
+        if let Some(ns) = self.model.app_prediction(kind, bytes) {
+            return Some(ns);
         }
+        if !self.model.learned.needs_profiling(kind) {
+            return self.model.learned.predict_ns(kind, bytes);
+        }
+        let in_flight = self.profiling.get(kind.index()).copied().unwrap_or(0);
+        (in_flight >= PROFILE_SAMPLES as u32).then_some(PROFILING_PLACEHOLDER_NS)
     }
 
     fn observe(&mut self, _kind: KindId, _bytes: u64, _actual_ns: f64) {}
