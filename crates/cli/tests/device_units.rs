@@ -268,3 +268,60 @@ fn placement_moves_off_a_device_another_process_saturates() {
     assert!(num("moved_off_after_s") <= 1.0, "moved off late: {r}");
     assert!(num("share_after") > 0.8, "did not come back: {r}");
 }
+
+/// The runtime survives its daemon on a real device too: with calls on
+/// `opencl0` queued and running, the daemon is killed with SIGKILL; every
+/// call still returns its checked result, from the embedded monitor that
+/// takes over the same units (its agent then grants the slots).
+#[test]
+fn gated_calls_survive_a_killed_daemon() {
+    use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions};
+    use spin_kernel::{DeviceRef, SpinCall};
+    let _device = require_opencl();
+    let mut d = TestDaemon::start("device-failover", "include_cpus = false\n");
+    let mut opts = RuntimeOptions::new("failover")
+        .unwrap()
+        .monitor(MonitorMode::Auto)
+        .socket(&d.socket)
+        .persist_models(false);
+    opts.requested = Default::default();
+    opts.reconnect_for = Duration::from_millis(200);
+    let rt = Runtime::with_options(opts).unwrap();
+    assert_eq!(rt.stats().monitor, "daemon");
+    let device = DeviceRef::OpenCl(0);
+    let (iterations, _) = spin_kernel::calibrate_iterations(device, 2000.0).unwrap();
+    let task = spin_kernel::spin_task(device).unwrap();
+    let references: Vec<Vec<u32>> = (0..4)
+        .map(|seed| SpinCall::new(iterations, seed).expected())
+        .collect();
+    const CALLS: u32 = 60;
+    let handles: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let call = SpinCall::new(iterations, i % 4);
+            (i % 4, rt.accelerate(&task, call, Mode::Async).unwrap())
+        })
+        .collect();
+    let completed = |rt: &Runtime| rt.stats().units.iter().map(|u| u.completed).sum::<u64>();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while completed(&rt) < 5 {
+        assert!(Instant::now() < deadline, "no call finished in 30 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    d.kill();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        for (seed, h) in handles {
+            let _ = tx.send((seed, h.wait()));
+        }
+    });
+    for n in 0..CALLS {
+        let (seed, got) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("calls lost: {n} of {CALLS} returned"));
+        assert_eq!(got.as_ref(), Ok(&references[seed as usize]), "seed {seed}");
+    }
+    waiter.join().unwrap();
+    let stats = rt.stats();
+    assert_eq!(stats.monitor, "embedded", "{stats:?}");
+    assert!(stats.failovers >= 1, "{stats:?}");
+}
