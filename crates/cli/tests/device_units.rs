@@ -238,7 +238,7 @@ fn the_daemon_lists_each_opencl_device_as_a_unit() {
 /// another process keeps it busy at CUSTOM 90, and moves back once that
 /// process stops (`hetsched bench device-placement`, every result checked
 /// against the CPU). The target for moving off is 0.5 s; this
-/// machine measures 0.13 to 0.62 s (docs/PERFORMANCE.md), and the test
+/// machine measures 0.12 to 0.30 s (docs/PERFORMANCE.md), and the test
 /// allows a second for a loaded CI machine.
 #[test]
 fn placement_moves_off_a_device_another_process_saturates() {

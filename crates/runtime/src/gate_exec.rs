@@ -35,6 +35,9 @@ const BATCH_TIME: Duration = Duration::from_millis(2);
 /// Others wait at most [`BATCH_TIME`] in all for it; the time is charged
 /// to this client like the rest of the grant.
 const LINGER: Duration = Duration::from_micros(100);
+/// See [`patience`].
+const PATIENCE_FACTOR: f64 = 4.0;
+const PATIENCE_MIN: Duration = Duration::from_millis(20);
 /// What a call whose time is not known yet asks the agent for, ns.
 const UNKNOWN_NS: f64 = 1e6;
 /// How long a worker waits between looks at a link that is failing over.
@@ -249,12 +252,23 @@ fn ask(sched: &Scheduler, u: usize, expected_ns: f64) -> Pending {
 }
 
 impl Pending {
-    /// Waits for the grant.
+    /// Waits for the grant. Calls that wait far longer than predicted go
+    /// back to be placed again ([`patience`]); the grant, when it comes,
+    /// serves whatever is still queued here.
     fn wait(self, sched: &Arc<Scheduler>, u: usize) -> Result<Grant, Denied> {
         let reply = match self {
-            Pending::Sent(rx) => rx
-                .recv()
-                .unwrap_or_else(|_| Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()))),
+            Pending::Sent(rx) => loop {
+                match rx.recv_timeout(patience(sched, u)) {
+                    Ok(reply) => break reply,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        let mut q = sched.lock();
+                        sched.replace_waiting(&mut q, u);
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        break Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+                    }
+                }
+            },
             Pending::Failed(e) => Err(e),
         };
         match reply {
@@ -273,6 +287,23 @@ impl Pending {
             ))),
         }
     }
+}
+
+/// How long the calls at the front of unit `u` may wait for a grant
+/// before they go back to be placed again: [`PATIENCE_FACTOR`] times the
+/// turnaround predicted for the first of them, at least [`PATIENCE_MIN`].
+/// Placement saw the unit's page when it chose; when the agent keeps the
+/// call far longer (another process took the unit since, and this one's
+/// share is used up), fresh views choose again.
+fn patience(sched: &Scheduler, u: usize) -> Duration {
+    let q = sched.lock();
+    let predicted_ns = q.units[u]
+        .waiting
+        .front()
+        .map(|p| p.predicted_ns)
+        .filter(|ns| ns.is_finite() && *ns > 0.0)
+        .unwrap_or(0.0);
+    Duration::from_nanos((predicted_ns * PATIENCE_FACTOR) as u64).max(PATIENCE_MIN)
 }
 
 /// Returns once the link is no longer failing over (or at shutdown).

@@ -419,6 +419,45 @@ impl Scheduler {
         self.pump(&mut q);
     }
 
+    /// Hands the calls waiting on unit `u` that another unit could run back
+    /// to the front of the central queue, in order, to be placed again on
+    /// fresh views (the unit turned out far slower than predicted: its
+    /// agent keeps them waiting). Returns how many went back.
+    pub fn replace_waiting(self: &Arc<Self>, q: &mut Queues, u: usize) -> usize {
+        let here = self.units[u].id;
+        if here.index() >= ImplSet::MAX_UNITS {
+            return 0;
+        }
+        let kind = self.units[u].kind;
+        let (mut stay, mut back) = (VecDeque::new(), Vec::new());
+        for placed in q.units[u].waiting.drain(..) {
+            let elsewhere = placed.job.slot().implemented.0 & !ImplSet::default().with(here).0;
+            if elsewhere == 0 {
+                stay.push_back(placed);
+            } else {
+                back.push(placed);
+            }
+        }
+        q.units[u].waiting = stay;
+        let moved = back.len();
+        for placed in back.into_iter().rev() {
+            let unit = &mut q.units[u];
+            unit.pending_ns = (unit.pending_ns - finite_or_zero(placed.exec_ns)).max(0.0);
+            if placed.profiling {
+                // Its profiling run did not happen.
+                let mut st = placed.job.slot().lock();
+                if let Some(n) = st.profiling.get_mut(kind.index()) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            q.central.push_front((placed.job, placed.accepted_at));
+        }
+        if moved > 0 {
+            self.pump(q);
+        }
+        moved
+    }
+
     /// Places calls from the central queue while their units have room,
     /// then starts device work. Called with the queues locked.
     pub fn pump(self: &Arc<Self>, q: &mut Queues) {
