@@ -41,27 +41,22 @@ impl SpinCall {
     /// `black_box`, so the compiler cannot run the work-items side by side
     /// in vector registers as a device does.
     pub fn scalar(&self) -> Vec<u32> {
-        (0..WORK_ITEMS as u32)
-            .map(|id| {
-                let mut x = self.seed ^ id.wrapping_mul(2_654_435_761);
-                for _ in 0..self.iterations {
-                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    x ^= x >> 13;
-                    x = std::hint::black_box(x);
-                }
-                x
-            })
-            .collect()
+        self.compute(std::hint::black_box)
     }
 
     /// The result, computed on the CPU.
     pub fn expected(&self) -> Vec<u32> {
+        self.compute(|x| x)
+    }
+
+    /// Every work-item's rounds, each round's value passed through `keep`.
+    fn compute(&self, keep: impl Fn(u32) -> u32) -> Vec<u32> {
         (0..WORK_ITEMS as u32)
             .map(|id| {
                 let mut x = self.seed ^ id.wrapping_mul(2_654_435_761);
                 for _ in 0..self.iterations {
                     x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    x ^= x >> 13;
+                    x = keep(x ^ (x >> 13));
                 }
                 x
             })
