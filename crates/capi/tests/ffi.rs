@@ -5,21 +5,13 @@
 #![allow(unsafe_code)] // calling the C ABI is what these tests do
 
 use hetsched::*;
-use std::ffi::{CStr, CString, c_char, c_void};
+use std::ffi::{CStr, c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-fn last_error() -> String {
-    let p = hs_last_error();
-    assert!(!p.is_null(), "a failing call must leave a message");
-    // SAFETY: non-NULL, NUL-terminated, valid until the next failing call.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-fn c(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
+mod common;
+use common::{c, last_error};
 
 const CONFIG: &str = r#"
 [[emulated]]

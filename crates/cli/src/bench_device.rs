@@ -284,6 +284,16 @@ pub fn device_shares(args: DeviceSharesArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runtime options of a benchmark process: the daemon on `socket` only,
+/// and models that start fresh every run.
+pub(crate) fn daemon_runtime(name: impl Into<String>, socket: &Path) -> Result<RuntimeOptions> {
+    Ok(RuntimeOptions::new(name)
+        .map_err(anyhow::Error::msg)?
+        .monitor(MonitorMode::Daemon)
+        .socket(socket)
+        .persist_models(false))
+}
+
 fn class_of(class: &str) -> Result<hetsched_protocol::WireClass> {
     let (name, shares) = match class.split_once(':') {
         Some((n, s)) => (
@@ -313,11 +323,7 @@ fn busy_ns(report: &StatusReport, pid: u32, unit: hetsched_core::ids::UnitId) ->
 /// One client process of `device-shares`: keeps `in_flight` calls of the
 /// spin kernel running through the runtime until its stdin closes.
 pub fn device_client(args: DeviceClientArgs) -> Result<()> {
-    let mut opts = RuntimeOptions::new(format!("device-shares-{}", args.class))
-        .map_err(anyhow::Error::msg)?
-        .monitor(MonitorMode::Daemon)
-        .socket(&args.socket)
-        .persist_models(false);
+    let mut opts = daemon_runtime(format!("device-shares-{}", args.class), &args.socket)?;
     opts.requested.class = Some(class_of(&args.class)?);
     let rt = Runtime::with_options(opts)?;
     let task = spin_task(DeviceRef::of_unit(&args.unit)?)?;
@@ -489,11 +495,7 @@ fn per_call_us(
     in_flight: usize,
     calls: usize,
 ) -> Result<Vec<f64>> {
-    let opts = RuntimeOptions::new("device-gate")
-        .map_err(anyhow::Error::msg)?
-        .monitor(MonitorMode::Daemon)
-        .socket(socket)
-        .persist_models(false);
+    let opts = daemon_runtime("device-gate", socket)?;
     let rt = Runtime::with_options(opts)?;
     let task = spin_task(DeviceRef::of_unit(unit)?)?;
     // Profile first: the model must know the kernel before batches form.

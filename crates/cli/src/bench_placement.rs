@@ -7,11 +7,11 @@
 //! comes back.
 
 use crate::bench::start_daemon_with;
-use crate::bench_device::start_client;
+use crate::bench_device::{daemon_runtime, start_client};
 use crate::spin_kernel::{DeviceRef, SpinCall, calibrate_iterations, spin_task};
 use anyhow::{Result, bail};
 use clap::Args;
-use hetsched_runtime::{Mode, MonitorMode, Runtime, RuntimeOptions};
+use hetsched_runtime::{Mode, Runtime};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -142,12 +142,7 @@ pub fn run(args: &DevicePlacementArgs) -> Result<PlacementReport> {
     let (iterations, _) = calibrate_iterations(device, args.kernel_us)?;
     // CPUs and the device are units; the task runs on either.
     let (_daemon, socket) = start_daemon_with("")?;
-    let opts = RuntimeOptions::new("placed")
-        .map_err(anyhow::Error::msg)?
-        .monitor(MonitorMode::Daemon)
-        .socket(&socket)
-        .persist_models(false);
-    let rt = Runtime::with_options(opts)?;
+    let rt = Runtime::with_options(daemon_runtime("placed", &socket)?)?;
     let slowdown = args.cpu_slowdown.max(1);
     let task = spin_task(device)?.cpu(move |c: &SpinCall| {
         let mut out = c.scalar();

@@ -13,11 +13,10 @@
 //! no CUDA units, and one log line says why.
 
 use crate::cuda::CudaDevice;
+use crate::device_units::own_device;
 use crate::scheduler::{Backend, Scheduler};
 use crate::worker::{DeviceWorker, Ran};
-use hetsched_core::ids::UnitId;
-use hetsched_core::policy::PolicyKind;
-use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_core::unit::{LinkCost, UnitClass};
 use hetsched_platform::gpu::{self, GpuCalibrationOptions};
 use hetsched_protocol::UnitInfo;
 use std::sync::Arc;
@@ -73,24 +72,18 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
                 }
             };
         let info = device.info();
+        // Copies and launches are timed apart from kernels here, so the
+        // unit carries their calibrated costs.
         let unit = UnitInfo {
-            // Renumbered after the monitor's units by the scheduler.
-            id: UnitId(0),
-            name: unit_name(ordinal),
-            kind: format!("cuda:{}", info.name.trim()),
-            class: UnitClass::Gpu,
-            policy: PolicyKind::Fifo,
-            slots: 1,
-            relative_speed: 1.0,
-            caps: Capabilities::empty(),
             coherent: false,
             copy_in,
             copy_out,
             dispatch_ns,
-            emulated: false,
-            kernels: Vec::new(),
-            pus: Vec::new(),
-            throttle: None,
+            ..own_device(
+                unit_name(ordinal),
+                format!("cuda:{}", info.name.trim()),
+                UnitClass::Gpu,
+            )
         };
         out.push((unit, Backend::Cuda { gated: false }, device));
     }

@@ -7,6 +7,8 @@
 use crate::scheduler::Backend;
 use crate::worker::DeviceWorker;
 use hetsched_core::ids::UnitId;
+use hetsched_core::policy::PolicyKind;
+use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
 use hetsched_protocol::UnitInfo;
 
 /// The units devices were given, for [`crate::scheduler::Scheduler::new`].
@@ -71,6 +73,30 @@ impl<'m> DeviceUnits<'m> {
     }
 }
 
+/// A device this process opens, as it describes it before it is given a
+/// unit: one call at a time, no copy cost (the implementation issues its
+/// own copies), numbered later ([`DeviceUnits::assign`]).
+pub(crate) fn own_device(name: String, kind: String, class: UnitClass) -> UnitInfo {
+    UnitInfo {
+        id: UnitId(0),
+        name,
+        kind,
+        class,
+        policy: PolicyKind::Fifo,
+        slots: 1,
+        relative_speed: 1.0,
+        caps: Capabilities::empty(),
+        coherent: true,
+        copy_in: LinkCost::FREE,
+        copy_out: LinkCost::FREE,
+        dispatch_ns: 0,
+        emulated: false,
+        kernels: Vec::new(),
+        pus: Vec::new(),
+        throttle: None,
+    }
+}
+
 /// Whether monitor unit `m` is the gate of the device `own` describes.
 fn arbitrates(m: &UnitInfo, own: &UnitInfo) -> bool {
     m.kind == own.kind && !m.emulated && m.kernels.is_empty()
@@ -79,27 +105,11 @@ fn arbitrates(m: &UnitInfo, own: &UnitInfo) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetsched_core::policy::PolicyKind;
-    use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
 
     fn info(id: u16, name: &str, kind: &str) -> UnitInfo {
         UnitInfo {
             id: UnitId(id),
-            name: name.into(),
-            kind: kind.into(),
-            class: UnitClass::Accelerator,
-            policy: PolicyKind::Fifo,
-            slots: 1,
-            relative_speed: 1.0,
-            caps: Capabilities::empty(),
-            coherent: true,
-            copy_in: LinkCost::FREE,
-            copy_out: LinkCost::FREE,
-            dispatch_ns: 0,
-            emulated: false,
-            kernels: Vec::new(),
-            pus: Vec::new(),
-            throttle: None,
+            ..own_device(name.into(), kind.into(), UnitClass::Accelerator)
         }
     }
 

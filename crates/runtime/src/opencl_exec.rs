@@ -8,11 +8,10 @@
 //! implementation issues its own copies, so the unit is given no separate
 //! copy cost and placement does not count them twice.
 
+use crate::device_units::own_device;
 use crate::scheduler::{Backend, Scheduler};
 use crate::worker::{DeviceWorker, Ran};
-use hetsched_core::ids::UnitId;
-use hetsched_core::policy::PolicyKind;
-use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_core::unit::UnitClass;
 use hetsched_opencl::{DeviceKind, OpenClDevice};
 use hetsched_protocol::UnitInfo;
 use std::sync::Arc;
@@ -42,29 +41,15 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
             }
         };
         let on_cpu = info.kind == DeviceKind::Cpu;
-        let unit = UnitInfo {
-            // Renumbered after the monitor's units by the scheduler.
-            id: UnitId(0),
-            name: unit_name(info.index),
-            kind: format!("opencl:{}", info.name.trim()),
-            class: if info.kind == DeviceKind::Gpu {
+        let unit = own_device(
+            unit_name(info.index),
+            format!("opencl:{}", info.name.trim()),
+            if info.kind == DeviceKind::Gpu {
                 UnitClass::Gpu
             } else {
                 UnitClass::Accelerator
             },
-            policy: PolicyKind::Fifo,
-            slots: 1,
-            relative_speed: 1.0,
-            caps: Capabilities::empty(),
-            coherent: true,
-            copy_in: LinkCost::FREE,
-            copy_out: LinkCost::FREE,
-            dispatch_ns: 0,
-            emulated: false,
-            kernels: Vec::new(),
-            pus: Vec::new(),
-            throttle: None,
-        };
+        );
         let backend = Backend::OpenCl {
             // The first CPU kind: PoCL spreads its work over all host cores.
             cpu_kind: on_cpu.then_some(0),
