@@ -192,15 +192,20 @@ pub fn device_shares(args: DeviceSharesArgs) -> Result<()> {
         "include_cpus = false\n[policies]\n{} = \"{}\"\n",
         args.unit, args.policy
     ))?;
-    let mut clients = args
-        .classes
-        .iter()
-        .map(|c| ClientChild::start(&socket, &args.unit, c, iterations))
-        .collect::<Result<Vec<_>>>()?;
-    let pids = clients
-        .iter_mut()
-        .map(ClientChild::ready)
-        .collect::<Result<Vec<_>>>()?;
+    // One client at a time, each ready (its first call done) before the
+    // next starts, BACKGROUND ones first: against a client that keeps the
+    // device busy, a BACKGROUND one may never run a call.
+    let mut start_order: Vec<usize> = (0..args.classes.len()).collect();
+    start_order.sort_by_key(|&i| !is_background(&args.classes[i]));
+    let mut started: Vec<Option<(ClientChild, u32)>> = std::iter::repeat_with(|| None)
+        .take(args.classes.len())
+        .collect();
+    for i in start_order {
+        let mut client = ClientChild::start(&socket, &args.unit, &args.classes[i], iterations)?;
+        let pid = client.ready()?;
+        started[i] = Some((client, pid));
+    }
+    let (clients, pids): (Vec<ClientChild>, Vec<u32>) = started.into_iter().flatten().unzip();
     let mut observer = Client::connect(ClientOptions::observer("bench").socket(&socket))?;
     let before = observer.status()?;
     let started = Instant::now();
@@ -292,6 +297,13 @@ pub(crate) fn daemon_runtime(name: impl Into<String>, socket: &Path) -> Result<R
         .monitor(MonitorMode::Daemon)
         .socket(socket)
         .persist_models(false))
+}
+
+fn is_background(class: &str) -> bool {
+    matches!(
+        class_of(class),
+        Ok(hetsched_protocol::WireClass::Background)
+    )
 }
 
 fn class_of(class: &str) -> Result<hetsched_protocol::WireClass> {

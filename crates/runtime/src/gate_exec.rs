@@ -95,6 +95,12 @@ pub(crate) fn run_loop(
             // such a call, within the grant's budget, unless the next
             // grant is asked for already or someone else waits.
             if ahead.is_some() || granted_at.elapsed() >= BATCH_TIME || others_wait(sched, u) {
+                // Calls that arrived while the batch ran ask before the
+                // slot is given back, so the agent weighs them against
+                // the others by the policy.
+                if ahead.is_none() {
+                    ahead = queued_expected(sched, u).map(|ns| ask(sched, u, ns));
+                }
                 break;
             }
             match more_work(sched, u) {
@@ -158,6 +164,11 @@ fn next_work(sched: &Scheduler, u: usize) -> Option<f64> {
         q = sched.wake[u].wait(q).unwrap_or_else(|p| p.into_inner());
         q.units[u].idle_workers -= 1;
     }
+}
+
+/// What the next batch of unit `u` would ask the agent for, if calls wait.
+fn queued_expected(sched: &Scheduler, u: usize) -> Option<f64> {
+    batch_expected(&sched.lock().units[u].waiting)
 }
 
 /// How many of the calls at the front of `waiting` one grant covers: up
