@@ -23,7 +23,7 @@
 //! a usable device it fails at once, saying why.
 
 use crate::bench::start_daemon_with;
-use crate::bench_served::served_vs_direct;
+use crate::bench_served::{ServedKernel, served_vs_direct};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use hetsched_core::ids::KindId;
@@ -367,12 +367,19 @@ fn model(dev: &CudaDevice) -> Result<Fields> {
 fn served(dev: &CudaDevice, bytes: &[u64], calls: usize) -> Result<Fields> {
     let (_daemon, socket) = start_daemon_with("include_cpus = false\ncuda_units = true\n")?;
     let unit = format!("served-cuda{}", dev.info().ordinal);
-    let sizes = served_vs_direct(&socket, &unit, bytes, calls, |input| {
-        std::hint::black_box(kernels::histogram(dev, input)?);
-        // The daemon drains the event timings after every call too.
-        dev.take_times()?;
-        Ok(())
-    })?;
+    let sizes = served_vs_direct(
+        &socket,
+        &unit,
+        ServedKernel::Histogram,
+        bytes,
+        calls,
+        |input| {
+            std::hint::black_box(kernels::histogram(dev, input)?);
+            // The daemon drains the event timings after every call too.
+            dev.take_times()?;
+            Ok(())
+        },
+    )?;
     Ok(vec![(
         "served_overhead",
         json!({ "unit": unit, "kernel": "histogram", "calls": calls, "sizes": sizes }),

@@ -3,9 +3,11 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use hetsched_daemon::config::DaemonConfig;
+use hetsched_daemon::exclusive;
 use hetsched_daemon::launch;
 use hetsched_daemon::server::Server;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -38,13 +40,34 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     if let Some(s) = args.state {
         cfg.state_file = Some(s);
     }
+    // Shared with the signal thread, which exits without returning; here,
+    // returning (or a panic) cleans up. The handlers go in before the
+    // platform is discovered: a device library loaded then (PoCL) puts its
+    // own handlers in front, and those end the process on SIGTERM unless
+    // they find ours to hand the signal back to.
+    let cleanup: Cleanup = Arc::default();
+    let _on_return = CleanUpOnDrop(Arc::clone(&cleanup));
+    clean_up_on_signal(Arc::clone(&cleanup))?;
     let (setup, platform) = launch::prepare(&cfg)?;
     for note in &platform.notes {
         eprintln!("hetsched daemon: note: {note}");
     }
+    let serves = exclusive::Serves::of(&cfg, &setup.units);
+    let places = exclusive::Places::system(&setup.state_path);
     let server = Server::bind(setup)?;
     let socket = server.socket().to_path_buf();
-    remove_socket_on_signal(socket.clone())?;
+    {
+        // Set up with the lock held: a signal meanwhile waits, then undoes
+        // whatever was done.
+        let mut state = lock(&cleanup);
+        state.socket = Some(socket.clone());
+        let mut log = |line: String| eprintln!("hetsched daemon: {line}");
+        if cfg.exclusive_devices {
+            state.devices = Some(exclusive::take(&places, serves, &mut log)?);
+        } else {
+            exclusive::restore_leftover(&places.record, &mut log);
+        }
+    }
     eprint!("{}", platform.summary_table());
     eprintln!(
         "hetsched daemon {} (pid {}) listening on {}",
@@ -56,9 +79,40 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     Ok(())
 }
 
-/// SIGTERM / SIGINT / SIGHUP: remove the socket file and exit. State is
-/// saved on every change, so there is nothing else to flush.
-fn remove_socket_on_signal(socket: PathBuf) -> Result<()> {
+/// What the daemon undoes when it stops: its socket file, once bound, and
+/// the devices it made exclusive (`exclusive_devices`).
+#[derive(Default)]
+struct CleanupState {
+    socket: Option<PathBuf>,
+    devices: Option<exclusive::ExclusiveGuard>,
+}
+
+type Cleanup = Arc<Mutex<CleanupState>>;
+
+fn lock(cleanup: &Cleanup) -> std::sync::MutexGuard<'_, CleanupState> {
+    cleanup.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Cleans up when `run` returns or panics (the signal thread holds the
+/// state too, so dropping it alone would not): the socket, bound by this
+/// daemon and no longer served, and the devices.
+struct CleanUpOnDrop(Cleanup);
+
+impl Drop for CleanUpOnDrop {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0);
+        if let Some(socket) = state.socket.take() {
+            let _ = std::fs::remove_file(&socket);
+        }
+        // Its Drop puts the files back, one line each.
+        drop(state.devices.take());
+    }
+}
+
+/// SIGTERM / SIGINT / SIGHUP: remove the socket file, give the devices
+/// back (`exclusive_devices`) and exit. State is saved on every change, so
+/// there is nothing else to flush.
+fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .context("installing signal handlers")?;
@@ -66,7 +120,12 @@ fn remove_socket_on_signal(socket: PathBuf) -> Result<()> {
         .name("hetsched-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                let _ = std::fs::remove_file(&socket);
+                let mut state = lock(&cleanup);
+                if let Some(socket) = state.socket.take() {
+                    let _ = std::fs::remove_file(&socket);
+                }
+                // Its Drop puts the files back, one line each.
+                drop(state.devices.take());
                 eprintln!("hetsched daemon: signal {sig}, exiting");
                 std::process::exit(0);
             }
@@ -145,6 +204,16 @@ pub fn units(args: UnitsArgs) -> Result<()> {
         }
         #[cfg(feature = "cuda")]
         print!("{}", gpus.table());
+        if cfg.exclusive_devices {
+            let serves = exclusive::Serves::of(&cfg, &setup.units);
+            let what = match (serves.cuda, serves.opencl) {
+                (true, true) => "the NVIDIA device nodes and the OpenCL vendor files",
+                (true, false) => "the NVIDIA device nodes",
+                (false, true) => "the OpenCL vendor files",
+                (false, false) => "nothing (no CUDA or OpenCL device is served)",
+            };
+            println!("exclusive devices: a running daemon keeps {what} to its own user");
+        }
         for note in &platform.notes {
             println!("note: {note}");
         }

@@ -56,6 +56,7 @@ fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<u8>> {
             let _ = aux;
             None
         }
+        Kernel::User(_) => None,
     }
 }
 

@@ -123,10 +123,13 @@ fn a_flooding_ring_cannot_starve_others_and_a_lying_one_is_cut_short() {
             flood // dropped by the test: leaving with calls queued
         })
     };
-    assert_eq!(
-        ready_rx.recv().unwrap(),
-        256,
-        "the ring holds what the daemon made it hold"
+    // The ring holds 256 calls; the daemon takes up to the client's
+    // `max_outstanding` (64 by default) out of it into the unit's queue
+    // while it fills (each push rings the daemon awake).
+    let pushed = ready_rx.recv().unwrap();
+    assert!(
+        (256..=256 + 64).contains(&pushed),
+        "the ring and the daemon's queue hold what the daemon allows: {pushed} calls pushed"
     );
     // A polite client still gets its calls through, about every other
     // turn under round robin.

@@ -210,6 +210,68 @@ fn gated_calls_are_charged_to_their_process() {
     assert!(busy > 100_000_000, "charged only {busy} ns in 10 s");
 }
 
+/// A device the daemon also serves itself (`opencl_units`) has one agent:
+/// no separate `opencl0` unit, a process's gated calls are granted and
+/// charged on `served-opencl0`, and kernel-ring calls on it still run
+/// between them.
+#[test]
+fn a_device_the_daemon_serves_has_one_agent_for_both_paths() {
+    use hetsched_protocol::kernel_call::{HISTOGRAM_OUT_BYTES, Kernel};
+    let _device = require_opencl();
+    let d = TestDaemon::start(
+        "device-served",
+        "include_cpus = false\nopencl_units = true\n",
+    );
+    let mut c = d.app("ring");
+    assert!(c.unit_by_name(UNIT).is_none(), "{:?}", c.units());
+    let served = c
+        .unit_by_name("served-opencl0")
+        .expect("the daemon serves opencl0")
+        .id;
+    let (iterations, _) =
+        spin_kernel::calibrate_iterations(spin_kernel::DeviceRef::OpenCl(0), 500.0).unwrap();
+    let (client, pid) = busy_client(&d, "normal:100", iterations);
+    let mut ring = c.open_kernel_ring(served, 8192).unwrap();
+    ring.region().write(0, &[7u8; 4096]).unwrap();
+    for _ in 0..5 {
+        let task = c
+            .push_kernel_call(
+                &mut ring,
+                Kernel::Histogram,
+                0..4096,
+                4096..4096 + HISTOGRAM_OUT_BYTES,
+                0,
+            )
+            .unwrap();
+        c.wait_device(task).unwrap();
+        let mut counts = [0u8; 1024];
+        ring.region().read(4096, &mut counts).unwrap();
+        assert_eq!(&counts[28..32], &4096u32.to_le_bytes());
+    }
+    let mut observer = d.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = observer.status().unwrap();
+        let charged: u64 = status
+            .clients
+            .iter()
+            .filter(|c| c.pid == pid)
+            .flat_map(|c| &c.units)
+            .filter(|u| u.unit == served)
+            .map(|u| u.busy_ns_total)
+            .sum();
+        if charged > 50_000_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gated process was charged {charged} ns on served-opencl0 in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(client);
+}
+
 /// A unit listed by the daemon is known to a client by the same name the
 /// runtime gives the device.
 #[test]

@@ -88,6 +88,16 @@ pub struct DaemonConfig {
     /// `cuda` feature; where CUDA is absent at run time the daemon says
     /// why and serves none.
     pub cuda_units: bool,
+    /// While the daemon runs, it is the only user that may open the
+    /// devices it serves ([`crate::exclusive`]): with a served CUDA device,
+    /// `/dev/nvidia<N>`, `nvidiactl`, `nvidia-uvm` and `nvidia-uvm-tools`
+    /// become the daemon's user's with mode 0600; with a served OpenCL
+    /// device, so do the ICD loader's vendor files (`*.icd`), so other
+    /// users' processes list no platform. The owners and modes before are
+    /// put back when the daemon stops. Root and the daemon's own user still
+    /// see the devices. Needs root, unless every file is already the
+    /// daemon's user's. Off by default.
+    pub exclusive_devices: bool,
     /// Largest data region one kernel ring may have, MiB.
     pub max_region_mb: u64,
     /// Accelerator selection binds: a client's calls on the units
@@ -127,6 +137,7 @@ impl Default for DaemonConfig {
             device_units: true,
             opencl_units: false,
             cuda_units: false,
+            exclusive_devices: false,
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
             accelerator_binding: false,
             domains: Vec::new(),
@@ -495,6 +506,29 @@ mod tests {
             }
         }
         assert!(!DaemonConfig::default().cuda_units);
+    }
+
+    #[test]
+    fn exclusive_devices_is_off_by_default_and_parses() {
+        assert!(!DaemonConfig::default().exclusive_devices);
+        assert!(!parse("").unwrap().exclusive_devices);
+        assert!(
+            parse("exclusive_devices = true\n")
+                .unwrap()
+                .exclusive_devices
+        );
+        assert!(
+            !parse("exclusive_devices = false\n")
+                .unwrap()
+                .exclusive_devices
+        );
+        let err = parse("exclusive_device = true\n").unwrap_err();
+        assert!(
+            err.contains("exclusive_device") && err.contains("line 1"),
+            "{err}"
+        );
+        let err = parse("exclusive_devices = \"yes\"\n").unwrap_err();
+        assert!(err.contains("exclusive_devices"), "{err}");
     }
 
     #[test]

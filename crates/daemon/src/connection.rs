@@ -4,6 +4,7 @@
 //! everything the client held.
 
 use crate::config::Coordination;
+use crate::kernel_exec::ExecJob;
 use crate::outbox::Outbox;
 use crate::privilege::Peer;
 use crate::procfs;
@@ -20,6 +21,7 @@ use hetsched_views::call_ring::RingConsumer;
 use hetsched_views::data_region::DataRegion;
 use rustix::net::SendFlags;
 use std::io::Read;
+use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
@@ -133,12 +135,15 @@ pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
         let mut out = Outbox::default();
         let now = shared.now();
         state.monitor.disconnect(id, gone, now, &mut out);
+        for executor in state.kernel_jobs.values() {
+            let _ = executor.send(ExecJob::Forget(id));
+        }
         state.conns.remove(&id);
         state.exclusive.remove(&id);
         state.deliver(&mut out);
         shared.save_store(&mut state);
         drop(state);
-        shared.wake.notify_one();
+        shared.wake();
     }
 }
 
@@ -220,6 +225,7 @@ const CALL_RING_CAPACITY: u64 = 256;
 /// the old one (and drops what was queued in it).
 fn open_call_ring(
     st: &mut crate::server::State,
+    bell: BorrowedFd<'_>,
     id: ClientId,
     unit: UnitId,
 ) -> Result<(), (ErrorCode, String)> {
@@ -230,7 +236,7 @@ fn open_call_ring(
         unit,
         capacity: ring.capacity(),
     };
-    install_ring(st, id, unit, opened, ring, None);
+    install_ring(st, bell, id, unit, opened, ring, None);
     Ok(())
 }
 
@@ -240,6 +246,7 @@ fn open_call_ring(
 /// queued or running keeps the region it was checked against.
 fn open_kernel_ring(
     st: &mut crate::server::State,
+    bell: BorrowedFd<'_>,
     id: ClientId,
     unit: UnitId,
     region_bytes: u64,
@@ -253,8 +260,39 @@ fn open_kernel_ring(
         capacity: ring.capacity(),
         region_bytes,
     };
-    install_ring(st, id, unit, opened, ring, Some(Arc::new(region)));
+    install_ring(st, bell, id, unit, opened, ring, Some(Arc::new(region)));
     Ok(())
+}
+
+/// Hands a `RegisterKernel` to the unit's executor, which builds it
+/// between calls and answers the client ([`crate::monitor::Monitor::kernel_registered`]).
+fn register_kernel(
+    st: &mut crate::server::State,
+    id: ClientId,
+    unit: UnitId,
+    source: String,
+    entry: String,
+) -> Result<(), (ErrorCode, String)> {
+    st.monitor
+        .check_register_kernel(id, unit, source.len(), &entry)?;
+    let executor = st.kernel_jobs.get(&unit).ok_or_else(|| {
+        (
+            ErrorCode::KernelBuildFailed,
+            format!("unit {} has no executor running", unit.0),
+        )
+    })?;
+    executor
+        .send(ExecJob::Register {
+            client: id,
+            source,
+            entry,
+        })
+        .map_err(|_| {
+            (
+                ErrorCode::KernelBuildFailed,
+                format!("the executor of unit {} has stopped", unit.0),
+            )
+        })
 }
 
 fn unavailable(what: &str, e: &dyn std::fmt::Display) -> (ErrorCode, String) {
@@ -264,11 +302,12 @@ fn unavailable(what: &str, e: &dyn std::fmt::Display) -> (ErrorCode, String) {
     )
 }
 
-/// Sends `opened` with the ring's fd (and the region's), then keeps the
-/// ring in place of any the client had on `unit`. A client whose
-/// socket cannot take the frame is cut off instead.
+/// Sends `opened` with the ring's fd (and the region's), then the
+/// doorbell's, then keeps the ring in place of any the client had on
+/// `unit`. A client whose socket cannot take the frame is cut off instead.
 fn install_ring(
     st: &mut crate::server::State,
+    bell: BorrowedFd<'_>,
     id: ClientId,
     unit: UnitId,
     opened: DaemonMsg,
@@ -282,6 +321,7 @@ fn install_ring(
     let frame = encode_frame(&opened);
     let mut fds = vec![ring.fd()];
     fds.extend(region.as_ref().map(|r| r.fd()));
+    fds.push(bell);
     if send_with_fds(&*conn.stream, &frame, &fds).is_err() {
         conn.cut_off = true;
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
@@ -327,16 +367,25 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             None,
         ),
         ClientMsg::OpenCallRing { unit } => {
-            if let Err(r) = open_call_ring(st, id, unit) {
+            if let Err(r) = open_call_ring(st, shared.doorbell.fd(), id, unit) {
                 refuse(&mut out, id, r, None);
             }
             wake = true;
         }
         ClientMsg::OpenKernelRing { unit, region_bytes } => {
-            if let Err(r) = open_kernel_ring(st, id, unit, region_bytes) {
+            if let Err(r) = open_kernel_ring(st, shared.doorbell.fd(), id, unit, region_bytes) {
                 refuse(&mut out, id, r, None);
             }
             wake = true;
+        }
+        ClientMsg::RegisterKernel {
+            unit,
+            source,
+            entry,
+        } => {
+            if let Err(r) = register_kernel(st, id, unit, source, entry) {
+                refuse(&mut out, id, r, None);
+            }
         }
         ClientMsg::RequestDispatch {
             unit,
@@ -454,7 +503,7 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
     let served = st.conns.get(&id).is_some_and(|c| !c.cut_off);
     drop(state);
     if wake {
-        shared.wake.notify_one();
+        shared.wake();
     }
     served
 }

@@ -9,6 +9,10 @@
 //! client is charged is the wall time its call held the unit, measured
 //! here, never a figure the client gave.
 //!
+//! Besides the built-in kernels, a backend may run kernels clients
+//! register ([`KernelBackend::register`], [`hetsched_protocol::user_kernel`]):
+//! the executor builds them on the same thread, between calls.
+//!
 //! [`KernelBackend`] is what a device must do; the OpenCL one is
 //! `opencl::OpenClBackend` (feature `opencl`), the CUDA one
 //! `cuda::CudaBackend` (feature `cuda`).
@@ -17,6 +21,7 @@ use crate::outbox::Outbox;
 use crate::server::Shared;
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::kernel_call::{Kernel, KernelCall};
+use hetsched_protocol::user_kernel::{KernelSignature, UserCall, UserKernelId};
 use hetsched_views::data_region::DataRegion;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -29,6 +34,60 @@ pub trait KernelBackend: Send {
     /// Runs `kernel` on `input` with its extra argument `aux`, returning
     /// exactly `kernel.out_len(input.len())` bytes, or why it could not.
     fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String>;
+
+    /// Builds `client`'s kernel `entry` of `source` (or finds it built
+    /// already), or says why it cannot, with the compiler's log.
+    fn register(
+        &mut self,
+        _client: ClientId,
+        _source: &str,
+        _entry: &str,
+    ) -> Result<Registered, String> {
+        Err(
+            "this unit runs only its built-in kernels; registering kernels is built for \
+             OpenCL units"
+                .into(),
+        )
+    }
+
+    /// Runs a checked call of a registered kernel against `region`.
+    fn run_user(
+        &mut self,
+        _client: ClientId,
+        call: &UserCall,
+        _region: &Arc<DataRegion>,
+    ) -> Result<(), String> {
+        Err(format!("this unit does not run {}", call.kernel))
+    }
+
+    /// `client` left: drop what the backend keeps for it.
+    fn forget_client(&mut self, _client: ClientId) {}
+}
+
+/// A kernel a backend built for a client.
+#[derive(Clone, Debug)]
+pub struct Registered {
+    pub id: UserKernelId,
+    pub signature: KernelSignature,
+    /// The compiler's messages (warnings), if it gave any.
+    pub log: String,
+    /// It had been built before, for this client or another.
+    pub cached: bool,
+}
+
+/// What an executor is asked to do.
+#[derive(Debug)]
+pub enum ExecJob {
+    /// Run a call its unit's policy started.
+    Call(KernelJob),
+    /// Build a client's kernel (`RegisterKernel`).
+    Register {
+        client: ClientId,
+        source: String,
+        entry: String,
+    },
+    /// The client left.
+    Forget(ClientId),
 }
 
 /// A call the unit's policy started, on its way to the executor.
@@ -50,6 +109,12 @@ pub fn execute(
     region: &DataRegion,
     input: &mut Vec<u8>,
 ) -> Result<(), String> {
+    if let Some(user) = &call.user {
+        return Err(format!(
+            "{} needs the client's region handle (run it with run_user)",
+            user.kernel
+        ));
+    }
     if !backend.kernels().contains(&call.kernel) {
         return Err(format!("this unit does not run {}", call.kernel));
     }
@@ -115,11 +180,25 @@ fn run_job(
     input: &mut Vec<u8>,
 ) -> (u64, Result<(), String>) {
     let started = Instant::now();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        execute(backend, &job.call, &job.region, input)
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &job.call.user {
+        Some(user) => backend.run_user(job.client, user, &job.region),
+        None => execute(backend, &job.call, &job.region, input),
     }))
     .unwrap_or_else(|_| Err("the kernel backend panicked".to_string()));
     (started.elapsed().as_nanos() as u64, result)
+}
+
+/// Builds a client's kernel; a backend that panics refuses it.
+fn register(
+    backend: &mut dyn KernelBackend,
+    client: ClientId,
+    source: &str,
+    entry: &str,
+) -> Result<Registered, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backend.register(client, source, entry)
+    }))
+    .unwrap_or_else(|_| Err("the kernel backend panicked while building it".to_string()))
 }
 
 /// The executor thread of `unit`: runs the calls its policy started, one
@@ -128,106 +207,49 @@ pub(crate) fn run(
     shared: &Shared,
     unit: UnitId,
     mut backend: Box<dyn KernelBackend>,
-    jobs: Receiver<KernelJob>,
+    jobs: Receiver<ExecJob>,
 ) {
     let mut out = Outbox::default();
     let mut input = Vec::new();
     for job in jobs {
-        let (ran_ns, result) = run_job(backend.as_mut(), &job, &mut input);
-        let mut state = shared.lock();
-        let now = shared.now();
-        state
-            .monitor
-            .kernel_done(unit, job.client, &job.call, ran_ns, result, now, &mut out);
-        state.deliver(&mut out);
-        drop(state);
-        // What finished may let the policy start more, and move deadlines.
-        shared.wake.notify_all();
+        match job {
+            ExecJob::Call(job) => {
+                let (ran_ns, result) = run_job(backend.as_mut(), &job, &mut input);
+                let mut state = shared.lock();
+                let now = shared.now();
+                state
+                    .monitor
+                    .kernel_done(unit, job.client, &job.call, ran_ns, result, now, &mut out);
+                state.deliver(&mut out);
+                drop(state);
+                // What finished may let the policy start more, and move
+                // deadlines.
+                shared.wake();
+            }
+            ExecJob::Register {
+                client,
+                source,
+                entry,
+            } => {
+                let result = register(backend.as_mut(), client, &source, &entry);
+                let mut state = shared.lock();
+                state
+                    .monitor
+                    .kernel_registered(unit, client, &entry, result, &mut out);
+                state.deliver(&mut out);
+            }
+            ExecJob::Forget(client) => backend.forget_client(client),
+        }
     }
 }
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
-/// OpenCL devices as served units (PoCL on this machine, any GPU's
-/// OpenCL driver elsewhere).
 #[cfg(feature = "opencl")]
-pub mod opencl {
-    use super::KernelBackend;
-    use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
-    use hetsched_opencl::{DeviceInfo, OpenClDevice};
-    use hetsched_protocol::kernel_call::Kernel;
-
-    pub struct OpenClBackend {
-        device: OpenClDevice,
-        histogram: Histogram,
-        aes: Aes128Ctr,
-    }
-
-    impl OpenClBackend {
-        /// Opens device `index` of [`hetsched_opencl::devices`] and builds
-        /// every kernel on it, so the first call does not pay for it.
-        pub fn open(index: usize) -> Result<OpenClBackend, String> {
-            let device = OpenClDevice::open(index).map_err(|e| e.to_string())?;
-            let histogram = Histogram::new(&device).map_err(|e| e.to_string())?;
-            let aes = Aes128Ctr::new(&device).map_err(|e| e.to_string())?;
-            Ok(OpenClBackend {
-                device,
-                histogram,
-                aes,
-            })
-        }
-
-        pub fn info(&self) -> &DeviceInfo {
-            self.device.info()
-        }
-    }
-
-    impl KernelBackend for OpenClBackend {
-        fn kernels(&self) -> &[Kernel] {
-            &Kernel::ALL
-        }
-
-        fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
-            match kernel {
-                Kernel::Histogram => {
-                    let (counts, _) = self
-                        .histogram
-                        .run(&self.device, input)
-                        .map_err(|e| e.to_string())?;
-                    Ok(counts.iter().flat_map(|c| c.to_le_bytes()).collect())
-                }
-                Kernel::Aes128Ctr => {
-                    let (key, iv) = aux.split_at(16);
-                    let key: &[u8; 16] = key.try_into().map_err(|_| "a 16-byte key")?;
-                    let iv: &[u8; 16] = iv.try_into().map_err(|_| "a 16-byte counter block")?;
-                    let (out, _) = self
-                        .aes
-                        .run(&self.device, key, iv, input)
-                        .map_err(|e| e.to_string())?;
-                    Ok(out)
-                }
-            }
-        }
-    }
-
-    /// Every OpenCL device that opens, with its backend; none (and the
-    /// reason) where OpenCL is absent.
-    pub fn open_all() -> Result<Vec<OpenClBackend>, String> {
-        let infos = hetsched_opencl::devices().map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        for info in infos {
-            match OpenClBackend::open(info.index) {
-                Ok(b) => out.push(b),
-                Err(e) => eprintln!(
-                    "hetsched daemon: OpenCL device {} is not served: {e}",
-                    info.name.trim()
-                ),
-            }
-        }
-        Ok(out)
-    }
-}
+pub mod opencl;
+#[cfg(feature = "opencl")]
+mod opencl_user;
 
 #[cfg(test)]
 mod tests {
@@ -253,6 +275,7 @@ mod tests {
                     counts.iter().flat_map(|c| c.to_le_bytes()).collect()
                 }
                 Kernel::Aes128Ctr => input.iter().map(|b| b ^ aux[0]).collect(),
+                Kernel::User(id) => return Err(format!("{id} is not built in")),
             })
         }
     }
@@ -341,6 +364,7 @@ mod tests {
             input: 0..16,
             output: 16..32,
             aux: 64..96,
+            user: None,
         };
         let err = execute(&mut Short, &aes, &daemon, &mut Vec::new()).unwrap_err();
         assert!(err.contains("does not run aes128-ctr"), "{err}");

@@ -75,7 +75,13 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     let mut served = served_opencl_units(cfg, first_id, first_kind);
     let cuda = served_cuda_units(cfg, first_id + served.len(), first_kind + served.len());
     served.extend(cuda);
-    let gated = gated_device_units(cfg, first_id + served.len(), first_kind + served.len());
+    let served_kinds: Vec<String> = served.iter().map(|(s, _)| s.kind_name.clone()).collect();
+    let gated = gated_device_units(
+        cfg,
+        &served_kinds,
+        first_id + served.len(),
+        first_kind + served.len(),
+    );
     let names: Vec<&str> = platform
         .machine
         .units
@@ -202,13 +208,33 @@ fn device_policy(cfg: &DaemonConfig, name: &str) -> PolicyKind {
 /// The units `device_units = true` adds: every real device this build can
 /// drive, numbered from `first_id` (one kind each, from `first_kind`).
 /// Clients run their own kernels there once the unit's agent grants them
-/// a slot; nothing runs in the daemon.
-fn gated_device_units(cfg: &DaemonConfig, first_id: usize, first_kind: usize) -> Vec<UnitSetup> {
+/// a slot; nothing runs in the daemon. A device the daemon serves itself
+/// (one of `served_kinds`) gets no second unit: its served unit's agent
+/// grants the clients' slots too, so one agent arbitrates the device.
+fn gated_device_units(
+    cfg: &DaemonConfig,
+    served_kinds: &[String],
+    first_id: usize,
+    first_kind: usize,
+) -> Vec<UnitSetup> {
     if !cfg.device_units {
         return Vec::new();
     }
+    let mut served: Vec<&String> = served_kinds.iter().collect();
     crate::devices::discover(&mut |note| eprintln!("hetsched daemon: {note}"))
         .into_iter()
+        .filter(|d| match served.iter().position(|k| **k == d.kind) {
+            Some(i) => {
+                served.remove(i);
+                eprintln!(
+                    "hetsched daemon: {} is served by the daemon too: its served unit's agent \
+                     arbitrates both",
+                    d.name
+                );
+                false
+            }
+            None => true,
+        })
         .enumerate()
         .map(|(i, d)| served_unit(first_id + i, first_kind + i, d.name, d.class, d.kind, &[]))
         .collect()
@@ -270,7 +296,7 @@ fn served_opencl_units(
     if !cfg.opencl_units {
         return Vec::new();
     }
-    let backends = match crate::kernel_exec::opencl::open_all() {
+    let backends = match crate::kernel_exec::opencl::open_all(cfg.max_region_mb << 20) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("hetsched daemon: opencl_units = true, but no OpenCL device is served: {e}");

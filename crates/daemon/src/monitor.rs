@@ -10,6 +10,7 @@ use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::{Outbox, QueuedKernel};
 use crate::privilege::{Peer, may_change};
 use crate::store::{ProcessKey, SettingsStore};
+use crate::user_kernels::{MAX_KERNELS_PER_CLIENT, UserKernelRegistry};
 use hetsched_core::backend_policy::selection::{
     self, AcceleratorProfile, DynamicProfile, Need, StaticProfile,
 };
@@ -18,7 +19,10 @@ use hetsched_core::min_funding::{CoreClaim, min_funding};
 use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass, SharedDomain};
 use hetsched_core::unit::UnitClass;
 use hetsched_core::view::{ClientUnitView, UnitView};
-use hetsched_protocol::kernel_call::{Kernel, KernelCall};
+use hetsched_protocol::kernel_call::{Kernel, KernelCall, KernelCallError};
+use hetsched_protocol::user_kernel::{
+    KernelSignature, MAX_ENTRY_BYTES, MAX_SOURCE_BYTES, UserKernelId,
+};
 use hetsched_protocol::{
     ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, DomainInfo, ErrorCode, Role,
     SettingsRequest, StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
@@ -146,6 +150,8 @@ pub struct Monitor {
     kernel_costs: BTreeMap<(usize, Kernel), f64>,
     /// Configured domains, with the credits and ceilings set since.
     domains: Vec<DomainSpec>,
+    /// Kernels clients registered with served units.
+    user_kernels: UserKernelRegistry,
 }
 
 /// Weight of the newest measure in a kernel's cost per byte.
@@ -174,6 +180,7 @@ impl Monitor {
             associations: BTreeMap::new(),
             kernel_costs: BTreeMap::new(),
             domains,
+            user_kernels: UserKernelRegistry::default(),
         }
     }
 
@@ -719,21 +726,25 @@ impl Monitor {
     ) -> Result<(), Refusal> {
         let u = self.admit(client, unit)?;
         let task = call.task;
-        if !self.agents[u].setup.kernels.contains(&call.kernel) {
+        let runs = match call.kernel {
+            Kernel::User(id) => self.user_kernels.signature(client, unit, id).is_ok(),
+            k => self.agents[u].setup.kernels.contains(&k),
+        };
+        if !runs {
             return Err((
                 ErrorCode::BadKernelCall,
                 format!(
-                    "unit {} does not run {}",
+                    "unit {} does not run {} for this client",
                     self.agents[u].setup.unit.name, call.kernel
                 ),
             ));
         }
-        let per_byte = self
+        let per_unit = self
             .kernel_costs
             .get(&(u, call.kernel))
             .copied()
             .unwrap_or(KERNEL_COST_PRIOR_NS_PER_BYTE);
-        let expected = per_byte * call.in_len() as f64;
+        let expected = per_unit * call.work() as f64;
         self.agents[u]
             .submit_kernel(client, QueuedKernel { call, region }, expected, now, out)
             .map_err(|r| refusal(r, task))
@@ -755,8 +766,20 @@ impl Monitor {
         let Ok(u) = self.unit_index(unit) else {
             return;
         };
+        let mut result = result;
+        if let (Kernel::User(id), true) = (call.kernel, ran_ns > self.cfg.max_device_ns) {
+            // Devices are not preempted: a kernel that overran ran to its
+            // end, and will not again for this client.
+            self.user_kernels.revoke(client, unit, id);
+            result = Err(format!(
+                "{id} ran {:.3} s, over max_device_seconds ({:.3} s): it is revoked for this \
+                 client (register it again to call it)",
+                ran_ns as f64 / 1e9,
+                self.cfg.max_device_ns as f64 / 1e9
+            ));
+        }
         if result.is_ok() {
-            let measured = ran_ns as f64 / call.in_len().max(1) as f64;
+            let measured = ran_ns as f64 / call.work().max(1) as f64;
             self.kernel_costs
                 .entry((u, call.kernel))
                 .and_modify(|c| *c += KERNEL_COST_ALPHA * (measured - *c))
@@ -764,6 +787,104 @@ impl Monitor {
         }
         // Unknown only if the call was never started here: nothing to free.
         let _ = self.agents[u].complete_kernel(client, call.task, result, now, out);
+    }
+
+    /// Whether `client` may register kernel `entry` (of `source_bytes`) with
+    /// `unit`: an application, a unit the daemon runs kernels on, sizes in
+    /// bounds, and room under the client's count of registrations. The
+    /// unit's executor then builds it ([`Monitor::kernel_registered`]).
+    pub fn check_register_kernel(
+        &self,
+        client: ClientId,
+        unit: UnitId,
+        source_bytes: usize,
+        entry: &str,
+    ) -> Result<(), Refusal> {
+        self.application(client)?;
+        let u = self.unit_index(unit)?;
+        let setup = &self.agents[u].setup;
+        if setup.kernels.is_empty() {
+            return Err((
+                ErrorCode::NotEmulated,
+                format!(
+                    "unit {} runs no kernels for clients; units that do list them in `hetsched units`",
+                    setup.unit.name
+                ),
+            ));
+        }
+        let bad = |m: String| Err((ErrorCode::KernelBuildFailed, m));
+        if source_bytes == 0 || source_bytes > MAX_SOURCE_BYTES {
+            return bad(format!(
+                "a kernel source of {source_bytes} bytes: it must be 1..={MAX_SOURCE_BYTES}"
+            ));
+        }
+        let identifier = entry
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !identifier || entry.len() > MAX_ENTRY_BYTES {
+            return bad(format!(
+                "{:?} is not a kernel name (an identifier of at most {MAX_ENTRY_BYTES} bytes)",
+                entry.chars().take(MAX_ENTRY_BYTES).collect::<String>()
+            ));
+        }
+        if self.user_kernels.count(client) >= MAX_KERNELS_PER_CLIENT {
+            return bad(format!(
+                "this client has {MAX_KERNELS_PER_CLIENT} kernels registered already (the limit)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The executor of `unit` built (or failed to build) `client`'s kernel
+    /// `entry`: records it and answers the client, if it is still here.
+    pub fn kernel_registered(
+        &mut self,
+        unit: UnitId,
+        client: ClientId,
+        entry: &str,
+        result: Result<crate::kernel_exec::Registered, String>,
+        out: &mut Outbox,
+    ) {
+        if !self.clients.contains_key(&client) {
+            return;
+        }
+        match result {
+            Ok(r) => {
+                self.user_kernels
+                    .add(unit, client, r.id, r.signature.clone());
+                out.push(
+                    client,
+                    DaemonMsg::KernelRegistered {
+                        unit,
+                        kernel: r.id,
+                        signature: r.signature,
+                        build_log: r.log,
+                        cached: r.cached,
+                    },
+                );
+            }
+            Err(message) => out.push(
+                client,
+                DaemonMsg::Error {
+                    code: ErrorCode::KernelBuildFailed,
+                    message: format!("kernel `{entry}` is not registered: {message}"),
+                    task: None,
+                },
+            ),
+        }
+    }
+
+    /// The signature of registered kernel `kernel` on `unit`, if `client`
+    /// may call it.
+    pub fn user_kernel_signature(
+        &self,
+        client: ClientId,
+        unit: UnitId,
+        kernel: UserKernelId,
+    ) -> Result<Arc<KernelSignature>, KernelCallError> {
+        self.user_kernels.signature(client, unit, kernel)
     }
 
     /// `RequestDispatch`: the dispatch gate.
@@ -850,6 +971,7 @@ impl Monitor {
             return;
         };
         self.associations.remove(&client);
+        self.user_kernels.remove_client(client);
         if entry.role == Role::Application {
             for agent in &mut self.agents {
                 agent.remove_client(client, now, out);

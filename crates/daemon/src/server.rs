@@ -11,13 +11,14 @@
 //! were not faster here: docs/PERFORMANCE.md, "Dispatch gate".)
 
 use crate::agent::UnitSetup;
-use crate::kernel_exec::KernelJob;
+use crate::kernel_exec::{ExecJob, KernelJob};
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
 use crate::store::{SettingsStore, StoreError};
 use hetsched_core::ids::{ClientId, Ns};
 use hetsched_protocol::{DaemonStatus, encode_frame};
+use hetsched_views::doorbell::Doorbell;
 use hetsched_views::{CpuKindView, GlobalWriter, PrivateWriter, ViewError};
 use rustix::net::SendFlags;
 use std::collections::{BTreeMap, HashMap};
@@ -25,7 +26,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Everything the server needs to start.
@@ -71,6 +72,8 @@ pub enum DaemonError {
     Store(#[from] StoreError),
     #[error("cannot create the shared-memory views: {0}")]
     Views(#[from] ViewError),
+    #[error("cannot create the rings' doorbell page: {0}")]
+    Doorbell(#[from] hetsched_views::doorbell::DoorbellError),
     #[error("no units to manage: enable CPU discovery or declare [[emulated]] units")]
     NoUnits,
 }
@@ -115,7 +118,7 @@ pub(crate) struct State {
     /// The coordinator's state for `status` (`None` when it is off).
     pub coordination: Option<hetsched_protocol::CoordinationStatus>,
     /// Where each served unit's executor takes its calls.
-    pub kernel_jobs: HashMap<hetsched_core::ids::UnitId, Sender<KernelJob>>,
+    pub kernel_jobs: HashMap<hetsched_core::ids::UnitId, Sender<ExecJob>>,
     /// The daemon's epoch (the same as [`Shared::now`]'s), for deciding
     /// under the lock without the `Shared`.
     epoch: Instant,
@@ -161,11 +164,12 @@ impl State {
                     call: start.call.call,
                     region: start.call.region,
                 };
+                let job = ExecJob::Call(job);
                 let sent = match self.kernel_jobs.get(&start.unit) {
                     Some(tx) => tx.send(job).map_err(|e| e.0),
                     None => Err(job),
                 };
-                if let Err(job) = sent {
+                if let Err(ExecJob::Call(job)) = sent {
                     self.monitor.kernel_done(
                         start.unit,
                         job.client,
@@ -184,8 +188,10 @@ impl State {
 /// What every thread of the daemon shares.
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Wakes the timer thread when new work may move its next deadline.
-    pub wake: Condvar,
+    /// Where the timer thread sleeps: clients ring it after pushing a ring
+    /// call, and the daemon's threads (`Shared::wake`) when new work may
+    /// move its next deadline.
+    pub doorbell: Doorbell,
     epoch: Instant,
     pub setup: DaemonSetup,
     /// Cores of each CPU unit, in CPU-kind order.
@@ -194,6 +200,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The daemon's clock: ns since it started.
+    /// Wakes the timer thread: new work may move its next deadline.
+    pub fn wake(&self) {
+        self.doorbell.ring();
+    }
+
     pub fn now(&self) -> Ns {
         self.epoch.elapsed().as_nanos() as Ns
     }
@@ -245,6 +256,7 @@ impl Server {
             .map(|u| u.unit.slots)
             .collect();
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
+        let doorbell = Doorbell::create()?;
         let listener = bind_socket(&setup.socket)?;
         let epoch = Instant::now();
         let mut monitor = Monitor::new(setup.units.clone(), setup.monitor.clone(), store);
@@ -264,7 +276,7 @@ impl Server {
         Ok(Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
-                wake: Condvar::new(),
+                doorbell,
                 epoch,
                 setup,
                 cpu_unit_slots,

@@ -8,9 +8,11 @@ use crate::outbox::Outbox;
 use crate::procfs;
 use crate::server::OpenRing;
 use crate::server::{Shared, State};
-use hetsched_core::ids::{Ns, TaskId};
+use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
+use hetsched_protocol::kernel_call::{KernelCall, Packet};
 use hetsched_protocol::{DaemonMsg, ErrorCode, kernel_call};
 use hetsched_views::GlobalUnit;
+use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +45,9 @@ pub(crate) fn run(shared: &Shared) {
     let mut last_call: Option<Ns> = None;
     let mut state = shared.lock();
     loop {
+        // Parked before the rings are drained: a call pushed after this
+        // look rings the bell, and the sleep below returns at once.
+        let seen = shared.doorbell.park();
         let now = shared.now();
         let rings = drain_rings(&mut state, now, &mut out);
         if rings.calls > 0 {
@@ -73,12 +78,12 @@ pub(crate) fn run(shared: &Shared) {
             deadline = deadline.min(now + if busy { poll_busy } else { poll_idle });
         }
         let wait = Duration::from_nanos(deadline.saturating_sub(shared.now()));
-        if !wait.is_zero() {
-            state = shared
-                .wake
-                .wait_timeout(state, wait)
-                .map(|(s, _)| s)
-                .unwrap_or_else(|p| p.into_inner().0);
+        if wait.is_zero() {
+            shared.doorbell.unpark();
+        } else {
+            drop(state);
+            shared.doorbell.sleep(seen, wait);
+            state = shared.lock();
         }
     }
 }
@@ -121,15 +126,17 @@ fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> RingsPolled {
                 };
                 let task = TaskId(packet.0[0]);
                 let submitted = match region {
-                    Some(region) => match kernel_call::decode(&packet.0, region.size()) {
-                        Ok(call) => {
-                            monitor.submit_kernel(id, *unit, call, Arc::clone(region), now, out)
+                    Some(region) => {
+                        match checked_kernel_call(monitor, id, *unit, &packet.0, region) {
+                            Ok(call) => {
+                                monitor.submit_kernel(id, *unit, call, Arc::clone(region), now, out)
+                            }
+                            Err(e) => Err((
+                                ErrorCode::BadKernelCall,
+                                format!("kernel call {} refused: {e}", task.0),
+                            )),
                         }
-                        Err(e) => Err((
-                            ErrorCode::BadKernelCall,
-                            format!("kernel call {} refused: {e}", task.0),
-                        )),
-                    },
+                    }
                     None => {
                         let [_, exec_ns, bytes_in, bytes_out, ..] = packet.0;
                         monitor
@@ -155,6 +162,34 @@ fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> RingsPolled {
         polled.open |= !conn.rings.is_empty();
     }
     polled
+}
+
+/// Decodes a kernel ring's packet against the client's `region`. For a
+/// registered kernel, its argument block is copied out of the region once
+/// and checked against the kernel's signature: what runs is that copy,
+/// whatever the client writes to the region afterwards.
+fn checked_kernel_call(
+    monitor: &crate::monitor::Monitor,
+    client: ClientId,
+    unit: UnitId,
+    words: &[u64; 7],
+    region: &DataRegion,
+) -> Result<KernelCall, String> {
+    match kernel_call::decode_packet(words, region.size()).map_err(|e| e.to_string())? {
+        Packet::Builtin(call) => Ok(call),
+        Packet::User(packet) => {
+            let signature = monitor
+                .user_kernel_signature(client, unit, packet.kernel)
+                .map_err(|e| e.to_string())?;
+            let mut block = vec![0u8; (packet.args.end - packet.args.start) as usize];
+            region
+                .read(packet.args.start, &mut block)
+                .map_err(|e| e.to_string())?;
+            packet
+                .bind(&signature, &block, region.size())
+                .map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// What one pass over the rings found.

@@ -17,7 +17,7 @@ use opencl3::error_codes::{
 use opencl3::event::Event;
 use opencl3::kernel::{
     CL_KERNEL_ARG_ADDRESS_CONSTANT, CL_KERNEL_ARG_ADDRESS_GLOBAL, CL_KERNEL_ARG_ADDRESS_LOCAL,
-    CL_KERNEL_ARG_ADDRESS_PRIVATE, Kernel as RawKernel,
+    CL_KERNEL_ARG_ADDRESS_PRIVATE, CL_KERNEL_ARG_TYPE_CONST, Kernel as RawKernel,
 };
 use opencl3::memory::Buffer;
 use opencl3::platform::{Platform, platform::get_platform_ids};
@@ -284,7 +284,8 @@ impl KernelArg<'_> {
 
 /// What a kernel parameter accepts, from the compiler's argument info.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ParamKind {
+pub enum ParamKind {
+    /// A `__global` or `__constant` pointer.
     Buffer,
     Local,
     U32,
@@ -307,11 +308,16 @@ impl ParamKind {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Param {
-    name: String,
-    ty: String,
-    kind: ParamKind,
+/// One parameter of a compiled kernel, as the compiler reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    /// The type as written, e.g. `float*`, `uint`.
+    pub ty: String,
+    pub kind: ParamKind,
+    /// A buffer the kernel cannot write: `__constant`, or a pointer to
+    /// `const`.
+    pub read_only: bool,
 }
 
 /// A compiled kernel, ready to `launch` on the device that built it.
@@ -334,6 +340,11 @@ impl Kernel {
     /// How many arguments `launch` expects.
     pub fn arg_count(&self) -> usize {
         self.params.len()
+    }
+
+    /// Its parameters, in order.
+    pub fn params(&self) -> &[Param] {
+        &self.params
     }
 
     /// Largest work-group this kernel can run with on its device.
@@ -658,6 +669,9 @@ impl OpenClDevice {
             let name = raw.get_arg_name(index).map_err(info_err)?;
             let ty = ty.trim().to_owned();
             let pointer = ty.ends_with('*');
+            let qualifier = raw.get_arg_type_qualifier(index).map_err(info_err)?;
+            let read_only = address == CL_KERNEL_ARG_ADDRESS_CONSTANT
+                || qualifier & u64::from(CL_KERNEL_ARG_TYPE_CONST) != 0;
             let kind = match address {
                 CL_KERNEL_ARG_ADDRESS_GLOBAL | CL_KERNEL_ARG_ADDRESS_CONSTANT if pointer => {
                     Some(ParamKind::Buffer)
@@ -680,7 +694,12 @@ impl OpenClDevice {
                     ty,
                 });
             };
-            params.push(Param { name, ty, kind });
+            params.push(Param {
+                name,
+                ty,
+                kind,
+                read_only: pointer && read_only,
+            });
         }
         Ok(params)
     }

@@ -27,7 +27,7 @@ pub mod reference;
 
 pub use calibrate::{Calibration, CalibrationOptions};
 pub use device::{
-    DeviceBuffer, DeviceInfo, DeviceKind, Kernel, KernelArg, OpenClDevice, RawHandles, Timing,
-    devices,
+    DeviceBuffer, DeviceInfo, DeviceKind, Kernel, KernelArg, OpenClDevice, Param, ParamKind,
+    RawHandles, Timing, devices,
 };
 pub use error::{OpenClError, Result};

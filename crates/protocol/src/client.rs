@@ -12,10 +12,12 @@ use crate::message::{
 };
 use crate::paths::{default_socket_path, requested_settings_from_env};
 use crate::socket::recv_with_fds;
+use crate::user_kernel::{KernelSignature, UserKernelId};
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
 use hetsched_core::unit::UnitClass;
 use hetsched_views::call_ring::{CallPacket, RingProducer};
 use hetsched_views::data_region::DataRegion;
+use hetsched_views::doorbell::Doorbell;
 use hetsched_views::{GlobalReader, PrivateReader, ViewError};
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -407,9 +409,8 @@ impl Client {
         let fd = self.fds.pop_front().ok_or_else(|| {
             ClientError::Unexpected("CallRingOpened came without its descriptor".into())
         })?;
-        let producer = RingProducer::from_fd(fd)
-            .map_err(|e| ClientError::Unexpected(format!("the daemon's call ring: {e}")))?;
-        Ok(CallRing { unit, producer })
+        let bell = self.fds.pop_front();
+        CallRing::new(unit, fd, bell)
     }
 
     /// Queues modelled device work on `ring`; `None` when the ring is full
@@ -423,7 +424,7 @@ impl Client {
     ) -> Option<TaskId> {
         let task = TaskId(self.next_task);
         let packet = CallPacket([task.0, exec_ns, bytes_in, bytes_out, 0, 0, 0]);
-        if !ring.producer.push(&packet) {
+        if !ring.push(&packet) {
             return None;
         }
         self.next_task += 1;
@@ -446,15 +447,14 @@ impl Client {
         )?;
         let (Some(ring_fd), Some(region_fd)) = (self.fds.pop_front(), self.fds.pop_front()) else {
             return Err(ClientError::Unexpected(
-                "KernelRingOpened came without its two descriptors".into(),
+                "KernelRingOpened came without its descriptors".into(),
             ));
         };
-        let producer = RingProducer::from_fd(ring_fd)
-            .map_err(|e| ClientError::Unexpected(format!("the daemon's call ring: {e}")))?;
+        let bell = self.fds.pop_front();
         let region = DataRegion::from_fd(region_fd)
             .map_err(|e| ClientError::Unexpected(format!("the daemon's data region: {e}")))?;
         Ok(KernelRing {
-            ring: CallRing { unit, producer },
+            ring: CallRing::new(unit, ring_fd, bell)?,
             region,
         })
     }
@@ -478,8 +478,80 @@ impl Client {
             input,
             output,
             aux: aux_offset..aux_offset + kernel.aux_len(),
+            user: None,
         };
-        if !ring.ring.producer.push(&CallPacket(call.to_words())) {
+        if !ring.ring.push(&CallPacket(call.to_words())) {
+            return None;
+        }
+        self.next_task += 1;
+        Some(task)
+    }
+
+    /// Registers a kernel of this client's own, OpenCL C `source` and its
+    /// kernel function `entry`, with `unit`; blocks while the unit builds
+    /// it. A source that does not build is refused with
+    /// `KernelBuildFailed` and the compiler's log in the message.
+    pub fn register_kernel(
+        &mut self,
+        unit: UnitId,
+        source: &str,
+        entry: &str,
+    ) -> Result<RegisteredKernel, ClientError> {
+        self.send(&ClientMsg::RegisterKernel {
+            unit,
+            source: source.to_string(),
+            entry: entry.to_string(),
+        })?;
+        self.wait_for(|m| match m {
+            DaemonMsg::KernelRegistered {
+                unit: u,
+                kernel,
+                signature,
+                build_log,
+                cached,
+            } if *u == unit && signature.entry == entry => Some(Ok(RegisteredKernel {
+                unit,
+                kernel: *kernel,
+                signature: signature.clone(),
+                build_log: build_log.clone(),
+                cached: *cached,
+            })),
+            DaemonMsg::Error {
+                code,
+                message,
+                task: None,
+            } => Some(Err(ClientError::Refused {
+                code: *code,
+                message: message.clone(),
+            })),
+            _ => None,
+        })
+    }
+
+    /// Queues a call of a registered kernel on `ring` under a fresh task
+    /// id; `None` when the ring is full. `args` is where its argument
+    /// block ([`crate::user_kernel::ArgBlock`]) lies in the region;
+    /// `global` and `local` are the work sizes (`local` 0: the driver's
+    /// choice).
+    pub fn push_user_call(
+        &mut self,
+        ring: &mut KernelRing,
+        kernel: UserKernelId,
+        args: Range<u64>,
+        global: u64,
+        local: u64,
+    ) -> Option<TaskId> {
+        let task = TaskId(self.next_task);
+        let words = [
+            task.0,
+            kernel.word(),
+            args.start,
+            args.end.saturating_sub(args.start),
+            global,
+            local,
+            0,
+        ];
+        if !ring.ring.push(&CallPacket(words)) {
             return None;
         }
         self.next_task += 1;
@@ -497,7 +569,7 @@ impl Client {
     ) -> Option<TaskId> {
         let task = TaskId(self.next_task);
         words[0] = task.0;
-        if !ring.ring.producer.push(&CallPacket(words)) {
+        if !ring.ring.push(&CallPacket(words)) {
             return None;
         }
         self.next_task += 1;
@@ -793,6 +865,53 @@ impl Client {
 pub struct CallRing {
     pub unit: UnitId,
     producer: RingProducer,
+    /// Rung after each push, so the daemon's poller wakes at once.
+    doorbell: Doorbell,
+}
+
+impl CallRing {
+    fn new(
+        unit: UnitId,
+        ring_fd: OwnedFd,
+        bell_fd: Option<OwnedFd>,
+    ) -> Result<CallRing, ClientError> {
+        let producer = RingProducer::from_fd(ring_fd)
+            .map_err(|e| ClientError::Unexpected(format!("the daemon's call ring: {e}")))?;
+        let bell_fd = bell_fd.ok_or_else(|| {
+            ClientError::Unexpected("the ring came without the daemon's doorbell".into())
+        })?;
+        let doorbell = Doorbell::from_fd(bell_fd)
+            .map_err(|e| ClientError::Unexpected(format!("the daemon's doorbell: {e}")))?;
+        Ok(CallRing {
+            unit,
+            producer,
+            doorbell,
+        })
+    }
+
+    /// Pushes `packet` and rings the daemon if its poller sleeps; `false`
+    /// when the ring is full.
+    fn push(&mut self, packet: &CallPacket) -> bool {
+        let pushed = self.producer.push(packet);
+        if pushed {
+            self.doorbell.ring_if_parked();
+        }
+        pushed
+    }
+}
+
+/// A kernel registered with a unit ([`Client::register_kernel`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisteredKernel {
+    pub unit: UnitId,
+    pub kernel: UserKernelId,
+    /// Its parameters, as the unit's compiler saw them: what the argument
+    /// block must hold.
+    pub signature: KernelSignature,
+    /// The compiler's log (warnings), if any.
+    pub build_log: String,
+    /// The unit had built the same source already.
+    pub cached: bool,
 }
 
 /// A client's kernel ring on one served unit (see

@@ -14,9 +14,11 @@ mod message;
 mod mux;
 mod paths;
 mod socket;
+pub mod user_kernel;
 
 pub use client::{
-    CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, KernelRing, Session,
+    CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, KernelRing, RegisteredKernel,
+    Session,
 };
 pub use frame::{
     FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION, decode_client,

@@ -208,6 +208,18 @@ pub enum ClientMsg {
         credits: Option<u32>,
         cpu_cap: Option<f64>,
     },
+    // Appended in protocol 6.
+    /// Register a kernel of the client's own with a unit the daemon runs
+    /// kernels on: OpenCL C `source` and its kernel function `entry`
+    /// (`crate::user_kernel`). The unit builds it (once per distinct
+    /// source and entry; a second client's registration reuses the build)
+    /// and answers `KernelRegistered`, or `Error` with `KernelBuildFailed`
+    /// carrying the compiler's log. Calls then go through a kernel ring.
+    RegisterKernel {
+        unit: UnitId,
+        source: String,
+        entry: String,
+    },
 }
 
 /// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
@@ -441,6 +453,11 @@ pub enum ErrorCode {
     /// Under `accelerator_binding`, a call on a selectable unit other than
     /// the one the client is associated with.
     NotAssociated,
+    // Appended in protocol 6.
+    /// `RegisterKernel`: the source did not build, has no such kernel, or
+    /// the kernel has a parameter type calls cannot pass; the message
+    /// carries the reason and the compiler's log.
+    KernelBuildFailed,
 }
 
 /// Daemon → client.
@@ -513,6 +530,18 @@ pub enum DaemonMsg {
     /// Answer to `ListDomains` (every configured domain) and to
     /// `SetDomain` (the one changed).
     Domains(Vec<DomainInfo>),
+    // Appended in protocol 6.
+    /// Answer to `RegisterKernel`: the kernel's word for call packets
+    /// (`crate::user_kernel::UserKernelId::word`), its parameters as the
+    /// compiler saw them, the compiler's log (warnings), and whether the
+    /// unit had built it already.
+    KernelRegistered {
+        unit: UnitId,
+        kernel: crate::user_kernel::UserKernelId,
+        signature: crate::user_kernel::KernelSignature,
+        build_log: String,
+        cached: bool,
+    },
 }
 
 /// A configured domain (`[[domains]]`): clients whose process is in its
@@ -570,6 +599,7 @@ mod tests {
             ErrorCode::BadKernelCall,
             ErrorCode::UnknownDomain,
             ErrorCode::NotAssociated,
+            ErrorCode::KernelBuildFailed,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();

@@ -10,8 +10,9 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// Most descriptors one frame carries (global and private view).
-const MAX_FDS: usize = 2;
+/// Most descriptors one frame carries (a kernel ring's: ring, data region,
+/// doorbell).
+const MAX_FDS: usize = 3;
 
 /// Sends `bytes` with `fds` attached to the first byte. Blocks until all
 /// bytes are written; the descriptors go with the first `sendmsg`.

@@ -32,7 +32,15 @@ impl<'m> DeviceUnits<'m> {
     /// Gives `device` (described by `info`, driven as `backend`) a unit
     /// and returns its worker.
     pub fn assign<D>(&mut self, info: UnitInfo, backend: Backend, device: D) -> DeviceWorker<D> {
-        match self.monitor.iter().find(|m| m.name == info.name) {
+        // A device the daemon also serves (`served-opencl<N>`) has one
+        // agent for both paths: gated calls wait for that unit's slot.
+        let served = format!("served-{}", info.name);
+        let found = self
+            .monitor
+            .iter()
+            .find(|m| m.name == info.name)
+            .or_else(|| self.monitor.iter().find(|m| m.name == served));
+        match found {
             Some(m) if arbitrates(m, &info) => {
                 let unit = m.id.index();
                 let merged = UnitInfo {
@@ -99,7 +107,7 @@ pub(crate) fn own_device(name: String, kind: String, class: UnitClass) -> UnitIn
 
 /// Whether monitor unit `m` is the gate of the device `own` describes.
 fn arbitrates(m: &UnitInfo, own: &UnitInfo) -> bool {
-    m.kind == own.kind && !m.emulated && m.kernels.is_empty()
+    m.kind == own.kind && !m.emulated
 }
 
 #[cfg(test)]
@@ -144,17 +152,30 @@ mod tests {
 
     #[test]
     fn other_devices_are_local_units_after_the_monitors() {
-        let mut monitor = vec![info(0, "cpu", "cpu"), info(1, "opencl0", "opencl:other")];
-        monitor.push(info(2, "opencl1", "opencl:dev"));
-        monitor[2].kernels = vec!["histogram".into()];
+        let monitor = vec![info(0, "cpu", "cpu"), info(1, "opencl0", "opencl:other")];
         let mut units = DeviceUnits::new(&monitor);
         let a = units.assign(info(0, "opencl0", "opencl:dev"), opencl(), ());
-        let b = units.assign(info(0, "opencl1", "opencl:dev"), opencl(), ());
         let c = units.assign(info(0, "opencl2", "opencl:dev"), opencl(), ());
-        assert_eq!((a.unit, b.unit, c.unit), (3, 4, 5));
-        assert!(!a.gated && !b.gated && !c.gated);
+        assert_eq!((a.unit, c.unit), (2, 3));
+        assert!(!a.gated && !c.gated);
         let names: Vec<&str> = units.local.iter().map(|(i, _)| i.name.as_str()).collect();
-        assert_eq!(names, ["opencl0-own", "opencl1-own", "opencl2"]);
+        assert_eq!(names, ["opencl0-own", "opencl2"]);
         assert!(units.gated.is_empty());
+    }
+
+    /// A device the daemon serves itself (`served-opencl<N>`) has one
+    /// agent: this process's calls on it wait for that unit's slot too.
+    #[test]
+    fn a_served_device_is_gated_by_its_served_unit() {
+        let mut monitor = vec![
+            info(0, "cpu", "cpu"),
+            info(1, "served-opencl1", "opencl:dev"),
+        ];
+        monitor[1].kernels = vec!["histogram".into()];
+        let mut units = DeviceUnits::new(&monitor);
+        let b = units.assign(info(0, "opencl1", "opencl:dev"), opencl(), ());
+        assert!(b.gated);
+        assert_eq!(b.unit, 1);
+        assert_eq!(units.gated[0].0.name, "opencl1");
     }
 }

@@ -28,6 +28,7 @@
 
 pub mod call_ring;
 pub mod data_region;
+pub mod doorbell;
 mod error;
 mod global;
 pub mod layout;

@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 
@@ -88,6 +88,24 @@ impl Mapping {
         //   library documents as sound on read-only memory for sizes up to the
         //   target's pointer width; a reader never stores.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU64>(), self.len / 8) }
+    }
+}
+
+impl Mapping {
+    /// The mapped bytes as 32-bit atomic words, for a mapping that is only
+    /// ever accessed this way (never through [`Mapping::slots`]): futex
+    /// words are 32 bits.
+    #[inline]
+    pub(crate) fn words32(&self) -> &[AtomicU32] {
+        // SAFETY: as for `slots`, with 4-byte words: the page-aligned
+        // mapping of `len` bytes (a multiple of 8, so of 4) is exactly
+        // `len / 4` aligned `AtomicU32`s, every bit pattern is valid, the
+        // borrow cannot outlive the mapping, the file cannot shrink, and all
+        // access is atomic (lock-free 4-byte operations), so another
+        // process's concurrent writes are never a data race. Callers use a
+        // mapping either through this view or through `slots`, never both,
+        // so no location is accessed with two sizes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU32>(), self.len / 4) }
     }
 }
 

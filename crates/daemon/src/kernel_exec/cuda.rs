@@ -66,6 +66,7 @@ pub fn reference_output(kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<
             hetsched_cuda::reference::aes128_ctr(&key, &iv, &mut out);
             Ok(out)
         }
+        Kernel::User(id) => Err(format!("{id} has no CPU reference here")),
     }
 }
 
@@ -98,6 +99,7 @@ impl CudaBackend {
                 let (key, iv) = aes_args(aux)?;
                 kernels::aes128_ctr(&self.device, &key, &iv, input).map_err(|e| e.to_string())
             }
+            Kernel::User(id) => Err(format!("{id}: this unit runs only its built-in kernels")),
         }
     }
 }

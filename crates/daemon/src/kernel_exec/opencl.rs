@@ -1,0 +1,110 @@
+//! OpenCL devices as served units (PoCL on this machine, any GPU's
+//! OpenCL driver elsewhere): the built-in kernels, and the kernels clients
+//! register ([`super::opencl_user`]).
+
+use super::opencl_user::UserKernels;
+use super::{KernelBackend, Registered};
+use hetsched_core::ids::ClientId;
+use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
+use hetsched_opencl::{DeviceInfo, OpenClDevice};
+use hetsched_protocol::kernel_call::Kernel;
+use hetsched_protocol::user_kernel::UserCall;
+use hetsched_views::data_region::DataRegion;
+use std::sync::Arc;
+
+pub struct OpenClBackend {
+    device: OpenClDevice,
+    histogram: Histogram,
+    aes: Aes128Ctr,
+    user: UserKernels,
+}
+
+impl OpenClBackend {
+    /// Opens device `index` of [`hetsched_opencl::devices`] and builds
+    /// every built-in kernel on it, so the first call does not pay for it.
+    /// A client may keep up to `max_kept_bytes` of buffers on the device
+    /// between calls.
+    pub fn open(index: usize, max_kept_bytes: u64) -> Result<OpenClBackend, String> {
+        let device = OpenClDevice::open(index).map_err(|e| e.to_string())?;
+        let histogram = Histogram::new(&device).map_err(|e| e.to_string())?;
+        let aes = Aes128Ctr::new(&device).map_err(|e| e.to_string())?;
+        Ok(OpenClBackend {
+            device,
+            histogram,
+            aes,
+            user: UserKernels::new(max_kept_bytes),
+        })
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+}
+
+impl KernelBackend for OpenClBackend {
+    fn kernels(&self) -> &[Kernel] {
+        &Kernel::ALL
+    }
+
+    fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
+        match kernel {
+            Kernel::Histogram => {
+                let (counts, _) = self
+                    .histogram
+                    .run(&self.device, input)
+                    .map_err(|e| e.to_string())?;
+                Ok(counts.iter().flat_map(|c| c.to_le_bytes()).collect())
+            }
+            Kernel::Aes128Ctr => {
+                let (key, iv) = aux.split_at(16);
+                let key: &[u8; 16] = key.try_into().map_err(|_| "a 16-byte key")?;
+                let iv: &[u8; 16] = iv.try_into().map_err(|_| "a 16-byte counter block")?;
+                let (out, _) = self
+                    .aes
+                    .run(&self.device, key, iv, input)
+                    .map_err(|e| e.to_string())?;
+                Ok(out)
+            }
+            Kernel::User(id) => Err(format!("{id} runs through run_user")),
+        }
+    }
+
+    fn register(
+        &mut self,
+        _client: ClientId,
+        source: &str,
+        entry: &str,
+    ) -> Result<Registered, String> {
+        self.user.register(&self.device, source, entry)
+    }
+
+    fn run_user(
+        &mut self,
+        client: ClientId,
+        call: &UserCall,
+        region: &Arc<DataRegion>,
+    ) -> Result<(), String> {
+        self.user.run(&self.device, client, call, region)
+    }
+
+    fn forget_client(&mut self, client: ClientId) {
+        self.user.forget(client);
+    }
+}
+
+/// Every OpenCL device that opens, with its backend; none (and the
+/// reason) where OpenCL is absent.
+pub fn open_all(max_kept_bytes: u64) -> Result<Vec<OpenClBackend>, String> {
+    let infos = hetsched_opencl::devices().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for info in infos {
+        match OpenClBackend::open(info.index, max_kept_bytes) {
+            Ok(b) => out.push(b),
+            Err(e) => eprintln!(
+                "hetsched daemon: OpenCL device {} is not served: {e}",
+                info.name.trim()
+            ),
+        }
+    }
+    Ok(out)
+}
