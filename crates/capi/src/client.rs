@@ -66,7 +66,9 @@ pub(crate) static CLIENTS: Table<ClientObj> = Table::new("client");
 
 fn client_error(e: ClientError) -> (HsStatus, String) {
     let status = match &e {
-        ClientError::Connect { .. } => HsStatus::HsErrConnect,
+        ClientError::Connect { .. }
+        | ClientError::SocketDir(_)
+        | ClientError::UntrustedDaemon { .. } => HsStatus::HsErrConnect,
         ClientError::Environment(_) => HsStatus::HsErrInvalid,
         _ => HsStatus::HsErrDaemon,
     };

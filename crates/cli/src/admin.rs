@@ -1,6 +1,7 @@
 //! `hetsched status`, `hetsched shares set`, `hetsched domains` and
 //! `hetsched run`.
 
+use crate::{shown, write_out};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_core::ids::UnitId;
@@ -89,16 +90,13 @@ pub fn status(args: StatusArgs) -> Result<()> {
     let domains = client.domains()?;
     let _ = client.goodbye();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&status_json(&report, &domains)?)?
-        );
+        // serde escapes every string itself.
+        write_out(&(serde_json::to_string_pretty(&status_json(&report, &domains)?)? + "\n"))
     } else if args.prometheus {
-        print!("{}", prometheus(&report));
+        write_out(&prometheus(&shown::report(&report)))
     } else {
-        print!("{}", table(&report, &domains));
+        write_out(&table(&shown::report(&report), &shown::domains(&domains)))
     }
-    Ok(())
 }
 
 /// The configured domain `client` is in, by name.
@@ -233,7 +231,7 @@ pub fn domains(args: DomainsArgs) -> Result<()> {
             let mut client = args.socket.observer("hetsched-domains")?;
             let list = client.domains()?;
             let _ = client.goodbye();
-            print!("{}", domains_table(&list));
+            write_out(&domains_table(&shown::domains(&list)))?;
         }
         Some(DomainsCommand::Set(a)) => {
             if a.credits.is_none() && a.cpu_cap.is_none() {
@@ -245,14 +243,17 @@ pub fn domains(args: DomainsArgs) -> Result<()> {
             let mut client = a.socket.observer("hetsched-domains")?;
             let changed = client.set_domain(&a.name, a.credits, a.cpu_cap)?;
             let _ = client.goodbye();
-            for d in changed {
-                println!(
+            let mut out = String::new();
+            for d in shown::domains(&changed) {
+                let _ = writeln!(
+                    out,
                     "domain {}: credits {}, cpu cap {}",
                     d.name,
                     d.credits,
                     cap_text(d.cpu_cap)
                 );
             }
+            write_out(&out)?;
         }
     }
     Ok(())
@@ -293,6 +294,9 @@ fn pct(x: f64) -> String {
     format!("{:.1}", x * 100.0)
 }
 
+/// The status table. Strings other programs chose (client names above
+/// all) must come escaped: `status` passes [`shown::report`] and
+/// [`shown::domains`].
 fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -574,6 +578,9 @@ fn reordering_units_in_targets<'a>(
         .collect()
 }
 
+/// The Prometheus text exposition of `r`, whose strings are already
+/// shown escaped ([`shown::report`]); label values get the format's own
+/// escapes, so a name can add no line and close no quote.
 fn prometheus(r: &StatusReport) -> String {
     let mut s = String::new();
     let metric = |s: &mut String, name: &str, help: &str, kind: &str| {
@@ -592,7 +599,8 @@ fn prometheus(r: &StatusReport) -> String {
         let _ = writeln!(
             s,
             "hetsched_unit_busy_fraction{{unit=\"{}\"}} {}",
-            u.info.name, u.view.busy_fraction
+            shown::label(&u.info.name),
+            u.view.busy_fraction
         );
     }
     metric(
@@ -609,7 +617,7 @@ fn prometheus(r: &StatusReport) -> String {
             let _ = writeln!(
                 s,
                 "hetsched_unit_queued{{unit=\"{}\",class=\"{class}\"}} {n}",
-                u.info.name
+                shown::label(&u.info.name)
             );
         }
     }
@@ -623,7 +631,7 @@ fn prometheus(r: &StatusReport) -> String {
         let _ = writeln!(
             s,
             "hetsched_unit_busy_seconds_total{{unit=\"{}\"}} {}",
-            u.info.name,
+            shown::label(&u.info.name),
             u.busy_ns_total as f64 / 1e9
         );
     }
@@ -635,12 +643,12 @@ fn prometheus(r: &StatusReport) -> String {
     );
     for c in &r.clients {
         for cu in &c.units {
-            let unit = unit_name(r, cu.unit);
             let _ = writeln!(
                 s,
-                "hetsched_client_busy_seconds_total{{pid=\"{}\",name=\"{}\",unit=\"{unit}\"}} {}",
+                "hetsched_client_busy_seconds_total{{pid=\"{}\",name=\"{}\",unit=\"{}\"}} {}",
                 c.pid,
-                c.name.replace('"', "'"),
+                shown::label(&c.name),
+                shown::label(unit_name(r, cu.unit)),
                 cu.busy_ns_total as f64 / 1e9
             );
         }
@@ -676,15 +684,19 @@ pub fn shares(cmd: SharesCommand) -> Result<()> {
         None => None,
     };
     let (pid, changed) = client.set_settings(Some(args.pid), unit, req)?;
+    let mut out = String::new();
     for (u, s) in changed {
-        let name = client
-            .units()
-            .get(u.index())
-            .map_or("?".to_string(), |i| i.name.clone());
-        println!("pid {pid}: {name} -> {} (priority {})", s.class, s.priority);
+        let name = client.units().get(u.index()).map_or("?", |i| &i.name);
+        let _ = writeln!(
+            out,
+            "pid {pid}: {} -> {} (priority {})",
+            shown::text(name),
+            s.class,
+            s.priority
+        );
     }
     let _ = client.goodbye();
-    Ok(())
+    write_out(&out)
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -842,6 +854,64 @@ mod tests {
         // A reordering unit nobody's targets use says nothing.
         r.coordination.as_mut().unwrap().apps[0].fractions = vec![1.0, 0.0];
         assert!(!table(&r, &[]).contains("warning"));
+    }
+
+    fn client(id: u32, name: &str) -> hetsched_protocol::ClientStatus {
+        hetsched_protocol::ClientStatus {
+            id: ClientId(id),
+            pid: 100 + id,
+            uid: 1000,
+            name: name.into(),
+            connected_ns: 0,
+            units: vec![hetsched_protocol::ClientUnitStatus {
+                unit: UnitId(0),
+                settings: hetsched_protocol::WireSettings {
+                    class: hetsched_protocol::WireClass::Normal(10),
+                    priority: 0,
+                },
+                view: Default::default(),
+                busy_ns_total: 0,
+                outstanding: 0,
+                backend: None,
+            }],
+        }
+    }
+
+    /// Client names reach the table and the metrics escaped: no escape
+    /// sequence, no extra line, no label closed early.
+    #[test]
+    fn client_names_are_shown_escaped_in_the_table_and_the_metrics() {
+        let mut r = report(None, None);
+        r.coordination = None;
+        r.units = vec![unit(0, "gpu0", "gpu", 1)];
+        r.clients = vec![
+            client(1, "\x1b[2J"),
+            client(2, "a\nb"),
+            client(3, "x\"} 1\nhetsched_fake 9"),
+        ];
+        let shown = shown::report(&r);
+        let text = table(&shown, &[]);
+        assert!(!text.contains('\x1b'), "{text}");
+        assert!(text.contains("\\u{1b}[2J"), "{text}");
+        assert!(text.contains("a\\nb"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with('b')), "{text}");
+        let metrics = prometheus(&shown);
+        for line in metrics.lines() {
+            assert!(
+                line.starts_with("# ") || line.starts_with("hetsched_"),
+                "{line}"
+            );
+            assert!(!line.starts_with("hetsched_fake"), "{metrics}");
+        }
+        let client_lines: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("hetsched_client_busy_seconds_total{"))
+            .collect();
+        assert_eq!(client_lines.len(), 3, "{metrics}");
+        assert!(
+            client_lines[2].contains(r#"name="x\"} 1\\nhetsched_fake 9""#),
+            "{metrics}"
+        );
     }
 
     /// Long unit names and device kinds (served OpenCL units) keep the

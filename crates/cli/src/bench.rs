@@ -59,7 +59,7 @@ pub struct GateArgs {
     #[arg(long, default_value_t = 64)]
     clients: u32,
     /// Measurement time, s (after one second of warm-up).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, value_parser = crate::values::seconds, default_value_t = 5.0)]
     seconds: f64,
     /// Time each client holds a grant (its task) before completing it and
     /// asking again, µs. 0: back-to-back requests, which measures

@@ -41,7 +41,7 @@ pub struct WorkArgs {
     kernel: String,
     #[arg(long, default_value_t = 1.0)]
     duty: f64,
-    #[arg(long)]
+    #[arg(long, value_parser = crate::values::seconds)]
     seconds: f64,
     #[arg(long, value_delimiter = ',')]
     slow_cpus: Vec<usize>,
@@ -77,7 +77,7 @@ pub fn work(args: WorkArgs) -> Result<()> {
 #[derive(Args)]
 pub struct BalanceBenchArgs {
     /// Seconds per run.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, value_parser = crate::values::seconds, default_value_t = 3.0)]
     seconds: f64,
     /// Runs per policy and mix (the median is reported). Runs alternate
     /// between two starting placements: worker i on CPU i % 2, then on
@@ -229,7 +229,7 @@ fn one_run(
     );
     b.prime()?;
     let epoch = Duration::from_millis(cfg.epoch_ms);
-    let end = Instant::now() + Duration::from_secs_f64(args.seconds - 0.05);
+    let end = Instant::now() + Duration::from_secs_f64((args.seconds - 0.05).max(0.0));
     let (mut watts, mut epochs, mut moves) = (0.0, 0u32, 0usize);
     let mut last = Instant::now();
     while Instant::now() + epoch < end {

@@ -38,10 +38,10 @@ pub struct DeviceSharesArgs {
     #[arg(long, value_delimiter = ',', default_value = "custom:70,custom:30")]
     classes: Vec<String>,
     /// Measured window, s (after every client has run a call).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, value_parser = crate::values::seconds, default_value_t = 5.0)]
     seconds: f64,
     /// Device time of one call, µs.
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, value_parser = crate::values::positive_us, default_value_t = 1000.0)]
     kernel_us: f64,
     /// The unit's policy in the daemon (share, fifo, priority, accc, …).
     #[arg(long, default_value = "share")]

@@ -22,10 +22,10 @@ pub struct DevicePlacementArgs {
     #[arg(long, default_value = "opencl0")]
     unit: String,
     /// Seconds before, during and after the other process's load.
-    #[arg(long, value_delimiter = ',', default_value = "2,3,3")]
+    #[arg(long, value_parser = crate::values::seconds, value_delimiter = ',', default_value = "2,3,3")]
     phases: Vec<f64>,
     /// Device time of one call, µs.
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, value_parser = crate::values::positive_us, default_value_t = 1000.0)]
     kernel_us: f64,
     /// The CPU implementation computes its result this many times: a CPU
     /// that many times slower than it is, for a machine whose only device

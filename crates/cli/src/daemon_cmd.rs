@@ -61,6 +61,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         // whatever was done.
         let mut state = lock(&cleanup);
         state.socket = Some(socket.clone());
+        state.store = Some(server.store_flusher());
         let mut log = |line: String| eprintln!("hetsched daemon: {line}");
         if cfg.exclusive_devices {
             state.devices = Some(exclusive::take(&places, serves, &mut log)?);
@@ -85,7 +86,33 @@ pub fn run(args: DaemonArgs) -> Result<()> {
 struct CleanupState {
     socket: Option<PathBuf>,
     devices: Option<exclusive::ExclusiveGuard>,
+    /// Writes the settings the store writer still holds (it coalesces
+    /// changes for up to 200 ms).
+    store: Option<hetsched_daemon::store_writer::StoreFlush>,
 }
+
+impl CleanupState {
+    /// Everything the daemon undoes or finishes when it stops: pending
+    /// settings written, the socket removed, the devices given back.
+    fn stop(&mut self) {
+        if let Some(store) = self.store.take()
+            && !store.flush(STOP_FLUSH)
+        {
+            eprintln!(
+                "hetsched daemon: the last settings changes were not written within {:?}",
+                STOP_FLUSH
+            );
+        }
+        if let Some(socket) = self.socket.take() {
+            let _ = std::fs::remove_file(&socket);
+        }
+        // Its Drop puts the files back, one line each.
+        drop(self.devices.take());
+    }
+}
+
+/// How long a stopping daemon waits for its pending settings write.
+const STOP_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 type Cleanup = Arc<Mutex<CleanupState>>;
 
@@ -100,18 +127,12 @@ struct CleanUpOnDrop(Cleanup);
 
 impl Drop for CleanUpOnDrop {
     fn drop(&mut self) {
-        let mut state = lock(&self.0);
-        if let Some(socket) = state.socket.take() {
-            let _ = std::fs::remove_file(&socket);
-        }
-        // Its Drop puts the files back, one line each.
-        drop(state.devices.take());
+        lock(&self.0).stop();
     }
 }
 
-/// SIGTERM / SIGINT / SIGHUP: remove the socket file, give the devices
-/// back (`exclusive_devices`) and exit. State is saved on every change, so
-/// there is nothing else to flush.
+/// SIGTERM / SIGINT / SIGHUP: write the pending settings, remove the
+/// socket file, give the devices back (`exclusive_devices`) and exit.
 fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -120,12 +141,7 @@ fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
         .name("hetsched-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                let mut state = lock(&cleanup);
-                if let Some(socket) = state.socket.take() {
-                    let _ = std::fs::remove_file(&socket);
-                }
-                // Its Drop puts the files back, one line each.
-                drop(state.devices.take());
+                lock(&cleanup).stop();
                 eprintln!("hetsched daemon: signal {sig}, exiting");
                 std::process::exit(0);
             }

@@ -6,6 +6,7 @@
 //! kernel ring and checks every output. It reports what it got, so contention between several
 //! of them (under different classes) can be seen and measured.
 
+use crate::{values, write_out};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use hetsched_core::unit::UnitClass;
@@ -13,6 +14,7 @@ use hetsched_protocol::kernel_call::Kernel;
 use hetsched_protocol::{Client, ClientError, ClientOptions};
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -21,11 +23,11 @@ pub struct LoadArgs {
     /// Unit name.
     #[arg(long)]
     unit: String,
-    /// Modelled execution time of one task on the unit, ms.
-    #[arg(long, default_value_t = 5.0)]
+    /// Modelled execution time of one task on the unit, ms (> 0).
+    #[arg(long, default_value_t = 5.0, value_parser = values::positive_ms)]
     exec_ms: f64,
-    /// How long to keep the unit busy, s.
-    #[arg(long, default_value_t = 3.0)]
+    /// How long to keep the unit busy, s (> 0, at most a year).
+    #[arg(long, default_value_t = 3.0, value_parser = values::seconds)]
     seconds: f64,
     /// Tasks kept outstanding (emulated devices).
     #[arg(long, default_value_t = 2)]
@@ -43,7 +45,7 @@ pub struct LoadArgs {
     gate: bool,
     /// Pause after each completed task, ms: a request/response client that
     /// thinks between requests (latency matters to it, throughput less).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = values::ms)]
     think_ms: f64,
     /// Send the tasks through a call ring (Pegasus's per-client queue in
     /// shared memory) instead of one `SubmitDevice` message each.
@@ -86,9 +88,6 @@ struct LoadReport {
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
-    if !(args.exec_ms > 0.0 && args.exec_ms.is_finite()) {
-        bail!("--exec-ms must be a positive number");
-    }
     let mut opts = ClientOptions::application(&args.name)?;
     if let Some(s) = &args.socket {
         opts = opts.socket(s);
@@ -107,9 +106,6 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let start = Instant::now();
     let (mut tasks, mut unit_ns, mut wait_ns) = (0u64, 0u64, 0u64);
     let mut waits: Vec<u64> = Vec::new();
-    if !(args.think_ms >= 0.0 && args.think_ms.is_finite()) {
-        bail!("--think-ms must be a number ≥ 0");
-    }
     let mut verified = None;
     if !info.kernels.is_empty() || args.kernel.is_some() {
         let name = args
@@ -235,13 +231,15 @@ pub fn run(args: LoadArgs) -> Result<()> {
         verified,
     };
     let _ = client.goodbye();
+    let mut out = String::new();
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        out = serde_json::to_string(&report)? + "\n";
     } else {
-        println!(
+        let _ = writeln!(
+            out,
             "{} on {} ({}): {} tasks, {:.3} s of unit time in {:.3} s ({:.1} %), mean wait {:.2} ms, p99 {:.2} ms",
             report.pid,
-            report.unit,
+            crate::shown::text(&report.unit),
             report.class,
             report.tasks,
             report.unit_ns as f64 / 1e9,
@@ -251,16 +249,17 @@ pub fn run(args: LoadArgs) -> Result<()> {
             report.p99_wait_ns as f64 / 1e6
         );
         if let Some(v) = report.verified {
-            println!(
+            let _ = writeln!(
+                out,
                 "{v} of {} outputs checked against the reference",
                 report.tasks
             );
         }
         if let Some(n) = &report.notice {
-            println!("notice: {n}");
+            let _ = writeln!(out, "notice: {}", crate::shown::text(n));
         }
     }
-    Ok(())
+    write_out(&out)
 }
 
 fn think(ms: f64) {

@@ -21,12 +21,15 @@ mod demo;
 mod load;
 mod load_kernel;
 mod pipeline_cmd;
+mod shown;
 mod sim_cmd;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod spin_kernel;
+mod values;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use std::io::Write as _;
 
 #[derive(Parser)]
 #[command(
@@ -83,9 +86,42 @@ enum Command {
     BalanceWork(bench_balance::WorkArgs),
 }
 
+/// Standard output was closed before everything was written (the reader
+/// of a pipe went away: `hetsched sim list | head -1`).
+#[derive(Debug)]
+pub(crate) struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// Writes `text` to standard output. Where `print!` would panic on a
+/// closed pipe, this returns [`StdoutClosed`], on which `main` ends quietly.
+pub(crate) fn write_out(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        other => Ok(other?),
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    match cli.command {
+    match run(cli.command) {
+        // Nobody reads any more: stop, as a command killed by SIGPIPE would,
+        // without a message (and with success, so `set -o pipefail` scripts
+        // that cut the output short do not fail).
+        Err(e) if e.chain().any(|c| c.is::<StdoutClosed>()) => Ok(()),
+        other => other,
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
         Command::Daemon(args) => daemon_cmd::run(args),
         Command::Status(args) => admin::status(args),
         Command::Shares(cmd) => admin::shares(cmd),

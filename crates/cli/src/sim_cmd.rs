@@ -1,5 +1,6 @@
 //! `hetsched sim`: the simulator's commands.
 
+use crate::write_out;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_sim::balance::{self, BalanceReport};
@@ -8,6 +9,7 @@ use hetsched_sim::report::ScenarioReport;
 use hetsched_sim::{catalog, output, run};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -58,11 +60,10 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
         SimCommand::Run(args) => {
             let report = simulate(&args.scenario, &args.common)?;
             if args.json {
-                println!("{}", report.to_json()?);
+                write_out(&(report.to_json()? + "\n"))
             } else {
-                print!("{}", report.render_table());
+                write_out(&report.render_table())
             }
-            Ok(())
         }
         SimCommand::All(args) => {
             let mut reports = Vec::new();
@@ -78,30 +79,33 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
                 };
                 let report = simulate(name, &common)?;
                 if !args.json {
-                    println!("{}", report.render_table());
+                    write_out(&(report.render_table() + "\n"))?;
                 }
                 reports.push(report.to_value()?);
             }
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+                write_out(&(serde_json::to_string_pretty(&reports)? + "\n"))?;
             }
             Ok(())
         }
     }
 }
 
+/// The built-in scenarios, one a line; written at once, so a reader that
+/// stops early (`sim list | head -1`) ends it quietly.
 fn list() -> Result<()> {
+    let mut out = String::new();
     for (name, text) in catalog::BUILTIN {
         let sc = hetsched_sim::scenario::parse(name, text)?;
-        println!("{name:<24} {}", sc.description);
+        let _ = writeln!(out, "{name:<24} {}", sc.description);
     }
     for (name, description) in balance::SCENARIOS {
-        println!("{name:<24} {description}");
+        let _ = writeln!(out, "{name:<24} {description}");
     }
     for (name, description) in pegasus::SCENARIOS {
-        println!("{name:<24} {description}");
+        let _ = writeln!(out, "{name:<24} {description}");
     }
-    Ok(())
+    write_out(&out)
 }
 
 /// A finished simulation: a task-placement scenario (TOML), a

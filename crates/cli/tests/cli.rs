@@ -1,7 +1,12 @@
 //! The `hetsched` binary, run as a user would.
 
+mod common;
+
+use common::{ONE_GPU, TestDaemon};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn hetsched(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hetsched"))
@@ -105,4 +110,185 @@ fn an_unknown_scenario_name_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("not a built-in scenario"), "{err}");
+}
+
+/// `--seconds nan` (and the other values `Duration::from_secs_f64` panics
+/// on) is a usage error naming the option, before any daemon is asked.
+#[test]
+fn load_refuses_durations_that_would_panic() {
+    for (option, value) in [
+        ("--seconds", "nan"),
+        ("--seconds", "inf"),
+        ("--seconds", "-1"),
+        ("--seconds", "0"),
+        ("--seconds", "1e300"),
+        ("--exec-ms", "nan"),
+        ("--exec-ms", "0"),
+        ("--think-ms", "-1"),
+        ("--think-ms", "inf"),
+    ] {
+        let out = Command::new(common::BIN)
+            // `--seconds=-1`: a separate `-1` would read as an option.
+            .args(["load", "--unit", "gpu0", &format!("{option}={value}")])
+            .env("HETSCHED_SOCKET", "/nonexistent/hetsched.sock")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{option} {value}: {err}");
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{option}")),
+            "{option} {value}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{option} {value}: {err}");
+    }
+}
+
+/// The reader of the output going away (`hetsched sim list | head -1`)
+/// ends the command quietly instead of with a panic.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    for args in [
+        &["sim", "list"][..],
+        &["sim", "run", "asym-fast-cores", "--json"],
+    ] {
+        let mut child = Command::new(common::BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the child writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {}: {err}", out.status);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.trim().is_empty(), "{args:?}: {err}");
+    }
+}
+
+/// Client names are chosen by any client; `hetsched status` shows them
+/// escaped, so none can clear the screen or add a line, nor a metric.
+#[test]
+fn status_shows_client_names_escaped() {
+    let d = TestDaemon::start("escaped-names", ONE_GPU);
+    let _clear = d.app("\x1b[2J");
+    let _two_lines = d.app("a\nb");
+    let _metric = d.app("m\"} 1\nhetsched_fake 9");
+    let out = d.cmd().arg("status").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains('\x1b'), "{text}");
+    assert!(text.contains("\\u{1b}[2J"), "{text}");
+    assert!(text.contains("a\\nb"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("b ")), "{text}");
+    let out = d.cmd().args(["status", "--prometheus"]).output().unwrap();
+    assert!(out.status.success());
+    let metrics = String::from_utf8(out.stdout).unwrap();
+    assert!(!metrics.contains('\x1b'), "{metrics}");
+    for line in metrics.lines() {
+        assert!(
+            line.starts_with("# ") || line.starts_with("hetsched_"),
+            "{metrics}"
+        );
+        assert!(!line.starts_with("hetsched_fake"), "{metrics}");
+    }
+    assert!(metrics.contains(r#"name="\\u{1b}[2J""#), "{metrics}");
+    // JSON keeps the names as they are, escaped by JSON itself.
+    let out = d.cmd().args(["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"\x1b[2J") && names.contains(&"a\nb"),
+        "{names:?}"
+    );
+}
+
+/// A client refuses a daemon that runs as another user (not root), unless
+/// HETSCHED_DAEMON_UID names that user. Needs root, to run the daemon as
+/// uid 65534.
+#[test]
+fn a_daemon_of_another_user_is_refused_unless_named() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: needs root to run the daemon as another user (uid 65534)");
+        return;
+    }
+    let dir = temp_dir("other-user");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+    let socket = dir.join("hetsched.sock");
+    let config = dir.join("hetsched.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_file = \"{}\"\n{ONE_GPU}",
+            dir.join("state.json").display()
+        ),
+    )
+    .unwrap();
+    let daemon = Command::new(common::BIN)
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _daemon = common::Reaped(daemon);
+    let status = |daemon_uid: Option<&str>| {
+        let mut c = Command::new(common::BIN);
+        c.arg("status")
+            .env("HETSCHED_SOCKET", &socket)
+            .env_remove("HETSCHED_DAEMON_UID");
+        if let Some(uid) = daemon_uid {
+            c.env("HETSCHED_DAEMON_UID", uid);
+        }
+        c.output().unwrap()
+    };
+    // Named, it is accepted (once it listens).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = status(Some("65534"));
+        if out.status.success() {
+            assert!(String::from_utf8_lossy(&out.stdout).contains("gpu0"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "daemon did not come up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = status(None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("refusing the hetsched daemon")
+            && err.contains("uid 65534")
+            && err.contains("HETSCHED_DAEMON_UID"),
+        "{err}"
+    );
+    let out = status(Some("1234"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("HETSCHED_DAEMON_UID=1234"), "{err}");
+    let out = status(Some("daemon"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("not a numeric user id"), "{err}");
+    drop(_daemon);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -556,3 +556,43 @@ fn the_cpu_agent_renices_background_clients() {
     bg.kill().unwrap();
     bg.wait().unwrap();
 }
+
+/// Settings changes are written at most five times a second; a daemon
+/// stopped with SIGTERM writes the last one before it exits, so a change
+/// acknowledged just before the stop is in the state file.
+#[test]
+fn a_daemon_stopped_by_sigterm_writes_its_pending_settings() {
+    use hetsched_protocol::{SettingsRequest, WireClass};
+    let mut d = TestDaemon::start("sigterm-flush", ONE_GPU);
+    let mut c = d.app("flushed");
+    for shares in [11, 12, 13, 14, 15, 16, 17] {
+        c.set_settings(
+            None,
+            None,
+            SettingsRequest {
+                class: Some(WireClass::Normal(shares)),
+                priority: None,
+            },
+        )
+        .unwrap();
+    }
+    let mut child = d.child.take().unwrap();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let state = std::fs::read_to_string(d.dir.join("state.json")).unwrap();
+    let state: Value = serde_json::from_str(&state).unwrap();
+    let shares = &state["processes"][0]["units"]["gpu0"]["class"]["shares"];
+    assert_eq!(shares, 17, "the last change is not in {state}");
+    drop(c);
+}

@@ -17,15 +17,24 @@ const CALL: Duration = Duration::from_millis(20);
 const CALLS: u64 = 50;
 
 fn runtime(socket: &Path, models: &Path, reconnect_for: Duration) -> Runtime {
+    runtime_in(MonitorMode::Auto, socket, models, reconnect_for)
+}
+
+fn runtime_in(mode: MonitorMode, socket: &Path, models: &Path, reconnect_for: Duration) -> Runtime {
     let mut opts = RuntimeOptions::new("failover-test")
         .unwrap()
-        .monitor(MonitorMode::Auto)
+        .monitor(mode)
         .socket(socket)
-        .model_dir(models);
+        .model_dir(models)
+        .give_up_after(Duration::from_millis(500));
     opts.requested = Default::default();
     opts.reconnect_for = reconnect_for;
     let rt = Runtime::with_options(opts).unwrap();
-    assert_eq!(rt.stats().monitor, "daemon", "Auto did not pick the daemon");
+    assert_eq!(
+        rt.stats().monitor,
+        "daemon",
+        "the runtime did not pick the daemon"
+    );
     rt
 }
 
@@ -173,4 +182,73 @@ fn a_daemon_restarted_on_the_same_socket_gets_the_runtime_back() {
         rt.accelerate(&task, 1000, Mode::Sync).unwrap().wait(),
         Ok(3001)
     );
+}
+
+/// Daemon-only mode does not wait for ever: once the daemon has been gone
+/// for `give_up_after` (0.5 s here), the calls still waiting for its device
+/// fail, saying so, and so do new ones; once the daemon is back on the
+/// same socket, calls run again.
+#[test]
+fn in_daemon_only_mode_calls_fail_after_the_wait_and_run_once_the_daemon_is_back() {
+    let mut daemon = TestDaemon::start("failover-give-up", ONE_GPU);
+    let rt = runtime_in(
+        MonitorMode::Daemon,
+        &daemon.socket,
+        &daemon.dir.join("models"),
+        Duration::from_millis(100),
+    );
+    let computed = Arc::new(AtomicU64::new(0));
+    let task = device_task(&computed);
+    let handles: Vec<_> = (0..CALLS)
+        .map(|i| (i, rt.accelerate(&task, i, Mode::Async).unwrap()))
+        .collect();
+    wait_for_completed(&rt, 5);
+    daemon.kill();
+    let killed = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for (i, h) in handles {
+            tx.send((i, h.wait())).unwrap();
+        }
+    });
+    let mut failed = 0;
+    for _ in 0..CALLS {
+        let (i, r) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a call still waits 20 s after the daemon died");
+        match r {
+            Ok(v) => assert_eq!(v, i * 3 + 1),
+            Err(e) => {
+                assert!(e.to_string().contains("has been gone"), "call {i}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 0, "no call failed");
+    assert!(
+        killed.elapsed() < Duration::from_secs(15),
+        "the calls took {:?} to fail",
+        killed.elapsed()
+    );
+    // A new call fails at once while the daemon is away.
+    let err = rt
+        .accelerate(&task, 7, Mode::Sync)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.to_string().contains("has been gone"), "{err}");
+    // Back on the same socket: calls run again.
+    daemon.spawn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match rt.accelerate(&task, 1000, Mode::Sync).unwrap().wait() {
+            Ok(v) => {
+                assert_eq!(v, 3001);
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "not back after 30 s: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(rt.monitor_is_daemon());
 }

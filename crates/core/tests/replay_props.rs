@@ -96,3 +96,61 @@ proptest! {
         }
     }
 }
+
+/// A case proptest found on a fresh CI machine (floor 0.976): three units,
+/// two apps, one of which cannot use unit 1.
+#[test]
+fn replayed_targets_keep_the_native_floor_found_case() {
+    let units = vec![
+        UnitSupply {
+            slots: 2.0,
+            time_shared: true,
+            short_first: false,
+        },
+        UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+            short_first: false,
+        },
+        UnitSupply {
+            slots: 1.0,
+            time_shared: false,
+            short_first: false,
+        },
+    ];
+    let app = |exec_ns: Vec<Option<f64>>, overhead: f64, in_flight: f64| AppDemand {
+        overhead_ns: vec![overhead; exec_ns.len()],
+        exec_ns,
+        in_flight,
+        weight: 1.0,
+        declared_native: None,
+        native_trusted: false,
+        native_in_flight: None,
+    };
+    let apps = vec![
+        app(
+            vec![
+                Some(4320696.711411651),
+                Some(1849314.929451226),
+                Some(724353.7043829717),
+            ],
+            163907.9122958399,
+            2.0,
+        ),
+        app(
+            vec![Some(2152186.8967412985), None, Some(535351.6242218688)],
+            0.0,
+            1.0,
+        ),
+    ];
+    let t = solve_targets_replayed(&apps, &units, 1.05, 1, true, None).unwrap();
+    let floor = t
+        .predicted_relative
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        floor >= REPLAY_FLOOR_CAP - REPLAY_FLOOR_TIE - 1e-9,
+        "{floor}"
+    );
+}

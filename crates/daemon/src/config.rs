@@ -22,15 +22,20 @@ pub struct DaemonConfig {
     pub state_file: Option<PathBuf>,
     /// Members of this group may set CUSTOM shares and change others' settings.
     pub admin_group: Option<String>,
-    /// Requests one client may have waiting or running at once.
+    /// Requests one client may have waiting or running at once
+    /// (1..=4096, default 64).
     pub max_outstanding: u32,
-    /// Largest frame accepted from a client, bytes.
+    /// Largest frame accepted from a client, bytes (1024..=67108864, i.e.
+    /// up to 64 MiB; default 256 KiB).
     pub max_frame_bytes: usize,
-    /// Longest device work one request may hold an emulated stream, s.
+    /// Longest device work one request may hold an emulated stream, s
+    /// (a finite number in (0, 3600]; default 10).
     pub max_device_seconds: f64,
-    /// Agents' accounting and view publication period, ms.
+    /// Agents' accounting and view publication period, ms (1..=1000,
+    /// default 10).
     pub tick_ms: u64,
-    /// How often the CPU agent counts runnable threads in /proc, ms.
+    /// How often the CPU agent counts runnable threads in /proc, ms
+    /// (1..=60000, default 500).
     pub cpu_scan_ms: u64,
     /// The CPU agent sets the nice level of every thread of each
     /// application from its class on the CPU units (BACKGROUND → 19,
@@ -68,9 +73,15 @@ pub struct DaemonConfig {
     pub include_cpus: bool,
     /// Cache of the CPU calibration.
     pub calibration_cache: Option<PathBuf>,
-    /// Emulated devices (`[[emulated]]` tables).
+    /// Emulated devices (`[[emulated]]` tables). Their numbers are
+    /// bounded too: `streams` 1..=64, `speed` in (0, 1e6], `copy_gbps`
+    /// and `copy_out_gbps` in (0, 1e4], `copy_latency_us` and
+    /// `dispatch_us` in [0, 1e6], `busy_watts` and `idle_watts` in
+    /// [0, 1e5], `memory_mb` 1..=16777216 (16 TiB), `max_clients`
+    /// 1..=1024 ([`check_emulated_bounds`]).
     pub emulated: Vec<EmulatedUnitConfig>,
-    /// CPUs emulated as slower kinds (`[[slow_cores]]` tables).
+    /// CPUs emulated as slower kinds (`[[slow_cores]]` tables; `speed` in
+    /// (0, 1), the CPU numbers checked against the machine at start-up).
     pub slow_cores: Vec<SlowCoreConfig>,
     /// Every real OpenCL and CUDA device this build can drive is a unit
     /// with an agent (`opencl<N>`, `cuda<N>`): applications run their own
@@ -98,7 +109,8 @@ pub struct DaemonConfig {
     /// see the devices. Needs root, unless every file is already the
     /// daemon's user's. Off by default.
     pub exclusive_devices: bool,
-    /// Largest data region one kernel ring may have, MiB.
+    /// Largest data region one kernel ring may have, MiB (1..=1024,
+    /// default 64).
     pub max_region_mb: u64,
     /// Accelerator selection binds: a client's calls on the units
     /// selection chooses among go only to the one it is associated with
@@ -108,7 +120,9 @@ pub struct DaemonConfig {
     pub accelerator_binding: bool,
     /// Pegasus domains beyond single clients (`[[domains]]` tables): the
     /// clients of a cgroup (a container) share its accelerator credits
-    /// and, with `cpu_cap`, a CPU ceiling ([`crate::domains`]).
+    /// and, with `cpu_cap`, a CPU ceiling ([`crate::domains`]). `credits`
+    /// and each of `unit_credits` are 1..=1000000; `cpu_cap` is a
+    /// positive number of cores, at most the machine's.
     pub domains: Vec<DomainSpec>,
 }
 
@@ -234,32 +248,9 @@ impl DaemonConfig {
             toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
         for e in &cfg.emulated {
             e.validate().map_err(|err| invalid(err.to_string()))?;
+            check_emulated_bounds(e).map_err(invalid)?;
         }
-        if cfg.max_outstanding == 0 {
-            return Err(invalid("max_outstanding must be at least 1".into()));
-        }
-        if cfg.tick_ms == 0 || cfg.tick_ms > 1000 {
-            return Err(invalid(format!(
-                "tick_ms = {} is outside 1..=1000",
-                cfg.tick_ms
-            )));
-        }
-        if !(cfg.max_device_seconds > 0.0 && cfg.max_device_seconds.is_finite()) {
-            return Err(invalid(format!(
-                "max_device_seconds = {} must be a positive number",
-                cfg.max_device_seconds
-            )));
-        }
-        if !(1.0..=2.0).contains(&cfg.coordination_floor) {
-            return Err(invalid(format!(
-                "coordination_floor = {} is outside 1.0..=2.0 (× native: below 1 would let \
-                 the coordinator put apps below native on purpose)",
-                cfg.coordination_floor
-            )));
-        }
-        if cfg.cpu_scan_ms == 0 {
-            return Err(invalid("cpu_scan_ms must be at least 1".into()));
-        }
+        check_bounds(&cfg).map_err(invalid)?;
         if cfg.cpu_cgroups && !cfg.include_cpus {
             return Err(invalid(
                 "cpu_cgroups = true needs include_cpus = true: a client's CPU share comes from \
@@ -281,14 +272,8 @@ impl DaemonConfig {
                     .into(),
             ));
         }
-        let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
-        if cfg.max_region_mb == 0 || cfg.max_region_mb > max_region {
-            return Err(invalid(format!(
-                "max_region_mb = {} is outside 1..={max_region}",
-                cfg.max_region_mb
-            )));
-        }
         crate::domains::validate(&cfg.domains, online_cpus()).map_err(invalid)?;
+        check_domain_bounds(&cfg.domains).map_err(invalid)?;
         if !cfg.cpu_cgroups {
             if let Some(d) = cfg.domains.iter().find(|d| d.cpu_cap.is_some()) {
                 return Err(invalid(format!(
@@ -297,12 +282,6 @@ impl DaemonConfig {
                     d.name
                 )));
             }
-        }
-        if cfg.max_frame_bytes < 1024 {
-            return Err(invalid(format!(
-                "max_frame_bytes = {} is too small (at least 1024)",
-                cfg.max_frame_bytes
-            )));
         }
         Ok(cfg)
     }
@@ -336,6 +315,109 @@ impl DaemonConfig {
             .clone()
             .unwrap_or_else(hetsched_protocol::default_socket_path)
     }
+}
+
+/// `key = value` within `lo..=hi`, else an error naming all three. NaN
+/// is within no range.
+fn within<T: PartialOrd + std::fmt::Display>(
+    key: &str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), String> {
+    if value >= lo && value <= hi {
+        Ok(())
+    } else {
+        Err(format!("{key} = {value} is outside {lo}..={hi}"))
+    }
+}
+
+/// `key = value` a finite number in `(0, hi]`, else an error naming all three.
+fn positive_up_to(key: &str, value: f64, hi: f64) -> Result<(), String> {
+    if value > 0.0 && value <= hi {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key} = {value} is outside (0, {hi}]: it must be a finite number above 0"
+        ))
+    }
+}
+
+/// Longest device work one request may ask for, s.
+pub const MAX_DEVICE_SECONDS: f64 = 3600.0;
+/// Most streams of one emulated unit (each is a slot its agent hands out).
+pub const MAX_STREAMS: u32 = 64;
+/// Most credits of one domain on one unit.
+pub const MAX_DOMAIN_CREDITS: u32 = 1_000_000;
+
+/// The daemon's own numeric keys within their documented ranges (the
+/// [`DaemonConfig`] field docs give them), and the slow cores' speeds.
+fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
+    within("max_outstanding", cfg.max_outstanding, 1, 4096)?;
+    within("max_frame_bytes", cfg.max_frame_bytes, 1024, 64 << 20)?;
+    positive_up_to(
+        "max_device_seconds",
+        cfg.max_device_seconds,
+        MAX_DEVICE_SECONDS,
+    )?;
+    within("tick_ms", cfg.tick_ms, 1, 1000)?;
+    within("cpu_scan_ms", cfg.cpu_scan_ms, 1, 60_000)?;
+    if !(1.0..=2.0).contains(&cfg.coordination_floor) {
+        return Err(format!(
+            "coordination_floor = {} is outside 1.0..=2.0 (× native: below 1 would let \
+             the coordinator put apps below native on purpose)",
+            cfg.coordination_floor
+        ));
+    }
+    let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
+    within("max_region_mb", cfg.max_region_mb, 1, max_region)?;
+    for (i, s) in cfg.slow_cores.iter().enumerate() {
+        if !(s.speed > 0.0 && s.speed < 1.0) {
+            return Err(format!(
+                "slow_cores[{i}]: speed = {} is outside (0, 1): a fraction of a full core",
+                s.speed
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The domains' credits within 1..=[`MAX_DOMAIN_CREDITS`] (after
+/// [`crate::domains::validate`], which names a zero its own way).
+fn check_domain_bounds(domains: &[DomainSpec]) -> Result<(), String> {
+    for d in domains {
+        let key = |k: &str| format!("domain {:?}: {k}", d.name);
+        within(&key("credits"), d.credits, 1, MAX_DOMAIN_CREDITS)?;
+        for (unit, c) in &d.unit_credits {
+            within(
+                &key(&format!("unit_credits.{unit}")),
+                *c,
+                1,
+                MAX_DOMAIN_CREDITS,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The upper bounds of an `[[emulated]]` table's numbers, which
+/// [`EmulatedUnitConfig::validate`] checks from below (the
+/// [`DaemonConfig::emulated`] doc gives the ranges).
+pub fn check_emulated_bounds(e: &EmulatedUnitConfig) -> Result<(), String> {
+    let key = |k: &str| format!("emulated unit {:?}: {k}", e.name);
+    within(&key("streams"), e.streams, 1, MAX_STREAMS)?;
+    positive_up_to(&key("speed"), e.speed, 1e6)?;
+    positive_up_to(&key("copy_gbps"), e.copy_gbps, 1e4)?;
+    if let Some(out) = e.copy_out_gbps {
+        positive_up_to(&key("copy_out_gbps"), out, 1e4)?;
+    }
+    within(&key("copy_latency_us"), e.copy_latency_us, 0.0, 1e6)?;
+    within(&key("dispatch_us"), e.dispatch_us, 0.0, 1e6)?;
+    within(&key("busy_watts"), e.busy_watts, 0.0, 1e5)?;
+    within(&key("idle_watts"), e.idle_watts, 0.0, 1e5)?;
+    within(&key("memory_mb"), e.memory_mb, 1, 16 << 20)?;
+    within(&key("max_clients"), e.max_clients, 1, 1024)?;
+    Ok(())
 }
 
 /// CPUs online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`), else
@@ -483,6 +565,134 @@ mod tests {
             parse("[[emulated]]\nname = \"g\"\nspeed = 1.0\ncopy_gbps = 1.0\nmemory_gb = 4\n")
                 .unwrap_err();
         assert!(err.contains("memory_gb"), "{err}");
+    }
+
+    /// Every numeric key has a range, checked at parse time; the error
+    /// names the key, the value and the range.
+    #[test]
+    fn numbers_outside_their_ranges_name_key_value_and_range() {
+        for (text, want) in [
+            (
+                "max_outstanding = 0",
+                "max_outstanding = 0 is outside 1..=4096",
+            ),
+            (
+                "max_outstanding = 5000",
+                "max_outstanding = 5000 is outside 1..=4096",
+            ),
+            (
+                "max_frame_bytes = 100",
+                "max_frame_bytes = 100 is outside 1024..=67108864",
+            ),
+            (
+                "max_frame_bytes = 1000000000",
+                "max_frame_bytes = 1000000000 is outside",
+            ),
+            (
+                "max_device_seconds = nan",
+                "max_device_seconds = NaN is outside (0, 3600]",
+            ),
+            (
+                "max_device_seconds = inf",
+                "max_device_seconds = inf is outside (0, 3600]",
+            ),
+            (
+                "max_device_seconds = 0.0",
+                "max_device_seconds = 0 is outside (0, 3600]",
+            ),
+            (
+                "max_device_seconds = 7200.0",
+                "max_device_seconds = 7200 is outside",
+            ),
+            ("tick_ms = 0", "tick_ms = 0 is outside 1..=1000"),
+            ("tick_ms = 5000", "tick_ms = 5000 is outside 1..=1000"),
+            ("cpu_scan_ms = 0", "cpu_scan_ms = 0 is outside 1..=60000"),
+            (
+                "cpu_scan_ms = 3600000",
+                "cpu_scan_ms = 3600000 is outside 1..=60000",
+            ),
+            (
+                "max_region_mb = 4096",
+                "max_region_mb = 4096 is outside 1..=1024",
+            ),
+            (
+                "[[slow_cores]]\ncpus = [1]\nspeed = 1.5",
+                "slow_cores[0]: speed = 1.5 is outside (0, 1)",
+            ),
+            (
+                "[[slow_cores]]\ncpus = [1]\nspeed = nan",
+                "slow_cores[0]: speed = NaN is outside (0, 1)",
+            ),
+        ] {
+            let err = parse(&format!("{text}\n")).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        assert!(parse("max_outstanding = 4096\ntick_ms = 1000\ncpu_scan_ms = 60000\n").is_ok());
+        assert!(parse("max_device_seconds = 3600.0\nmax_frame_bytes = 1024\n").is_ok());
+    }
+
+    #[test]
+    fn emulated_units_and_domains_have_upper_bounds() {
+        let unit = |extra: &str| {
+            parse(&format!(
+                "[[emulated]]\nname = \"g\"\nspeed = 1.0\ncopy_gbps = 1.0\n{extra}\n"
+            ))
+        };
+        assert_eq!(unit("streams = 64").unwrap().emulated[0].streams, 64);
+        for (extra, want) in [
+            (
+                "streams = 65",
+                "emulated unit \"g\": streams = 65 is outside 1..=64",
+            ),
+            (
+                "streams = 4000000000",
+                "streams = 4000000000 is outside 1..=64",
+            ),
+            (
+                "memory_mb = 99999999999",
+                "memory_mb = 99999999999 is outside 1..=16777216",
+            ),
+            (
+                "max_clients = 5000",
+                "max_clients = 5000 is outside 1..=1024",
+            ),
+            (
+                "dispatch_us = 1e9",
+                "dispatch_us = 1000000000 is outside 0..=1000000",
+            ),
+            (
+                "copy_out_gbps = 1e9",
+                "copy_out_gbps = 1000000000 is outside (0, 10000]",
+            ),
+            (
+                "busy_watts = 1e7\nidle_watts = 1.0",
+                "busy_watts = 10000000 is outside",
+            ),
+        ] {
+            let err = unit(extra).unwrap_err();
+            assert!(err.contains(want), "{extra}: {err}");
+        }
+        let err = parse("[[emulated]]\nname = \"g\"\nspeed = 1e7\ncopy_gbps = 1.0\n").unwrap_err();
+        assert!(
+            err.contains("speed = 10000000 is outside (0, 1000000]"),
+            "{err}"
+        );
+        let domain = |extra: &str| {
+            parse(&format!(
+                "[[domains]]\nname = \"web\"\ncgroup = \"/docker/abc\"\n{extra}\n"
+            ))
+        };
+        assert!(domain("credits = 1000000").is_ok());
+        let err = domain("credits = 1000001").unwrap_err();
+        assert!(
+            err.contains("domain \"web\": credits = 1000001 is outside 1..=1000000"),
+            "{err}"
+        );
+        let err = domain("unit_credits = { gpu1 = 4000000000 }").unwrap_err();
+        assert!(
+            err.contains("unit_credits.gpu1 = 4000000000 is outside"),
+            "{err}"
+        );
     }
 
     #[test]

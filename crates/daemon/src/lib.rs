@@ -27,5 +27,6 @@ pub mod procfs;
 pub mod renice;
 pub mod server;
 pub mod store;
+pub mod store_writer;
 mod timer;
 pub mod user_kernels;

@@ -681,15 +681,9 @@ impl Monitor {
         Ok(())
     }
 
-    /// Whether `client` may have a kernel ring with a data region of
-    /// `region_bytes` on `unit`: an application, a unit the daemon runs
-    /// kernels on, and a region size in bounds.
-    pub fn check_kernel_ring(
-        &self,
-        client: ClientId,
-        unit: UnitId,
-        region_bytes: u64,
-    ) -> Result<(), Refusal> {
+    /// The index of `unit` if `client` is an application and the daemon
+    /// runs kernels on `unit` for clients.
+    fn kernel_unit(&self, client: ClientId, unit: UnitId) -> Result<usize, Refusal> {
         self.application(client)?;
         let u = self.unit_index(unit)?;
         let setup = &self.agents[u].setup;
@@ -702,6 +696,19 @@ impl Monitor {
                 ),
             ));
         }
+        Ok(u)
+    }
+
+    /// Whether `client` may have a kernel ring with a data region of
+    /// `region_bytes` on `unit`: an application, a unit the daemon runs
+    /// kernels on, and a region size in bounds.
+    pub fn check_kernel_ring(
+        &self,
+        client: ClientId,
+        unit: UnitId,
+        region_bytes: u64,
+    ) -> Result<(), Refusal> {
+        self.kernel_unit(client, unit)?;
         let max = self.cfg.max_region_bytes;
         if region_bytes == 0 || region_bytes % 8 != 0 || region_bytes > max {
             return Err((
@@ -800,18 +807,7 @@ impl Monitor {
         source_bytes: usize,
         entry: &str,
     ) -> Result<(), Refusal> {
-        self.application(client)?;
-        let u = self.unit_index(unit)?;
-        let setup = &self.agents[u].setup;
-        if setup.kernels.is_empty() {
-            return Err((
-                ErrorCode::NotEmulated,
-                format!(
-                    "unit {} runs no kernels for clients; units that do list them in `hetsched units`",
-                    setup.unit.name
-                ),
-            ));
-        }
+        self.kernel_unit(client, unit)?;
         let bad = |m: String| Err((ErrorCode::KernelBuildFailed, m));
         if source_bytes == 0 || source_bytes > MAX_SOURCE_BYTES {
             return bad(format!(

@@ -16,6 +16,7 @@ use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
 use crate::store::{SettingsStore, StoreError};
+use crate::store_writer::{MIN_INTERVAL, StoreFlush, StoreWriter};
 use hetsched_core::ids::{ClientId, Ns};
 use hetsched_protocol::{DaemonStatus, encode_frame};
 use hetsched_views::doorbell::Doorbell;
@@ -196,6 +197,8 @@ pub(crate) struct Shared {
     pub setup: DaemonSetup,
     /// Cores of each CPU unit, in CPU-kind order.
     pub cpu_unit_slots: Vec<u32>,
+    /// Writes the settings store off the lock ([`Shared::save_store`]).
+    store_writer: StoreWriter,
 }
 
 impl Shared {
@@ -224,12 +227,12 @@ impl Shared {
         }
     }
 
-    /// Writes the settings store if the monitor changed it.
+    /// If the monitor changed the settings store, hands a copy to the
+    /// writer thread, which writes the file after the lock is dropped, at
+    /// most every [`crate::store_writer::MIN_INTERVAL`] (the latest copy).
     pub fn save_store(&self, state: &mut State) {
         if let Some(store) = state.monitor.take_dirty_store() {
-            if let Err(e) = store.save(&self.setup.state_path) {
-                eprintln!("hetsched daemon: {e}");
-            }
+            self.store_writer.submit(store.clone());
         }
     }
 }
@@ -241,14 +244,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads persisted settings, creates the views and binds the socket
-    /// (replacing a stale socket file, refusing if a daemon answers on it).
+    /// Creates the views, binds the socket (replacing a stale socket file,
+    /// refusing if a daemon answers on it), loads persisted settings (moving
+    /// a bad state file aside: [`SettingsStore::load_or_recover`]) and
+    /// starts their writer thread.
     pub fn bind(setup: DaemonSetup) -> Result<Server, DaemonError> {
         if setup.units.is_empty() {
             return Err(DaemonError::NoUnits);
         }
-        let mut store = SettingsStore::load(&setup.state_path)?;
-        store.retain_alive(procfs::alive);
         let cpu_unit_slots: Vec<u32> = setup
             .units
             .iter()
@@ -258,7 +261,25 @@ impl Server {
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let doorbell = Doorbell::create()?;
         let listener = bind_socket(&setup.socket)?;
+        // Only once no other daemon answers: recovery moves files aside
+        // that a running daemon would still be writing.
+        let mut log = |line: String| eprintln!("hetsched daemon: {line}");
+        let mut store = match SettingsStore::load_or_recover(&setup.state_path, &mut log) {
+            Ok((store, _)) => store,
+            Err(e) => {
+                let _ = std::fs::remove_file(&setup.socket);
+                return Err(e.into());
+            }
+        };
+        store.retain_alive(procfs::alive);
         let epoch = Instant::now();
+        let store_writer =
+            StoreWriter::spawn(setup.state_path.clone(), MIN_INTERVAL).map_err(|source| {
+                StoreError::Write {
+                    path: setup.state_path.clone(),
+                    source,
+                }
+            })?;
         let mut monitor = Monitor::new(setup.units.clone(), setup.monitor.clone(), store);
         monitor.set_accelerator_limits(&setup.accelerator_limits);
         let state = State {
@@ -280,6 +301,7 @@ impl Server {
                 epoch,
                 setup,
                 cpu_unit_slots,
+                store_writer,
             }),
             listener,
         })
@@ -287,6 +309,13 @@ impl Server {
 
     pub fn socket(&self) -> &std::path::Path {
         &self.shared.setup.socket
+    }
+
+    /// For whoever stops the daemon: waits until the latest settings are
+    /// in the state file (writes are coalesced, so the last changes may
+    /// still be pending).
+    pub fn store_flusher(&self) -> StoreFlush {
+        self.shared.store_writer.flusher()
     }
 
     /// Serves until the process ends.

@@ -1,12 +1,22 @@
 //! Settings that outlive the daemon: every non-default setting of a
 //! running process, keyed by (pid, start time) so that a process that
 //! reconnects after a restart gets its shares back and a new process that
-//! happens to reuse the pid does not. Written atomically (temp file,
-//! fsync, rename) after every change.
+//! happens to reuse the pid does not.
+//!
+//! A save never loses a good file: the new state goes to a temp file that
+//! is fsynced, the current file is hard-linked to `state.json.last-good`
+//! (through a temp name, then renamed over it), and only then is the temp
+//! file renamed over `state.json`. Each step is one atomic rename, so at
+//! every instant both names hold a complete file. On start, a file that
+//! cannot be read is moved aside (`state.json.corrupt-<unix seconds>`) and
+//! the daemon starts from the last good one, else from defaults
+//! ([`SettingsStore::load_or_recover`]). The daemon writes off its state
+//! lock, at most a few times a second ([`crate::store_writer`]).
 
 use hetsched_core::policy::ClientSettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -59,27 +69,116 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{problem}, and it cannot be moved aside to {to}: {source}")]
+    MoveAside {
+        problem: Box<StoreError>,
+        to: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Where [`SettingsStore::load_or_recover`] found the settings it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadedFrom {
+    /// No state file: the first start.
+    Nothing,
+    /// The state file.
+    File,
+    /// The state file was bad; the last good one beside it.
+    LastGood,
+    /// Both were bad (or there was no last good one): defaults.
+    Defaults,
+}
+
+/// `path` with `suffix` appended to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The previous good state file, kept beside `path`.
+pub fn last_good_path(path: &Path) -> PathBuf {
+    with_suffix(path, ".last-good")
+}
+
+/// Reads and parses one state file; `None` if it does not exist.
+fn read_file(path: &Path) -> Result<Option<SettingsStore>, StoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => SettingsStore::parse(path, &bytes).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Read {
+            path: path.into(),
+            source,
+        }),
+    }
+}
+
+/// Renames a bad file to `<path>.corrupt-<unix seconds>` (with `-<n>`
+/// added if a file of that name exists) and returns the new name.
+fn move_aside(path: &Path, problem: StoreError) -> Result<PathBuf, StoreError> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = with_suffix(path, &format!(".corrupt-{secs}"));
+    let mut to = base.clone();
+    let mut n = 1;
+    while to.symlink_metadata().is_ok() {
+        to = with_suffix(&base, &format!("-{n}"));
+        n += 1;
+    }
+    match std::fs::rename(path, &to) {
+        Ok(()) => Ok(to),
+        Err(source) => Err(StoreError::MoveAside {
+            problem: Box::new(problem),
+            to,
+            source,
+        }),
+    }
+}
+
+/// Makes `to` a complete copy of `from` in one step: a hard link (or, on
+/// a file system without them, a fsynced copy) under a temp name, renamed
+/// over `to`.
+fn replace_with_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    let tmp = with_suffix(to, ".tmp");
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    if std::fs::hard_link(from, &tmp).is_err() {
+        std::fs::copy(from, &tmp)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+    }
+    std::fs::rename(&tmp, to)?;
+    // Renaming a file over another link to the same file does nothing and
+    // leaves the temp name behind.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Makes the renames in `path`'s directory durable. Not every file
+/// system can sync a directory; the renames themselves are still atomic.
+fn sync_dir(path: &Path) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 impl SettingsStore {
-    /// Reads the state file; a missing file is an empty store.
-    pub fn load(path: &Path) -> Result<SettingsStore, StoreError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SettingsStore::default());
-            }
-            Err(source) => {
-                return Err(StoreError::Read {
-                    path: path.into(),
-                    source,
-                });
-            }
-        };
-        let file: StoreFile = serde_json::from_str(&text).map_err(|source| StoreError::Parse {
-            path: path.into(),
-            source,
-        })?;
+    /// Parses the bytes of a state file (`path` only names it in errors).
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<SettingsStore, StoreError> {
+        let file: StoreFile =
+            serde_json::from_slice(bytes).map_err(|source| StoreError::Parse {
+                path: path.into(),
+                source,
+            })?;
         if file.version != STORE_VERSION {
             return Err(StoreError::Version {
                 path: path.into(),
@@ -91,26 +190,102 @@ impl SettingsStore {
         })
     }
 
+    /// The store as the bytes of a state file.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let file = StoreFile {
+            version: STORE_VERSION,
+            processes: self.processes.values().cloned().collect(),
+        };
+        serde_json::to_vec_pretty(&file).expect("state serialises")
+    }
+
+    /// Reads the state file; a missing file is an empty store.
+    pub fn load(path: &Path) -> Result<SettingsStore, StoreError> {
+        Ok(read_file(path)?.unwrap_or_default())
+    }
+
+    /// Reads the state file, recovering from a bad one: a file that cannot
+    /// be read or parsed (empty, truncated, not JSON, another version) is
+    /// moved aside to `<path>.corrupt-<unix seconds>`, and the settings
+    /// come from `<path>.last-good`, which is then copied back to `path`;
+    /// if that is bad too (it is moved aside as well) or absent, from
+    /// defaults. Each step is one line to `log`. A missing file is the
+    /// first start and says nothing. Fails only if a bad state file cannot
+    /// be moved aside: starting anyway would write over it.
+    pub fn load_or_recover(
+        path: &Path,
+        log: &mut dyn FnMut(String),
+    ) -> Result<(SettingsStore, LoadedFrom), StoreError> {
+        let problem = match read_file(path) {
+            Ok(Some(store)) => return Ok((store, LoadedFrom::File)),
+            Ok(None) => return Ok((SettingsStore::default(), LoadedFrom::Nothing)),
+            Err(e) => e,
+        };
+        let text = problem.to_string();
+        let aside = move_aside(path, problem)?;
+        log(format!("{text}; moved it aside to {}", aside.display()));
+        let last = last_good_path(path);
+        match read_file(&last) {
+            Ok(Some(store)) => {
+                log(format!(
+                    "starting from the last good state, {} ({} processes)",
+                    last.display(),
+                    store.len()
+                ));
+                match replace_with_copy(&last, path) {
+                    Ok(()) => sync_dir(path),
+                    Err(e) => log(format!(
+                        "cannot copy {} back to {}: {e}; it is written at the next change",
+                        last.display(),
+                        path.display()
+                    )),
+                }
+                Ok((store, LoadedFrom::LastGood))
+            }
+            Ok(None) => {
+                log(format!(
+                    "there is no {} to fall back on; starting from default settings",
+                    last.display()
+                ));
+                Ok((SettingsStore::default(), LoadedFrom::Defaults))
+            }
+            Err(e) => {
+                let text = e.to_string();
+                match move_aside(&last, e) {
+                    Ok(to) => log(format!(
+                        "{text}; moved it aside to {}; starting from default settings",
+                        to.display()
+                    )),
+                    Err(e) => log(format!("{e}; starting from default settings")),
+                }
+                Ok((SettingsStore::default(), LoadedFrom::Defaults))
+            }
+        }
+    }
+
     /// Writes the store so that a crash leaves either the old or the new
-    /// file, never a torn one.
+    /// file, never a torn one, and keeps the file it replaces (if it was a
+    /// good one) as `<path>.last-good`.
     pub fn save(&self, path: &Path) -> Result<(), StoreError> {
         let err = |source| StoreError::Write {
             path: path.into(),
             source,
         };
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let file = StoreFile {
-            version: STORE_VERSION,
-            processes: self.processes.values().cloned().collect(),
-        };
-        let text = serde_json::to_string_pretty(&file).expect("state serialises");
-        let tmp = path.with_extension("json.tmp");
+        let tmp = with_suffix(path, ".tmp");
         let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(text.as_bytes()).map_err(err)?;
+        f.write_all(&self.to_bytes()).map_err(err)?;
         f.sync_all().map_err(err)?;
+        drop(f);
+        // Only a file that still parses becomes the fallback: one that was
+        // damaged since it was written would replace a good fallback.
+        if matches!(read_file(path), Ok(Some(_))) {
+            replace_with_copy(path, &last_good_path(path)).map_err(err)?;
+        }
         std::fs::rename(&tmp, path).map_err(err)?;
+        sync_dir(path);
         Ok(())
     }
 
@@ -158,6 +333,7 @@ impl SettingsStore {
 mod tests {
     use super::*;
     use hetsched_core::policy::ShareClass;
+    use proptest::prelude::*;
 
     fn custom(shares: u32) -> ClientSettings {
         ClientSettings {
@@ -166,22 +342,184 @@ mod tests {
         }
     }
 
+    fn store_with(pid: u32, shares: u32) -> SettingsStore {
+        let mut store = SettingsStore::default();
+        let key = ProcessKey { pid, start_time: 7 };
+        store.set(key, "app", "gpu0", custom(shares));
+        store
+    }
+
+    /// Loads with recovery, returning what it logged too.
+    fn recover(path: &Path) -> (Result<(SettingsStore, LoadedFrom), StoreError>, Vec<String>) {
+        let mut lines = Vec::new();
+        let loaded = SettingsStore::load_or_recover(path, &mut |l| lines.push(l));
+        (loaded, lines)
+    }
+
+    /// Files in `dir` whose names start with `prefix`.
+    fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .collect();
+        found.sort();
+        found
+    }
+
     #[test]
     fn saves_and_loads_atomically() {
-        let dir = std::env::temp_dir().join(format!("hetsched-store-{}", std::process::id()));
-        let path = dir.join("state.json");
-        let mut store = SettingsStore::default();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let store = store_with(42, 50);
+        store.save(&path).unwrap();
+        let back = SettingsStore::load(&path).unwrap();
+        assert_eq!(back, store);
         let key = ProcessKey {
             pid: 42,
             start_time: 7,
         };
-        store.set(key, "app", "gpu0", custom(50));
-        store.save(&path).unwrap();
-        let back = SettingsStore::load(&path).unwrap();
-        assert_eq!(back, store);
         assert_eq!(back.settings_of(key).unwrap()["gpu0"], custom(50));
-        assert!(!path.with_extension("json.tmp").exists());
-        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(
+            named(dir.path(), ""),
+            [path],
+            "no temp or fallback file after the first save"
+        );
+    }
+
+    #[test]
+    fn each_save_keeps_the_file_it_replaces_as_the_last_good_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let last = last_good_path(&path);
+        for shares in [10, 20, 30] {
+            store_with(1, shares).save(&path).unwrap();
+        }
+        assert_eq!(SettingsStore::load(&path).unwrap(), store_with(1, 30));
+        assert_eq!(SettingsStore::load(&last).unwrap(), store_with(1, 20));
+        assert_eq!(
+            named(dir.path(), ""),
+            [path, last],
+            "temp files left behind"
+        );
+    }
+
+    #[test]
+    fn a_damaged_file_never_replaces_the_last_good_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let last = last_good_path(&path);
+        store_with(1, 10).save(&path).unwrap();
+        store_with(1, 20).save(&path).unwrap();
+        std::fs::write(&path, "{\"version\": 1, \"proc").unwrap();
+        store_with(1, 30).save(&path).unwrap();
+        assert_eq!(SettingsStore::load(&path).unwrap(), store_with(1, 30));
+        assert_eq!(SettingsStore::load(&last).unwrap(), store_with(1, 10));
+    }
+
+    #[test]
+    fn a_missing_file_is_a_quiet_first_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let (loaded, lines) = recover(&dir.path().join("state.json"));
+        let (store, from) = loaded.unwrap();
+        assert!(store.is_empty());
+        assert_eq!(from, LoadedFrom::Nothing);
+        assert!(lines.is_empty(), "{lines:?}");
+    }
+
+    #[test]
+    fn a_bad_file_is_moved_aside_and_the_last_good_one_is_used() {
+        let good = store_with(1, 30).to_bytes();
+        let bad: [(&str, &[u8]); 5] = [
+            ("empty", b""),
+            ("truncated", &good[..good.len() / 2]),
+            ("not JSON", b"{ not json"),
+            ("another version", br#"{"version": 99, "processes": []}"#),
+            ("not UTF-8", b"{\"version\": 1, \"processes\": [\xff]}"),
+        ];
+        for (what, content) in bad {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            let last = last_good_path(&path);
+            store_with(1, 20).save(&path).unwrap();
+            store_with(1, 30).save(&path).unwrap();
+            std::fs::write(&path, content).unwrap();
+            let (loaded, lines) = recover(&path);
+            let (store, from) = loaded.unwrap();
+            assert_eq!(
+                (&store, from),
+                (&store_with(1, 20), LoadedFrom::LastGood),
+                "{what}"
+            );
+            let aside = named(dir.path(), "state.json.corrupt-");
+            assert_eq!(aside.len(), 1, "{what}: {aside:?}");
+            assert_eq!(std::fs::read(&aside[0]).unwrap(), content);
+            // One line names the bad file and where it went, one the fallback.
+            assert!(
+                lines[0].contains(&*path.to_string_lossy())
+                    && lines[0].contains(&*aside[0].to_string_lossy()),
+                "{what}: {lines:?}"
+            );
+            assert!(lines[1].contains(&*last.to_string_lossy()), "{lines:?}");
+            // The fallback is copied back: the next start is a plain one,
+            // even if nothing changes before it.
+            let (again, lines) = recover(&path);
+            assert_eq!(again.unwrap(), (store_with(1, 20), LoadedFrom::File));
+            assert!(lines.is_empty(), "{lines:?}");
+            // And the next save keeps the recovered state as the fallback.
+            store_with(1, 40).save(&path).unwrap();
+            assert_eq!(SettingsStore::load(&last).unwrap(), store_with(1, 20));
+            assert_eq!(
+                named(dir.path(), "").len(),
+                3,
+                "{:?}",
+                named(dir.path(), "")
+            );
+        }
+    }
+
+    #[test]
+    fn with_both_files_bad_the_daemon_starts_from_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let last = last_good_path(&path);
+        std::fs::write(&path, "").unwrap();
+        std::fs::write(&last, "[1, 2").unwrap();
+        let (loaded, lines) = recover(&path);
+        let (store, from) = loaded.unwrap();
+        assert!(store.is_empty());
+        assert_eq!(from, LoadedFrom::Defaults);
+        assert!(!path.exists() && !last.exists());
+        assert_eq!(named(dir.path(), "state.json.corrupt-").len(), 1);
+        assert_eq!(named(dir.path(), "state.json.last-good.corrupt-").len(), 1);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[1].contains("default settings"), "{lines:?}");
+        // A bad file without a fallback beside it: defaults, said so.
+        std::fs::write(&path, "garbage").unwrap();
+        let (loaded, lines) = recover(&path);
+        assert_eq!(
+            loaded.unwrap(),
+            (SettingsStore::default(), LoadedFrom::Defaults)
+        );
+        assert!(lines[1].contains("default settings"), "{lines:?}");
+        assert_eq!(named(dir.path(), "state.json.corrupt-").len(), 2);
+    }
+
+    #[test]
+    fn corrupt_and_foreign_files_are_named_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "{ not json").unwrap();
+        let err = SettingsStore::load(&path).unwrap_err().to_string();
+        assert!(err.contains("state.json") && err.contains("not a hetsched state file"));
+        std::fs::write(&path, r#"{"version": 99, "processes": []}"#).unwrap();
+        let err = SettingsStore::load(&path).unwrap_err().to_string();
+        assert!(err.contains("version 99"), "{err}");
+        assert!(
+            SettingsStore::load(&dir.path().join("missing.json"))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -197,25 +535,6 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_and_foreign_files_are_named_in_errors() {
-        let dir = std::env::temp_dir().join(format!("hetsched-bad-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state.json");
-        std::fs::write(&path, "{ not json").unwrap();
-        let err = SettingsStore::load(&path).unwrap_err().to_string();
-        assert!(err.contains("state.json") && err.contains("not a hetsched state file"));
-        std::fs::write(&path, r#"{"version": 99, "processes": []}"#).unwrap();
-        let err = SettingsStore::load(&path).unwrap_err().to_string();
-        assert!(err.contains("version 99"), "{err}");
-        assert!(
-            SettingsStore::load(&dir.join("missing.json"))
-                .unwrap()
-                .is_empty()
-        );
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
     fn dead_processes_are_dropped() {
         let mut store = SettingsStore::default();
         for pid in 1..=3 {
@@ -224,5 +543,149 @@ mod tests {
         assert!(store.retain_alive(|k| k.pid != 2));
         assert_eq!(store.len(), 2);
         assert!(!store.retain_alive(|_| true));
+    }
+
+    fn settings() -> impl Strategy<Value = ClientSettings> {
+        let class = prop_oneof![
+            any::<u32>().prop_map(|shares| ShareClass::Custom { shares }),
+            any::<u32>().prop_map(|shares| ShareClass::Normal { shares }),
+            Just(ShareClass::Background),
+        ];
+        (class, any::<i32>()).prop_map(|(class, priority)| ClientSettings { class, priority })
+    }
+
+    fn stores() -> impl Strategy<Value = SettingsStore> {
+        let entry = (
+            any::<u32>(),
+            any::<u64>(),
+            ".{0,8}",
+            "[a-z0-9\"\\\\]{1,6}",
+            settings(),
+        );
+        proptest::collection::vec(entry, 0..6).prop_map(|entries| {
+            let mut store = SettingsStore::default();
+            for (pid, start_time, name, unit, s) in entries {
+                store.set(ProcessKey { pid, start_time }, &name, &unit, s);
+            }
+            store
+        })
+    }
+
+    /// The property `fuzz/fuzz_targets/state_file.rs` checks: any bytes
+    /// give a store or an error naming the file, never a panic, and an
+    /// accepted store writes out and reads back the same.
+    fn check_state_bytes(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let path = Path::new("fuzz/state.json");
+        match SettingsStore::parse(path, bytes) {
+            Ok(store) => {
+                let again = SettingsStore::parse(path, &store.to_bytes());
+                prop_assert_eq!(again.ok(), Some(store));
+            }
+            Err(e) => prop_assert!(e.to_string().contains("fuzz/state.json"), "{}", e),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_bytes_parse_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            check_state_bytes(&bytes)?;
+        }
+
+        #[test]
+        fn stores_round_trip_and_damaged_files_fail_cleanly(
+            store in stores(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let bytes = store.to_bytes();
+            prop_assert_eq!(SettingsStore::parse(Path::new("s"), &bytes).ok(), Some(store));
+            check_state_bytes(&bytes[..cut.index(bytes.len() + 1)])?;
+            let mut flipped = bytes.clone();
+            flipped[flip.index(bytes.len())] = byte;
+            check_state_bytes(&flipped)?;
+        }
+    }
+}
+
+/// The config file's property, checked here beside the state file's (both
+/// are what the daemon reads when it starts); `fuzz/fuzz_targets/
+/// daemon_config.rs` checks the same on fuzzed input.
+#[cfg(test)]
+mod config_file_properties {
+    use crate::config::DaemonConfig;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    /// Any text gives a config or an error naming the file, never a
+    /// panic; an accepted config's numbers are within the bounds the
+    /// parser documents.
+    fn check_config_text(text: &str) -> Result<(), TestCaseError> {
+        match DaemonConfig::parse(Path::new("fuzz.toml"), text) {
+            Ok(cfg) => {
+                prop_assert!(cfg.max_outstanding >= 1);
+                prop_assert!((1..=1000).contains(&cfg.tick_ms));
+                prop_assert!(cfg.max_device_seconds > 0.0 && cfg.max_device_seconds.is_finite());
+                prop_assert!((1.0..=2.0).contains(&cfg.coordination_floor));
+                prop_assert!(cfg.cpu_scan_ms >= 1);
+                let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
+                prop_assert!((1..=max_region).contains(&cfg.max_region_mb));
+                prop_assert!(cfg.max_frame_bytes >= 1024);
+                prop_assert!(!cfg.cpu_cgroups || cfg.include_cpus);
+                for e in &cfg.emulated {
+                    prop_assert!(e.validate().is_ok());
+                }
+            }
+            Err(e) => prop_assert!(e.to_string().contains("fuzz.toml"), "{}", e),
+        }
+        Ok(())
+    }
+
+    /// A key of the config with a value of any type, in or out of range.
+    fn line() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "max_outstanding",
+            "max_frame_bytes",
+            "max_device_seconds",
+            "tick_ms",
+            "cpu_scan_ms",
+            "coordination_floor",
+            "max_region_mb",
+            "coordination",
+            "cpu_cgroups",
+            "include_cpus",
+            "default_policy",
+            "socket",
+        ]);
+        let value = prop_oneof![
+            any::<i64>().prop_map(|v| v.to_string()),
+            (0u64..2000).prop_map(|v| v.to_string()),
+            any::<f64>().prop_map(|v| format!("{v:?}")),
+            (0.0f64..3.0).prop_map(|v| format!("{v:?}")),
+            Just("nan".to_string()),
+            Just("-inf".to_string()),
+            Just("true".to_string()),
+            Just("\"pf\"".to_string()),
+            Just("\"off\"".to_string()),
+            Just("\"share\"".to_string()),
+        ];
+        (key, value).prop_map(|(k, v)| format!("{k} = {v}"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn config_text_parses_within_bounds_or_fails_cleanly(
+            lines in proptest::collection::vec(line(), 0..6),
+            junk in ".{0,40}",
+        ) {
+            check_config_text(&lines.join("\n"))?;
+            check_config_text(&junk)?;
+            check_config_text(&format!("{}\n{junk}", lines.join("\n")))?;
+        }
     }
 }

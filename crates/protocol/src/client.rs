@@ -10,7 +10,10 @@ use crate::message::{
     ClientMsg, DaemonMsg, DomainInfo, ErrorCode, Role, SettingsRequest, StatusReport, UnitInfo,
     WireSettings,
 };
-use crate::paths::{default_socket_path, requested_settings_from_env};
+use crate::paths::{
+    check_socket_dir, default_socket_path, expected_daemon_uid_from_env,
+    requested_settings_from_env,
+};
 use crate::socket::recv_with_fds;
 use crate::user_kernel::{KernelSignature, UserKernelId};
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
@@ -76,6 +79,13 @@ impl ClientOptions {
 pub enum ClientError {
     #[error("cannot reach the hetsched daemon at {path}: {source} (is `hetsched daemon` running?)")]
     Connect { path: PathBuf, source: io::Error },
+    /// The default socket's directory is missing or not safe to use.
+    #[error("no safe place for the hetsched socket: {0}")]
+    SocketDir(String),
+    /// What listens on the socket runs as a user the client does not
+    /// trust ([`check_daemon_uid`]).
+    #[error("refusing the hetsched daemon at {path}: {reason}")]
+    UntrustedDaemon { path: PathBuf, reason: String },
     #[error("connection to the daemon failed: {0}")]
     Io(#[from] io::Error),
     #[error("the daemon sent a bad frame: {0}")]
@@ -113,6 +123,54 @@ impl ClientError {
             _ => None,
         }
     }
+}
+
+/// Whether a daemon running as `daemon_uid` may serve a client running as
+/// `own_uid`: root's and the client's own are trusted, and so is
+/// `expected` (`HETSCHED_DAEMON_UID`, for a daemon under a service
+/// account). Any other user could have bound the socket first to see what
+/// clients send and to feed them wrong grants and views. The error says
+/// whose it is and how to accept it.
+pub(crate) fn check_daemon_uid(
+    daemon_uid: u32,
+    own_uid: u32,
+    expected: Option<u32>,
+) -> Result<(), String> {
+    if daemon_uid == 0 || daemon_uid == own_uid || expected == Some(daemon_uid) {
+        return Ok(());
+    }
+    Err(match expected {
+        Some(e) => format!(
+            "it runs as uid {daemon_uid}, which is neither root, you (uid {own_uid}) nor \
+             HETSCHED_DAEMON_UID={e}"
+        ),
+        None => format!(
+            "it runs as uid {daemon_uid}, neither root nor you (uid {own_uid}), so another \
+             user may have put it there; if a daemon of that user is the one you mean to use, \
+             set HETSCHED_DAEMON_UID to its uid"
+        ),
+    })
+}
+
+/// Connects to `socket` and checks who listens there: the directory of the
+/// default path first ([`check_socket_dir`]), then the daemon's uid from
+/// the socket's peer credentials ([`check_daemon_uid`]).
+fn connect_trusted(socket: &std::path::Path) -> Result<UnixStream, ClientError> {
+    check_socket_dir(socket).map_err(ClientError::SocketDir)?;
+    let expected = expected_daemon_uid_from_env().map_err(ClientError::Environment)?;
+    let stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
+        path: socket.into(),
+        source,
+    })?;
+    let daemon = rustix::net::sockopt::socket_peercred(&stream).map_err(io::Error::from)?;
+    let own = rustix::process::getuid().as_raw();
+    check_daemon_uid(daemon.uid.as_raw(), own, expected).map_err(|reason| {
+        ClientError::UntrustedDaemon {
+            path: socket.into(),
+            reason,
+        }
+    })?;
+    Ok(stream)
 }
 
 /// The daemon's refusal of the request `task` names (`None`: of the
@@ -281,11 +339,7 @@ impl Client {
     }
 
     fn handshake(opts: &ClientOptions) -> Result<(UnixStream, FrameReader, Session), ClientError> {
-        let mut stream =
-            UnixStream::connect(&opts.socket).map_err(|source| ClientError::Connect {
-                path: opts.socket.clone(),
-                source,
-            })?;
+        let mut stream = connect_trusted(&opts.socket)?;
         stream.write_all(&encode_frame(&ClientMsg::Hello {
             name: opts.name.clone(),
             role: opts.role,
@@ -422,9 +476,15 @@ impl Client {
         bytes_in: u64,
         bytes_out: u64,
     ) -> Option<TaskId> {
+        self.push_words(ring, [0, exec_ns, bytes_in, bytes_out, 0, 0, 0])
+    }
+
+    /// Pushes `words` on `ring` under a fresh task id (word 0 is replaced
+    /// by it); `None` when the ring is full.
+    fn push_words(&mut self, ring: &mut CallRing, mut words: [u64; 7]) -> Option<TaskId> {
         let task = TaskId(self.next_task);
-        let packet = CallPacket([task.0, exec_ns, bytes_in, bytes_out, 0, 0, 0]);
-        if !ring.push(&packet) {
+        words[0] = task.0;
+        if !ring.push(&CallPacket(words)) {
             return None;
         }
         self.next_task += 1;
@@ -471,20 +531,15 @@ impl Client {
         output: Range<u64>,
         aux_offset: u64,
     ) -> Option<TaskId> {
-        let task = TaskId(self.next_task);
         let call = KernelCall {
-            task,
+            task: TaskId(0),
             kernel,
             input,
             output,
             aux: aux_offset..aux_offset + kernel.aux_len(),
             user: None,
         };
-        if !ring.ring.push(&CallPacket(call.to_words())) {
-            return None;
-        }
-        self.next_task += 1;
-        Some(task)
+        self.push_words(&mut ring.ring, call.to_words())
     }
 
     /// Registers a kernel of this client's own, OpenCL C `source` and its
@@ -541,9 +596,8 @@ impl Client {
         global: u64,
         local: u64,
     ) -> Option<TaskId> {
-        let task = TaskId(self.next_task);
         let words = [
-            task.0,
+            0,
             kernel.word(),
             args.start,
             args.end.saturating_sub(args.start),
@@ -551,11 +605,7 @@ impl Client {
             local,
             0,
         ];
-        if !ring.ring.push(&CallPacket(words)) {
-            return None;
-        }
-        self.next_task += 1;
-        Some(task)
+        self.push_words(&mut ring.ring, words)
     }
 
     /// Queues raw packet words on a kernel ring under a fresh task id
@@ -565,15 +615,9 @@ impl Client {
     pub fn push_raw_kernel_words(
         &mut self,
         ring: &mut KernelRing,
-        mut words: [u64; 7],
+        words: [u64; 7],
     ) -> Option<TaskId> {
-        let task = TaskId(self.next_task);
-        words[0] = task.0;
-        if !ring.ring.push(&CallPacket(words)) {
-            return None;
-        }
-        self.next_task += 1;
-        Some(task)
+        self.push_words(&mut ring.ring, words)
     }
 
     /// Waits for the answer `is_it` recognises to a request that is
@@ -940,5 +984,50 @@ impl CallRing {
     #[doc(hidden)]
     pub fn publish_raw_tail(&self, tail: u64) {
         self.producer.publish_raw_tail(tail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_and_the_clients_own_daemon_are_trusted_and_others_named() {
+        assert_eq!(check_daemon_uid(0, 1000, None), Ok(()));
+        assert_eq!(check_daemon_uid(1000, 1000, None), Ok(()));
+        assert_eq!(check_daemon_uid(0, 0, None), Ok(()));
+        let other = check_daemon_uid(1001, 1000, None).unwrap_err();
+        assert!(
+            other.contains("uid 1001")
+                && other.contains("(uid 1000)")
+                && other.contains("HETSCHED_DAEMON_UID"),
+            "{other}"
+        );
+        // A root client trusts no other user's daemon either.
+        assert!(check_daemon_uid(1000, 0, None).is_err());
+        // HETSCHED_DAEMON_UID adds the service account it names.
+        assert_eq!(check_daemon_uid(990, 1000, Some(990)), Ok(()));
+        assert_eq!(check_daemon_uid(0, 1000, Some(990)), Ok(()));
+        assert_eq!(check_daemon_uid(1000, 1000, Some(990)), Ok(()));
+        let wrong = check_daemon_uid(1001, 1000, Some(990)).unwrap_err();
+        assert!(wrong.contains("HETSCHED_DAEMON_UID=990"), "{wrong}");
+    }
+
+    /// A listener of this process's own user passes the check; nothing
+    /// listening is a plain connect error naming the path.
+    #[test]
+    fn a_daemon_of_the_same_user_is_accepted() {
+        let dir = std::env::temp_dir().join(format!("hetsched-peer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let missing = connect_trusted(&path).unwrap_err();
+        assert!(
+            matches!(&missing, ClientError::Connect { path: p, .. } if *p == path),
+            "{missing}"
+        );
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        connect_trusted(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

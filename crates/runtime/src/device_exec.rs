@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex};
 /// Submits waiting calls of unit `u` while it has stream capacity left.
 /// Called with the queues locked.
 pub(crate) fn start(sched: &Arc<Scheduler>, q: &mut Queues, u: usize) {
+    if let Some(why) = sched.link.gave_up() {
+        fail_waiting(sched, q, u, &why);
+        return;
+    }
     if sched.link.is_failing_over() {
         return;
     }
@@ -197,8 +201,27 @@ pub(crate) fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String
     sched.pump(&mut q);
 }
 
+/// Fails every call waiting on unit `u` with `why` (the link gave up on
+/// its daemon). Called with the queues locked.
+pub(crate) fn fail_waiting(sched: &Scheduler, q: &mut Queues, u: usize, why: &str) {
+    while let Some(placed) = q.units[u].waiting.pop_front() {
+        let unit = &mut q.units[u];
+        unit.pending_ns =
+            (unit.pending_ns - crate::scheduler::finite_or_zero(placed.exec_ns)).max(0.0);
+        let task = placed.job.slot().name.clone();
+        placed.job.fail(TaskError::Unplaceable {
+            task,
+            why: why.to_string(),
+        });
+        sched.outstanding.done();
+    }
+}
+
 /// Starts a failover on its own thread (never on the reader thread of the
 /// dead connection, nor under the queues lock), then resumes device work.
+/// In daemon-only mode, once the daemon has been gone for `give_up_after`,
+/// the calls waiting on its devices fail, and so do later ones until a
+/// retry finds it back.
 pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
     if !sched.link.begin_failover() {
         return;
@@ -207,12 +230,36 @@ pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
     let spawned = std::thread::Builder::new()
         .name("hetsched-failover".into())
         .spawn(move || {
+            let since = std::time::Instant::now();
             loop {
                 match sched.link.failover() {
-                    Ok(_) => break,
+                    Ok(_) => {
+                        if sched.link.recovered() {
+                            eprintln!(
+                                "hetsched runtime: the daemon is back; device calls run again"
+                            );
+                        }
+                        break;
+                    }
                     Err(e) => {
-                        eprintln!("hetsched runtime: failover failed ({e}); retrying in 1 s");
-                        std::thread::sleep(std::time::Duration::from_secs(1));
+                        if let Some(why) = sched.link.give_up(since, &e) {
+                            eprintln!("hetsched runtime: {why}");
+                            let mut q = sched.lock();
+                            for u in 0..sched.units.len() {
+                                if sched.backends[u] == crate::scheduler::Backend::Emulated
+                                    || sched.backends[u].is_gated()
+                                {
+                                    fail_waiting(&sched, &mut q, u, &why);
+                                }
+                            }
+                            sched.pump(&mut q);
+                        } else if sched.link.gave_up().is_none() {
+                            eprintln!(
+                                "hetsched runtime: failover failed ({e}); retrying in {:.2} s",
+                                sched.link.retry_every().as_secs_f64()
+                            );
+                        }
+                        std::thread::sleep(sched.link.retry_every());
                         sched.link.begin_failover();
                     }
                 }

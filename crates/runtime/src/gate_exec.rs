@@ -72,6 +72,9 @@ pub(crate) fn run_loop(
             Ok(g) => g,
             Err(Denied::Link) => {
                 wait_for_link(sched, u);
+                if let Some(why) = sched.link.gave_up() {
+                    fail_head(sched, u, &why);
+                }
                 continue;
             }
             Err(Denied::Refused(why)) => {
@@ -320,7 +323,7 @@ fn patience(sched: &Scheduler, u: usize) -> Duration {
 /// Returns once the link is no longer failing over (or at shutdown).
 fn wait_for_link(sched: &Scheduler, u: usize) {
     let mut q = sched.lock();
-    while sched.link.is_failing_over() && !q.shutdown {
+    while sched.link.is_failing_over() && sched.link.gave_up().is_none() && !q.shutdown {
         q = sched.wake[u]
             .wait_timeout(q, FAILOVER_POLL)
             .unwrap_or_else(|p| p.into_inner())

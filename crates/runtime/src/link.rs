@@ -46,6 +46,9 @@ pub(crate) struct Link {
     /// Only one failover runs at a time.
     failover_lock: Mutex<()>,
     failovers: AtomicU32,
+    /// Set when a daemon-only link has waited `give_up_after` for its
+    /// daemon: why calls on the daemon's devices fail until it is back.
+    gave_up: Mutex<Option<String>>,
 }
 
 impl Link {
@@ -55,7 +58,22 @@ impl Link {
             MonitorMode::Embedded => start_embedded(opts, None)?,
             MonitorMode::Auto => match connect_daemon(opts) {
                 Ok(c) => c,
-                Err(_) => start_embedded(opts, None)?,
+                Err(e) => {
+                    // No daemon is the usual case and needs no word; one
+                    // refused for safety does.
+                    if matches!(
+                        e,
+                        LinkError::Client(
+                            ClientError::UntrustedDaemon { .. } | ClientError::SocketDir(_)
+                        )
+                    ) {
+                        eprintln!(
+                            "hetsched runtime: not using the daemon ({e}); running with an \
+                             embedded monitor"
+                        );
+                    }
+                    start_embedded(opts, None)?
+                }
             },
         };
         let units = current.client.units().to_vec();
@@ -66,6 +84,7 @@ impl Link {
             failing_over: AtomicBool::new(false),
             failover_lock: Mutex::new(()),
             failovers: AtomicU32::new(0),
+            gave_up: Mutex::new(None),
         })
     }
 
@@ -87,6 +106,49 @@ impl Link {
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
         self.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Why device calls fail now, if the link gave up on its daemon.
+    pub fn gave_up(&self) -> Option<String> {
+        self.gave_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// After a failed failover attempt that began at `since`: whether the
+    /// link gives up on its daemon now (daemon-only, waited long enough,
+    /// not given up already), and why.
+    pub fn give_up(&self, since: Instant, last_error: &LinkError) -> Option<String> {
+        if self.opts.monitor != MonitorMode::Daemon || since.elapsed() < self.opts.give_up_after {
+            return None;
+        }
+        let mut gave_up = self.gave_up.lock().unwrap_or_else(|p| p.into_inner());
+        if gave_up.is_some() {
+            return None;
+        }
+        let why = format!(
+            "the daemon at {} has been gone for {:.1} s ({last_error}); device calls fail until \
+             it is back (daemon-only mode; HETSCHED_DAEMON_WAIT sets the wait)",
+            self.opts.socket.display(),
+            since.elapsed().as_secs_f64()
+        );
+        *gave_up = Some(why.clone());
+        Some(why)
+    }
+
+    /// How long to wait between failover attempts.
+    pub fn retry_every(&self) -> Duration {
+        (self.opts.give_up_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+
+    /// The link is back: true if it had given up.
+    pub fn recovered(&self) -> bool {
+        self.gave_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
     }
 
     /// True while a failover is under way (executors hold device calls).

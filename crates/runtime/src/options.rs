@@ -41,6 +41,11 @@ pub struct RuntimeOptions {
     pub persist_models: bool,
     /// How long to wait for a restarted daemon before going embedded.
     pub reconnect_for: Duration,
+    /// With [`MonitorMode::Daemon`]: how long device calls wait for a lost
+    /// daemon to come back before they fail, saying so. The runtime keeps
+    /// trying to reconnect after that; calls made once it is back run.
+    /// `HETSCHED_DAEMON_WAIT` (seconds) sets it; 30 s by default.
+    pub give_up_after: Duration,
     /// Placed calls one unit may hold beyond what it runs at once; the rest
     /// wait undecided in the central queue, so a decision is taken close to
     /// when the call runs, on fresh views.
@@ -77,6 +82,7 @@ impl RuntimeOptions {
             model_dir: None,
             persist_models: true,
             reconnect_for: Duration::from_secs(1),
+            give_up_after: give_up_after_from_env()?,
             queue_per_slot: 2,
             inflight_per_slot: 2,
             opencl: true,
@@ -97,6 +103,13 @@ impl RuntimeOptions {
     /// Whether to follow the daemon's coordination targets.
     pub fn follow_coordination(mut self, on: bool) -> Self {
         self.follow_coordination = on;
+        self
+    }
+
+    /// How long device calls wait for a lost daemon in daemon-only mode
+    /// ([`RuntimeOptions::give_up_after`]).
+    pub fn give_up_after(mut self, wait: Duration) -> Self {
+        self.give_up_after = wait;
         self
     }
 
@@ -196,5 +209,43 @@ mod tests {
             err.contains("HETSCHED_COORDINATION") && err.contains("\"of\""),
             "{err}"
         );
+    }
+}
+
+/// Default of [`RuntimeOptions::give_up_after`].
+const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
+
+/// `HETSCHED_DAEMON_WAIT`, seconds (a positive number, at most a day).
+fn give_up_after_from_env() -> Result<Duration, String> {
+    match std::env::var("HETSCHED_DAEMON_WAIT") {
+        Ok(v) if !v.trim().is_empty() => parse_wait(&v),
+        _ => Ok(GIVE_UP_AFTER),
+    }
+}
+
+fn parse_wait(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "HETSCHED_DAEMON_WAIT={v:?} is not a number of seconds in (0, 86400]"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_wait_takes_seconds_and_refuses_nonsense() {
+        assert_eq!(parse_wait(" 2.5 "), Ok(Duration::from_millis(2500)));
+        for bad in ["0", "-1", "nan", "inf", "1e9", "soon"] {
+            assert!(
+                parse_wait(bad)
+                    .unwrap_err()
+                    .contains("HETSCHED_DAEMON_WAIT"),
+                "{bad}"
+            );
+        }
     }
 }

@@ -21,7 +21,7 @@ pub struct AppArgs {
     /// or `hetsched-pf` (the same, following the daemon's targets).
     #[arg(long)]
     pub policy: String,
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, value_parser = crate::values::seconds, default_value_t = 8.0)]
     pub seconds: f64,
     /// Calls kept in flight.
     #[arg(long, default_value_t = 2)]

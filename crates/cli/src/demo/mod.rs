@@ -21,11 +21,11 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Seconds each policy runs, per run.
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, value_parser = crate::values::seconds, default_value_t = 8.0)]
     seconds: f64,
     /// Seconds at the start of each run left out of throughput (profiling,
     /// start-up).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, value_parser = crate::values::seconds, default_value_t = 2.0)]
     warmup: f64,
     /// Calls each app keeps in flight.
     #[arg(long, default_value_t = 2)]

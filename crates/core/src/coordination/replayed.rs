@@ -173,11 +173,22 @@ impl Judge<'_> {
         }
     }
 
-    /// The index of the best of `plans` (the first of equals).
+    /// The index of the best of `plans`: the largest sum among the plans
+    /// whose floor is within the tie of the highest floor (the first of
+    /// equals). Anchored to the highest floor, not compared pair by pair:
+    /// a chain of plans each within the tie of the one before could
+    /// otherwise end a whole tie or more below the best floor (found by
+    /// `replayed_targets_keep_the_native_floor`: 0.976 against the native
+    /// plan's 0.99).
     fn best(&self, plans: &[(Plan, Judged)]) -> usize {
+        let top = plans
+            .iter()
+            .map(|p| p.1.score.0)
+            .fold(f64::NEG_INFINITY, f64::max);
         (0..plans.len())
+            .filter(|&i| plans[i].1.score.0 >= top - REPLAY_FLOOR_TIE)
             .reduce(|a, b| {
-                if self.beats(plans[b].1.score, plans[a].1.score, 0.0) {
+                if plans[b].1.score.1 > plans[a].1.score.1 {
                     b
                 } else {
                     a

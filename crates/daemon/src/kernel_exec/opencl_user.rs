@@ -403,6 +403,30 @@ mod tests {
         OpenClDevice::first().expect("these tests need an OpenCL device (PoCL)")
     }
 
+    /// A device, the store (keeping up to `max_kept` bytes per client)
+    /// with `scale` built, and a 4 KiB region's two sides.
+    struct Fixture {
+        dev: OpenClDevice,
+        k: UserKernels,
+        id: UserKernelId,
+        daemon: Arc<DataRegion>,
+        client: DataRegion,
+    }
+
+    fn fixture(max_kept: u64) -> Fixture {
+        let dev = device();
+        let mut k = UserKernels::new(max_kept);
+        let id = k.register(&dev, SCALE, "scale").unwrap().id;
+        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
+        Fixture {
+            dev,
+            k,
+            id,
+            daemon: Arc::new(daemon),
+            client,
+        }
+    }
+
     fn floats(region: &DataRegion, at: u64, n: usize) -> Vec<f32> {
         let mut bytes = vec![0u8; n * 4];
         region.read(at, &mut bytes).unwrap();
@@ -483,11 +507,13 @@ mod tests {
 
     #[test]
     fn buffers_go_in_and_out_as_their_flags_say() {
-        let dev = device();
-        let mut k = UserKernels::new(1 << 20);
-        let id = k.register(&dev, SCALE, "scale").unwrap().id;
-        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
-        let daemon = Arc::new(daemon);
+        let Fixture {
+            dev,
+            mut k,
+            id,
+            daemon,
+            client,
+        } = fixture(1 << 20);
         let src: Vec<f32> = (0..64).map(|i| i as f32).collect();
         write_floats(&client, 0, &src);
         k.run(&dev, ClientId(1), &scale_call(id, COPY_IN, 2.0), &daemon)
@@ -504,11 +530,13 @@ mod tests {
 
     #[test]
     fn a_kept_buffer_stays_on_the_device_for_its_client() {
-        let dev = device();
-        let mut k = UserKernels::new(1 << 20);
-        let id = k.register(&dev, SCALE, "scale").unwrap().id;
-        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
-        let daemon = Arc::new(daemon);
+        let Fixture {
+            dev,
+            mut k,
+            id,
+            daemon,
+            client,
+        } = fixture(1 << 20);
         write_floats(&client, 0, &[1.0; 64]);
         k.run(
             &dev,
@@ -538,11 +566,13 @@ mod tests {
 
     #[test]
     fn keeping_more_than_allowed_fails_the_call_and_keeps_what_was_kept() {
-        let dev = device();
-        let mut k = UserKernels::new(300);
-        let id = k.register(&dev, SCALE, "scale").unwrap().id;
-        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
-        let daemon = Arc::new(daemon);
+        let Fixture {
+            dev,
+            mut k,
+            id,
+            daemon,
+            client,
+        } = fixture(300);
         write_floats(&client, 0, &[1.0; 64]);
         k.run(
             &dev,
@@ -572,11 +602,13 @@ mod tests {
 
     #[test]
     fn a_launch_that_fails_fails_only_its_call() {
-        let dev = device();
-        let mut k = UserKernels::new(1 << 20);
-        let id = k.register(&dev, SCALE, "scale").unwrap().id;
-        let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
-        let daemon = Arc::new(daemon);
+        let Fixture {
+            dev,
+            mut k,
+            id,
+            daemon,
+            client,
+        } = fixture(1 << 20);
         write_floats(&client, 0, &[1.0; 64]);
         let mut bad = scale_call(id, COPY_IN, 2.0);
         bad.local = Some(1 << 20);
