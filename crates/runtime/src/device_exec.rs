@@ -217,6 +217,27 @@ pub(crate) fn fail_waiting(sched: &Scheduler, q: &mut Queues, u: usize, why: &st
     }
 }
 
+/// Fails every call placed on the daemon's device units, and every call
+/// in the central queue that placement then puts there (each pass frees
+/// room for the next), until nothing more moves.
+fn fail_daemon_calls(sched: &Arc<Scheduler>, why: &str) {
+    let mut q = sched.lock();
+    loop {
+        let before = (q.central.len(), sched.outstanding.get());
+        for u in 0..sched.units.len() {
+            if sched.backends[u] == crate::scheduler::Backend::Emulated
+                || sched.backends[u].is_gated()
+            {
+                fail_waiting(sched, &mut q, u, why);
+            }
+        }
+        sched.pump(&mut q);
+        if (q.central.len(), sched.outstanding.get()) == before {
+            break;
+        }
+    }
+}
+
 /// Starts a failover on its own thread (never on the reader thread of the
 /// dead connection, nor under the queues lock), then resumes device work.
 /// In daemon-only mode, once the daemon has been gone for `give_up_after`,
@@ -244,15 +265,7 @@ pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
                     Err(e) => {
                         if let Some(why) = sched.link.give_up(since, &e) {
                             eprintln!("hetsched runtime: {why}");
-                            let mut q = sched.lock();
-                            for u in 0..sched.units.len() {
-                                if sched.backends[u] == crate::scheduler::Backend::Emulated
-                                    || sched.backends[u].is_gated()
-                                {
-                                    fail_waiting(&sched, &mut q, u, &why);
-                                }
-                            }
-                            sched.pump(&mut q);
+                            fail_daemon_calls(&sched, &why);
                         } else if sched.link.gave_up().is_none() {
                             eprintln!(
                                 "hetsched runtime: failover failed ({e}); retrying in {:.2} s",
