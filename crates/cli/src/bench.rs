@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_protocol::{Client, ClientOptions};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -25,6 +25,9 @@ pub enum BenchCommand {
     Balance(crate::bench_balance::BalanceBenchArgs),
     /// The thread balancer's epoch step time on a synthetic 8-core map.
     BalanceOverhead(crate::bench_balance::OverheadArgs),
+    /// A client changing its settings as fast as the daemon answers: state
+    /// file writes per second and a probe's round trip, against quiet.
+    SettingsChurn(crate::bench_settings::SettingsChurnArgs),
     /// A kernel served by the daemon (kernel ring, `opencl_units`) against
     /// the same kernel called in this process, per call.
     #[cfg(feature = "opencl")]
@@ -93,6 +96,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Gate(args) => gate(args),
         BenchCommand::Balance(args) => crate::bench_balance::balance(args),
         BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
+        BenchCommand::SettingsChurn(args) => crate::bench_settings::settings_churn(args),
         #[cfg(feature = "opencl")]
         BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),
         #[cfg(any(feature = "opencl", feature = "cuda"))]
@@ -112,6 +116,13 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 pub(crate) struct DaemonChild {
     child: Child,
     dir: PathBuf,
+}
+
+impl DaemonChild {
+    /// The daemon's folder (config, state file, log, socket).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
 }
 
 impl Drop for DaemonChild {

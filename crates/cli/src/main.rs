@@ -16,6 +16,7 @@ mod bench_kernel;
 mod bench_placement;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod bench_served;
+mod bench_settings;
 mod daemon_cmd;
 mod demo;
 mod load;
