@@ -28,6 +28,10 @@ pub enum BenchCommand {
     /// A client changing its settings as fast as the daemon answers: state
     /// file writes per second and a probe's round trip, against quiet.
     SettingsChurn(crate::bench_settings::SettingsChurnArgs),
+    /// Opens connections until refused and holds them (tests of the
+    /// connection limits).
+    #[command(hide = true)]
+    HoldConnections(crate::bench_connections::HoldConnectionsArgs),
     /// A kernel served by the daemon (kernel ring, `opencl_units`) against
     /// the same kernel called in this process, per call.
     #[cfg(feature = "opencl")]
@@ -97,6 +101,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Balance(args) => crate::bench_balance::balance(args),
         BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
         BenchCommand::SettingsChurn(args) => crate::bench_settings::settings_churn(args),
+        BenchCommand::HoldConnections(args) => crate::bench_connections::hold_connections(args),
         #[cfg(feature = "opencl")]
         BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),
         #[cfg(any(feature = "opencl", feature = "cuda"))]

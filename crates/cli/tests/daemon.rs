@@ -596,3 +596,117 @@ fn a_daemon_stopped_by_sigterm_writes_its_pending_settings() {
     assert_eq!(shares, 17, "the last change is not in {state}");
     drop(c);
 }
+
+/// A `hetsched bench hold-connections` process running as `uid`: it opens
+/// up to `count` connections and holds them while its stdin is open.
+struct Holder {
+    child: Child,
+    held: u32,
+    refused: String,
+}
+
+fn hold_as(d: &TestDaemon, uid: u32, count: u32) -> Holder {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(common::BIN)
+        .args(["bench", "hold-connections", "--socket"])
+        .arg(&d.socket)
+        .args(["--count", &count.to_string()])
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let held = line
+        .trim()
+        .strip_prefix("held ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the holder said {line:?}"));
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let refused = line.trim().trim_start_matches("refused ").to_string();
+    Holder {
+        child,
+        held,
+        refused,
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// One user opening connections until refused cannot lock out another
+/// user, nor root: each user holds at most `max_connections_per_uid`, all
+/// of them but root at most `max_connections`, and root always gets in.
+/// Runs two real unprivileged users (the test needs root, as CI is).
+#[test]
+fn one_user_cannot_lock_the_others_out() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test runs clients as two other users, which needs root (CI runs as root)"
+    );
+    let d = TestDaemon::start(
+        "connection-limits",
+        &format!("max_connections_per_uid = 8\nmax_connections = 12\n{ONE_GPU}"),
+    );
+    let first = hold_as(&d, 65534, 50);
+    assert_eq!(first.held, 8, "refused: {}", first.refused);
+    assert!(
+        first.refused.contains("max_connections_per_uid"),
+        "{}",
+        first.refused
+    );
+    // Another user gets what is left of the total, then a clear refusal.
+    let second = hold_as(&d, 65533, 50);
+    assert_eq!(second.held, 4, "refused: {}", second.refused);
+    assert!(
+        second.refused.contains("max_connections"),
+        "{}",
+        second.refused
+    );
+    // Root is let in beyond the total.
+    for _ in 0..3 {
+        let status = d.observer().unwrap().status().unwrap();
+        assert!(status.daemon.pid > 0);
+    }
+    // Places come back when a user's connections close.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let third = loop {
+        let h = hold_as(&d, 65532, 3);
+        if h.held == 3 || Instant::now() > deadline {
+            break h;
+        }
+        drop(h);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(third.held, 3, "refused: {}", third.refused);
+}
+
+/// A connection that never says Hello is closed after the handshake
+/// deadline (5 s), so silent connections cannot pile up.
+#[test]
+fn a_connection_that_never_says_hello_is_closed() {
+    let d = TestDaemon::start("handshake-deadline", ONE_GPU);
+    let mut silent = UnixStream::connect(&d.socket).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = silent.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the daemon sent something to a silent client");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(20),
+        "closed after {waited:?}"
+    );
+}

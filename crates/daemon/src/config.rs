@@ -28,6 +28,12 @@ pub struct DaemonConfig {
     /// Largest frame accepted from a client, bytes (1024..=67108864, i.e.
     /// up to 64 MiB; default 256 KiB).
     pub max_frame_bytes: usize,
+    /// Connections one user may hold at once (1..=65536, default 256).
+    /// Root's and the daemon's own user's are not limited.
+    pub max_connections_per_uid: u32,
+    /// Connections all users but root and the daemon's own may hold at
+    /// once (1..=1000000, default 4096).
+    pub max_connections: u32,
     /// Longest device work one request may hold an emulated stream, s
     /// (a finite number in (0, 3600]; default 10).
     pub max_device_seconds: f64,
@@ -134,6 +140,8 @@ impl Default for DaemonConfig {
             admin_group: None,
             max_outstanding: 64,
             max_frame_bytes: hetsched_protocol::MAX_FRAME_BYTES,
+            max_connections_per_uid: crate::admission::ConnectionLimits::default().per_uid,
+            max_connections: crate::admission::ConnectionLimits::default().total,
             max_device_seconds: 10.0,
             tick_ms: 10,
             cpu_scan_ms: 500,
@@ -355,6 +363,13 @@ pub const MAX_DOMAIN_CREDITS: u32 = 1_000_000;
 fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     within("max_outstanding", cfg.max_outstanding, 1, 4096)?;
     within("max_frame_bytes", cfg.max_frame_bytes, 1024, 64 << 20)?;
+    within(
+        "max_connections_per_uid",
+        cfg.max_connections_per_uid,
+        1,
+        65536,
+    )?;
+    within("max_connections", cfg.max_connections, 1, 1_000_000)?;
     positive_up_to(
         "max_device_seconds",
         cfg.max_device_seconds,

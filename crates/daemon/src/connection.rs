@@ -30,6 +30,10 @@ const MAX_NAME_CHARS: usize = 64;
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// How long a new connection may take to say Hello before it is closed
+/// (a connection that never speaks would otherwise hold its place and
+/// thread for ever).
+const HANDSHAKE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Sends one frame on a connection the state does not know (yet): the
 /// refusals that end a connection before or at `Hello`.
@@ -64,6 +68,9 @@ pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
     let mut client: Option<ClientId> = None;
     let mut said_goodbye = false;
     let mut buf = vec![0u8; READ_CHUNK];
+    if stream.set_read_timeout(Some(HANDSHAKE_DEADLINE)).is_err() {
+        return;
+    }
     'conn: loop {
         let n = match (&*stream).read(&mut buf) {
             Ok(0) | Err(_) => break,
@@ -99,7 +106,14 @@ pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
                         requested,
                     },
                 ) => match hello(shared, &stream, &peer, name, role, requested) {
-                    Some(id) => client = Some(id),
+                    Some(id) => {
+                        client = Some(id);
+                        // Said Hello: a client may stay quiet as long as
+                        // it likes from now on.
+                        if stream.set_read_timeout(None).is_err() {
+                            break 'conn;
+                        }
+                    }
                     None => break 'conn,
                 },
                 (None, _) => {

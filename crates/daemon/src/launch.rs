@@ -188,6 +188,10 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         coordination: cfg.coordination,
         coordinator: cfg.coordination.coordinator_config(cfg.coordination_floor),
         max_frame_bytes: cfg.max_frame_bytes,
+        connection_limits: crate::admission::ConnectionLimits {
+            per_uid: cfg.max_connections_per_uid,
+            total: cfg.max_connections,
+        },
         kind_of_cpu,
         kernel_backends: crate::kernel_exec::Backends::new(backends),
     };

@@ -53,6 +53,8 @@ pub struct DaemonSetup {
     /// The coordinator's settings (mode and floor) when it is on.
     pub coordinator: hetsched_core::coordination::CoordinatorConfig,
     pub max_frame_bytes: usize,
+    /// Connections per user and in all ([`crate::admission`]).
+    pub connection_limits: crate::admission::ConnectionLimits,
     /// OS CPU number → index among the CPU units (for the CPU agent).
     pub kind_of_cpu: Vec<Option<usize>>,
     /// The devices of the units the daemon runs kernels on; the server
@@ -202,12 +204,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The daemon's clock: ns since it started.
     /// Wakes the timer thread: new work may move its next deadline.
     pub fn wake(&self) {
         self.doorbell.ring();
     }
 
+    /// The daemon's clock: ns since it started.
     pub fn now(&self) -> Ns {
         self.epoch.elapsed().as_nanos() as Ns
     }
@@ -342,19 +344,31 @@ impl Server {
                 .name("hetsched-coord".into())
                 .spawn(move || crate::coordinator::run(coordinator))?;
         }
+        let admission = crate::admission::Admission::new(
+            self.shared.setup.connection_limits,
+            rustix::process::geteuid().as_raw(),
+        );
+        let mut accept_errors = ErrorBurst::default();
         for stream in self.listener.incoming() {
             match stream {
                 Ok(stream) => {
+                    accept_errors.ended();
+                    let Some(ticket) = admit(&admission, &stream) else {
+                        continue;
+                    };
                     let shared = Arc::clone(&self.shared);
                     let spawned = std::thread::Builder::new()
                         .name("hetsched-conn".into())
-                        .spawn(move || crate::connection::serve(&shared, stream));
+                        .spawn(move || {
+                            crate::connection::serve(&shared, stream);
+                            drop(ticket);
+                        });
                     if let Err(e) = spawned {
                         eprintln!("hetsched daemon: cannot start a connection thread: {e}");
                     }
                 }
                 Err(e) => {
-                    eprintln!("hetsched daemon: accept failed: {e}");
+                    accept_errors.failed(&e);
                     // Out of descriptors or memory: the connection stays in
                     // the backlog, so pause instead of spinning on it.
                     std::thread::sleep(Duration::from_millis(10));
@@ -362,6 +376,61 @@ impl Server {
             }
         }
         Ok(())
+    }
+}
+
+/// A place for the connection's user ([`crate::admission`]), or `None`
+/// after telling a refused client why (best effort: the socket is not
+/// waited on) and closing it.
+fn admit(
+    admission: &crate::admission::Admission,
+    stream: &UnixStream,
+) -> Option<crate::admission::Admitted> {
+    let uid = match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(cred) => cred.uid.as_raw(),
+        Err(e) => {
+            eprintln!("hetsched daemon: no peer credentials, dropping connection: {e}");
+            return None;
+        }
+    };
+    match admission.admit(uid) {
+        Ok(ticket) => Some(ticket),
+        Err(refused) => {
+            let frame = encode_frame(&hetsched_protocol::DaemonMsg::Error {
+                code: hetsched_protocol::ErrorCode::TooManyConnections,
+                message: refused.to_string(),
+                task: None,
+            });
+            let _ = rustix::net::send(stream, &frame, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+            None
+        }
+    }
+}
+
+/// Accept errors (out of descriptors) come in bursts, one every 10 ms
+/// while the backlog holds a connection: the first of a burst is logged,
+/// and how many there were when it ends.
+#[derive(Default)]
+struct ErrorBurst {
+    count: u64,
+}
+
+impl ErrorBurst {
+    fn failed(&mut self, e: &std::io::Error) {
+        if self.count == 0 {
+            eprintln!("hetsched daemon: accept failed: {e} (retrying every 10 ms)");
+        }
+        self.count += 1;
+    }
+
+    fn ended(&mut self) {
+        if self.count > 1 {
+            eprintln!(
+                "hetsched daemon: accepting again after {} failed attempts",
+                self.count
+            );
+        }
+        self.count = 0;
     }
 }
 

@@ -307,6 +307,30 @@ impl std::ops::Deref for Client {
     }
 }
 
+/// The refusal a daemon sent on `stream` before closing it, if any.
+fn refusal_sent(mut stream: &UnixStream) -> Option<ClientError> {
+    use std::io::Read;
+    let mut reader = FrameReader::default();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Ok(Some(payload)) = reader.next_payload() {
+            return match decode_daemon(&payload) {
+                Ok(DaemonMsg::Error { code, message, .. }) => {
+                    Some(ClientError::Refused { code, message })
+                }
+                _ => None,
+            };
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => reader.push(&buf[..n]),
+        }
+    }
+}
+
+/// How long a client waits for the daemon's answer to Hello.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A connection to the daemon.
 #[derive(Debug)]
 pub struct Client {
@@ -340,11 +364,19 @@ impl Client {
 
     fn handshake(opts: &ClientOptions) -> Result<(UnixStream, FrameReader, Session), ClientError> {
         let mut stream = connect_trusted(&opts.socket)?;
-        stream.write_all(&encode_frame(&ClientMsg::Hello {
+        // A daemon that accepts but never answers (hung, or a socket
+        // something else listens on) must not hang the caller.
+        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        let hello = encode_frame(&ClientMsg::Hello {
             name: opts.name.clone(),
             role: opts.role,
             requested: opts.requested,
-        }))?;
+        });
+        if let Err(e) = stream.write_all(&hello) {
+            // A daemon that refuses the connection (too many) says why and
+            // closes at once, perhaps before Hello arrives.
+            return Err(refusal_sent(&stream).unwrap_or(e.into()));
+        }
         let mut reader = FrameReader::default();
         let mut fds = Vec::new();
         let msg = loop {
@@ -352,13 +384,30 @@ impl Client {
                 break decode_daemon(&payload)?;
             }
             let mut buf = [0u8; 16 * 1024];
-            let (n, got) = recv_with_fds(&stream, &mut buf)?;
+            let (n, got) = recv_with_fds(&stream, &mut buf).map_err(|e| {
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) {
+                    ClientError::Io(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the daemon at {} did not answer Hello within {} s",
+                            opts.socket.display(),
+                            HANDSHAKE_TIMEOUT.as_secs()
+                        ),
+                    ))
+                } else {
+                    e.into()
+                }
+            })?;
             if n == 0 {
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
             }
             fds.extend(got);
             reader.push(&buf[..n]);
         };
+        stream.set_read_timeout(None)?;
         match msg {
             DaemonMsg::Welcome {
                 client,

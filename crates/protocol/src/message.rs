@@ -458,6 +458,11 @@ pub enum ErrorCode {
     /// the kernel has a parameter type calls cannot pass; the message
     /// carries the reason and the compiler's log.
     KernelBuildFailed,
+    /// The connection was refused: its user holds
+    /// `max_connections_per_uid` connections already, or the daemon
+    /// `max_connections`. Sent instead of an answer to `Hello`; the
+    /// connection is closed.
+    TooManyConnections,
 }
 
 /// Daemon → client.
@@ -600,6 +605,7 @@ mod tests {
             ErrorCode::UnknownDomain,
             ErrorCode::NotAssociated,
             ErrorCode::KernelBuildFailed,
+            ErrorCode::TooManyConnections,
         ];
         for (index, code) in codes.into_iter().enumerate() {
             let bytes = postcard::to_stdvec(&code).unwrap();
