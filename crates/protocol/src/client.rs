@@ -307,6 +307,22 @@ impl std::ops::Deref for Client {
     }
 }
 
+/// A refusal of a request that names no task (registering a kernel,
+/// opening a ring).
+fn refusal_of_request(m: &DaemonMsg) -> Option<ClientError> {
+    match m {
+        DaemonMsg::Error {
+            code,
+            message,
+            task: None,
+        } => Some(ClientError::Refused {
+            code: *code,
+            message: message.clone(),
+        }),
+        _ => None,
+    }
+}
+
 /// The refusal a daemon sent on `stream` before closing it, if any.
 fn refusal_sent(mut stream: &UnixStream) -> Option<ClientError> {
     use std::io::Read;
@@ -620,15 +636,7 @@ impl Client {
                 build_log: build_log.clone(),
                 cached: *cached,
             })),
-            DaemonMsg::Error {
-                code,
-                message,
-                task: None,
-            } => Some(Err(ClientError::Refused {
-                code: *code,
-                message: message.clone(),
-            })),
-            _ => None,
+            other => refusal_of_request(other).map(Err),
         })
     }
 
@@ -674,15 +682,7 @@ impl Client {
     fn wait_opened(&mut self, is_it: impl Fn(&DaemonMsg) -> bool) -> Result<(), ClientError> {
         self.wait_for(|m| match m {
             m if is_it(m) => Some(Ok(())),
-            DaemonMsg::Error {
-                code,
-                message,
-                task: None,
-            } => Some(Err(ClientError::Refused {
-                code: *code,
-                message: message.clone(),
-            })),
-            _ => None,
+            other => refusal_of_request(other).map(Err),
         })
     }
 
