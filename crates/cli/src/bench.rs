@@ -28,6 +28,9 @@ pub enum BenchCommand {
     /// A client changing its settings as fast as the daemon answers: state
     /// file writes per second and a probe's round trip, against quiet.
     SettingsChurn(crate::bench_settings::SettingsChurnArgs),
+    /// What many clients cost: idle ones (daemon CPU, memory, a probe's
+    /// round trip) or active ones (lost requests, grant waits, `status`).
+    Clients(crate::bench_clients::ClientsArgs),
     /// Opens connections until refused and holds them (tests of the
     /// connection limits).
     #[command(hide = true)]
@@ -101,6 +104,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Balance(args) => crate::bench_balance::balance(args),
         BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
         BenchCommand::SettingsChurn(args) => crate::bench_settings::settings_churn(args),
+        BenchCommand::Clients(args) => crate::bench_clients::clients(args),
         BenchCommand::HoldConnections(args) => crate::bench_connections::hold_connections(args),
         #[cfg(feature = "opencl")]
         BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),
@@ -127,6 +131,10 @@ impl DaemonChild {
     /// The daemon's folder (config, state file, log, socket).
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -6,6 +6,7 @@ mod admin;
 mod balance_cmd;
 mod bench;
 mod bench_balance;
+mod bench_clients;
 mod bench_connections;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod bench_device;

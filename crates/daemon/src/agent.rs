@@ -139,6 +139,11 @@ pub enum AgentRefusal {
 }
 
 impl Agent {
+    /// Requests of `client` waiting or holding a slot here.
+    pub fn outstanding_of(&self, client: ClientId) -> u32 {
+        self.uses.get(&client).map_or(0, |u| u.outstanding)
+    }
+
     pub fn new(setup: UnitSetup) -> Agent {
         let slots = setup.unit.slots.max(1);
         Agent {

@@ -1,7 +1,8 @@
-//! One thread per connection: it reads the client's frames, runs each
-//! message through the monitor under the state lock, and on the way out
-//! (goodbye, EOF, a bad frame, or being cut off for not reading) releases
-//! everything the client held.
+//! One connection: its frames are read as they arrive (the reactor's
+//! workers call [`ConnIo::on_readable`]), each message runs through the
+//! monitor under the state lock, and on the way out (goodbye, EOF, a bad
+//! frame, the handshake deadline, or being cut off for not reading)
+//! [`ConnIo::close`] releases everything the client held.
 
 use crate::config::Coordination;
 use crate::kernel_exec::ExecJob;
@@ -29,11 +30,11 @@ use std::sync::Arc;
 const MAX_NAME_CHARS: usize = 64;
 
 /// Bytes read from the socket at a time.
-const READ_CHUNK: usize = 64 * 1024;
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// How long a new connection may take to say Hello before it is closed
-/// (a connection that never speaks would otherwise hold its place and
-/// thread for ever).
-const HANDSHAKE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+/// (a connection that never speaks would otherwise hold its place for
+/// ever).
+pub(crate) const HANDSHAKE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Sends one frame on a connection the state does not know (yet): the
 /// refusals that end a connection before or at `Hello`.
@@ -51,53 +52,116 @@ fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
         gid: cred.gid.as_raw(),
         groups: procfs::groups(pid),
         start_time: procfs::start_time(pid).unwrap_or(0),
+        ancestors: procfs::ancestors(pid),
     })
 }
 
-/// One connection, from hello to goodbye (or death).
-pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
-    let stream = Arc::new(stream);
-    let peer = match peer_of(&stream) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("hetsched daemon: no peer credentials, dropping connection: {e}");
-            return;
-        }
-    };
-    let mut reader = FrameReader::new(shared.setup.max_frame_bytes);
-    let mut client: Option<ClientId> = None;
-    let mut said_goodbye = false;
-    let mut buf = vec![0u8; READ_CHUNK];
-    if stream.set_read_timeout(Some(HANDSHAKE_DEADLINE)).is_err() {
-        return;
+/// Whether a connection is still served after what it sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// Everything that arrived is handled; wait for more.
+    Open,
+    /// Goodbye, EOF, a bad frame or a cut-off: release it ([`ConnIo::close`]).
+    Closed,
+}
+
+/// Most bytes read from one connection per readiness event, so that a
+/// client that keeps sending cannot hold a worker from the others.
+const READ_BUDGET: usize = 16 * READ_CHUNK;
+
+/// One connection's reading side, from hello to goodbye (or death). It is
+/// driven by the reactor ([`crate::reactor`]): [`ConnIo::on_readable`] when
+/// the socket has bytes, [`ConnIo::close`] once it is done. An idle
+/// connection is this struct and its socket, no thread.
+pub(crate) struct ConnIo {
+    stream: Arc<UnixStream>,
+    peer: Peer,
+    reader: FrameReader,
+    client: Option<ClientId>,
+    said_goodbye: bool,
+    /// Its place under the connection limits, given back when it closes.
+    _ticket: crate::admission::Admitted,
+}
+
+impl ConnIo {
+    /// A connection just accepted (made non-blocking here).
+    pub fn new(
+        stream: UnixStream,
+        ticket: crate::admission::Admitted,
+        max_frame_bytes: usize,
+    ) -> std::io::Result<ConnIo> {
+        let peer = peer_of(&stream)?;
+        stream.set_nonblocking(true)?;
+        Ok(ConnIo {
+            stream: Arc::new(stream),
+            peer,
+            reader: FrameReader::new(max_frame_bytes),
+            client: None,
+            said_goodbye: false,
+            _ticket: ticket,
+        })
     }
-    'conn: loop {
-        let n = match (&*stream).read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        reader.push(&buf[..n]);
+
+    pub fn stream(&self) -> &UnixStream {
+        &self.stream
+    }
+
+    /// Said Hello (a connection that has not is closed after
+    /// [`HANDSHAKE_DEADLINE`]).
+    pub fn said_hello(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// Ends the connection from outside (the handshake deadline): the
+    /// reactor then sees it closed and releases it as usual.
+    pub fn shut_down(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Reads what has arrived (up to [`READ_BUDGET`]) and serves every
+    /// whole frame, in order. `buf` is the worker's read buffer.
+    pub fn on_readable(&mut self, shared: &Shared, buf: &mut [u8]) -> Served {
+        let mut read = 0;
+        while read < READ_BUDGET {
+            let n = match (&*self.stream).read(buf) {
+                Ok(0) => return Served::Closed,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Served::Open,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return Served::Closed,
+            };
+            read += n;
+            self.reader.push(&buf[..n]);
+            if self.serve_frames(shared) == Served::Closed {
+                return Served::Closed;
+            }
+        }
+        Served::Open
+    }
+
+    /// Serves the whole frames read so far.
+    fn serve_frames(&mut self, shared: &Shared) -> Served {
         loop {
-            let msg = match reader.next_payload().and_then(|p| match p {
+            let msg = match self.reader.next_payload().and_then(|p| match p {
                 Some(p) => decode_client(&p).map(Some),
                 None => Ok(None),
             }) {
                 Ok(Some(msg)) => msg,
-                Ok(None) => break,
+                Ok(None) => return Served::Open,
                 Err(e) => {
                     // Framing is lost: say why and drop this client only.
                     send_now(
-                        &stream,
+                        &self.stream,
                         &DaemonMsg::Error {
                             code: ErrorCode::BadFrame,
                             message: format!("{e}; closing the connection"),
                             task: None,
                         },
                     );
-                    break 'conn;
+                    return Served::Closed;
                 }
             };
-            match (client, msg) {
+            match (self.client, msg) {
                 (
                     None,
                     ClientMsg::Hello {
@@ -105,45 +169,45 @@ pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
                         role,
                         requested,
                     },
-                ) => match hello(shared, &stream, &peer, name, role, requested) {
-                    Some(id) => {
-                        client = Some(id);
-                        // Said Hello: a client may stay quiet as long as
-                        // it likes from now on.
-                        if stream.set_read_timeout(None).is_err() {
-                            break 'conn;
-                        }
-                    }
-                    None => break 'conn,
+                ) => match hello(shared, &self.stream, &self.peer, name, role, requested) {
+                    Some(id) => self.client = Some(id),
+                    None => return Served::Closed,
                 },
                 (None, _) => {
                     send_now(
-                        &stream,
+                        &self.stream,
                         &DaemonMsg::Error {
                             code: ErrorCode::BadSequence,
                             message: "the first message must be Hello".into(),
                             task: None,
                         },
                     );
-                    break 'conn;
+                    return Served::Closed;
                 }
                 (Some(_), ClientMsg::Goodbye) => {
-                    said_goodbye = true;
-                    break 'conn;
+                    self.said_goodbye = true;
+                    return Served::Closed;
                 }
                 (Some(id), msg) => {
                     if !handle(shared, id, msg) {
-                        break 'conn;
+                        return Served::Closed;
                     }
                 }
             }
         }
     }
-    if let Some(id) = client {
-        let gone = said_goodbye
+
+    /// Releases everything the client held. Its settings are forgotten
+    /// when it said goodbye or its process is gone (a client that lost
+    /// its connection may come back).
+    pub fn close(self, shared: &Shared) {
+        let Some(id) = self.client else {
+            return;
+        };
+        let gone = self.said_goodbye
             || !procfs::alive(ProcessKey {
-                pid: peer.pid,
-                start_time: peer.start_time,
+                pid: self.peer.pid,
+                start_time: self.peer.start_time,
             });
         let mut state = shared.lock();
         let mut out = Outbox::default();
@@ -154,6 +218,7 @@ pub(crate) fn serve(shared: &Shared, stream: UnixStream) {
         }
         state.conns.remove(&id);
         state.exclusive.remove(&id);
+        state.pages.left(id);
         state.deliver(&mut out);
         shared.save_store(&mut state);
         drop(state);
@@ -212,10 +277,18 @@ fn hello(
     if let Some(p) = conn.private.as_mut() {
         let views = state.monitor.client_views(id, now);
         let _ = p.publish(now, id.0, &views, &vec![0; n_kinds]);
+        state.pages.joined(id, views);
     }
     let frame = encode_frame(&welcome);
-    let sent = match conn.private.as_ref() {
-        Some(p) => send_with_fds(stream, &frame, &[state.global.fd(), p.fd()]),
+    let sent = match conn.private.as_mut() {
+        Some(p) => {
+            let fds: Vec<BorrowedFd<'_>> =
+                std::iter::once(state.global.fd()).chain(p.fd()).collect();
+            let sent = send_with_fds(stream, &frame, &fds);
+            drop(fds);
+            p.release_fd();
+            sent
+        }
         None => send_with_fds(stream, &frame, &[]),
     };
     state.conns.insert(id, conn);
@@ -344,6 +417,7 @@ fn install_ring(
     drop(fds);
     conn.rings.retain(|r| r.unit != unit);
     conn.rings.push(OpenRing { unit, ring, region });
+    st.ring_holders.insert(id);
 }
 
 fn refuse(

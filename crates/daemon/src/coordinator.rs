@@ -34,7 +34,7 @@ use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role, UnitDemand};
 use hetsched_views::Targets;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A client's latest `ReportDemand`.
@@ -149,9 +149,15 @@ fn gather(shared: &Shared) -> Gathered {
     let admin_gid = shared.setup.monitor.admin_gid;
     let mut state = shared.lock();
     let st = &mut *state;
+    // Quiet applications (nothing outstanding, idle for seconds) have no
+    // demand to coordinate: leaving them out keeps a step O(busy
+    // applications), whatever number sit connected. One that wakes up is
+    // tracked afresh.
     let apps = st
-        .monitor
-        .clients()
+        .pages
+        .busy_clients()
+        .into_iter()
+        .filter_map(|id| st.monitor.client(id))
         .filter(|c| c.role == Role::Application)
         .map(|c| {
             let measured = st
@@ -197,7 +203,7 @@ fn step(
     gathered: Gathered,
     cpu_time: impl Fn(u32) -> Option<f64>,
 ) {
-    let present: Vec<ClientId> = gathered.apps.iter().map(|a| a.id).collect();
+    let present: BTreeSet<ClientId> = gathered.apps.iter().map(|a| a.id).collect();
     tracked.retain(|id, _| {
         let keep = present.contains(id);
         if !keep {
@@ -286,7 +292,7 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
     for u in 0..st.monitor.agents().len() {
         st.monitor.set_short_first(u, coordinator.short_first(u));
     }
-    st.targets.clear();
+    let before = std::mem::take(&mut st.targets);
     let mut apps = Vec::new();
     for (id, t) in tracked {
         let target = coordinator.target(*id).zip(coordinator.rate(*id));
@@ -313,6 +319,7 @@ fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId
             coordinated: t.coordinated,
         });
     }
+    st.pages.force_changed(&before, &st.targets);
     let floor = coordinator.floor();
     st.coordination = Some(CoordinationStatus {
         solves: coordinator.solves(),

@@ -16,7 +16,7 @@ use crate::renice::{Renicer, may_renice};
 use crate::server::Shared;
 use hetsched_protocol::Role;
 use hetsched_views::CpuKindView;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Scans until the process ends.
@@ -86,7 +86,7 @@ fn cpu_schedule(
 /// Lists which application clients have a runnable thread and hands that
 /// to the units' policies as the CPU schedule.
 fn publish_cpu_schedule(shared: &Shared) {
-    let pids: Vec<u32> = {
+    let pids: BTreeSet<u32> = {
         let state = shared.lock();
         state
             .monitor
@@ -113,7 +113,7 @@ fn scan(shared: &Shared, renicer: Option<&mut Renicer>) {
     let by_nice = procfs::runnable_by_nice(&shared.setup.kind_of_cpu, kinds);
     let (pids, nice_targets) = {
         let state = shared.lock();
-        let pids: Vec<u32> = state
+        let pids: BTreeSet<u32> = state
             .monitor
             .clients()
             .filter(|c| c.role == Role::Application)
@@ -143,5 +143,7 @@ fn scan(shared: &Shared, renicer: Option<&mut Renicer>) {
             exclusive_cores_free: shared.cpu_unit_slots[k].saturating_sub(used[k]),
         })
         .collect();
+    let state = &mut *state;
+    state.pages.force_changed(&state.exclusive, &exclusive);
     state.exclusive = exclusive;
 }

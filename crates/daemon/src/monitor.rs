@@ -111,6 +111,17 @@ pub struct ClientEntry {
     /// The configured domain it belongs to (index into the monitor's
     /// domains), from its cgroup when it connected.
     pub domain: Option<usize>,
+    /// Its last request, completion or settings change.
+    pub last_active: Ns,
+}
+
+/// What a client's private views depend on besides the units' state:
+/// quiet clients (nothing outstanding, nothing done lately) with equal
+/// keys see equal views, so one view serves them all.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ViewKey {
+    pub settings: Vec<ClientSettings>,
+    pub domain: Option<usize>,
 }
 
 impl ClientEntry {
@@ -152,6 +163,9 @@ pub struct Monitor {
     domains: Vec<DomainSpec>,
     /// Kernels clients registered with served units.
     user_kernels: UserKernelRegistry,
+    /// Clients that did something since [`Monitor::take_stirred`] was last
+    /// called (repeats allowed).
+    stirred: Vec<ClientId>,
 }
 
 /// Weight of the newest measure in a kernel's cost per byte.
@@ -181,6 +195,7 @@ impl Monitor {
             kernel_costs: BTreeMap::new(),
             domains,
             user_kernels: UserKernelRegistry::default(),
+            stirred: Vec::new(),
         }
     }
 
@@ -359,7 +374,10 @@ impl Monitor {
                 pid: peer.pid,
                 start_time: peer.start_time,
             };
-            let stored = self.store.settings_of(key).cloned().unwrap_or_default();
+            let stored = match self.store.settings_of(key) {
+                Some(own) => own.clone(),
+                None => self.inherit_settings(key, &peer, &name, &mut notes),
+            };
             for agent in &mut self.agents {
                 let want = stored
                     .get(&agent.setup.unit.name)
@@ -392,8 +410,10 @@ impl Monitor {
                 settings,
                 connected_at: now,
                 domain: None,
+                last_active: now,
             },
         );
+        self.stirred.push(id);
         if role == Role::Application && !requested.is_empty() {
             let all: Vec<usize> = (0..self.agents.len()).collect();
             if let Err((_, why)) = self.apply(&peer, &[id], &all, requested, now) {
@@ -476,6 +496,35 @@ impl Monitor {
 
     /// Applies `req` to `targets` on `units` (indices), all or nothing.
     /// Returns the new settings per unit of the last target.
+    /// The stored settings of `peer`'s nearest ancestor that has any
+    /// (as a forked child inherits its parent's nice level), stored as its
+    /// own from now on: a child cannot escape its parent's demotion. None
+    /// stored: the defaults.
+    fn inherit_settings(
+        &mut self,
+        key: ProcessKey,
+        peer: &Peer,
+        name: &str,
+        notes: &mut Vec<String>,
+    ) -> BTreeMap<String, ClientSettings> {
+        let Some((parent, settings)) = peer
+            .ancestors
+            .iter()
+            .find_map(|a| self.store.settings_of(*a).map(|s| (*a, s.clone())))
+        else {
+            return BTreeMap::new();
+        };
+        for (unit, s) in &settings {
+            self.store.set(key, name, unit, *s);
+        }
+        self.store_dirty = true;
+        notes.push(format!(
+            "settings inherited from ancestor process {}",
+            parent.pid
+        ));
+        settings
+    }
+
     fn apply(
         &mut self,
         actor: &Peer,
@@ -528,6 +577,7 @@ impl Monitor {
         }
         for &t in targets {
             self.refresh_cpu_credits(t);
+            self.stir(t, now);
         }
         Ok(last)
     }
@@ -732,6 +782,7 @@ impl Monitor {
         out: &mut Outbox,
     ) -> Result<(), Refusal> {
         let u = self.admit(client, unit)?;
+        self.stir(client, now);
         let task = call.task;
         let runs = match call.kernel {
             Kernel::User(id) => self.user_kernels.signature(client, unit, id).is_ok(),
@@ -792,6 +843,7 @@ impl Monitor {
                 .and_modify(|c| *c += KERNEL_COST_ALPHA * (measured - *c))
                 .or_insert(measured);
         }
+        self.stir(client, now);
         // Unknown only if the call was never started here: nothing to free.
         let _ = self.agents[u].complete_kernel(client, call.task, result, now, out);
     }
@@ -894,6 +946,7 @@ impl Monitor {
         out: &mut Outbox,
     ) -> Result<(), Refusal> {
         let u = self.admit(client, unit)?;
+        self.stir(client, now);
         self.agents[u]
             .submit(client, task, expected_ns as f64, Work::Gate, now, out)
             .map_err(|r| refusal(r, task))
@@ -910,6 +963,7 @@ impl Monitor {
     ) -> Result<(), Refusal> {
         self.application(client)?;
         let u = self.unit_index(unit)?;
+        self.stir(client, now);
         self.agents[u]
             .complete_gate(client, task, now, out)
             .map(|_| ())
@@ -930,6 +984,7 @@ impl Monitor {
         out: &mut Outbox,
     ) -> Result<(), Refusal> {
         let u = self.admit(client, unit)?;
+        self.stir(client, now);
         let setup = &self.agents[u].setup;
         if !setup.emulated {
             return Err((
@@ -1031,6 +1086,55 @@ impl Monitor {
             .iter()
             .map(|a| a.policy().client_view(client, now))
             .collect()
+    }
+
+    /// The private pages of `clients` (per client, per unit), each unit's
+    /// computed in one round ([`UnitPolicy::client_views`]).
+    pub fn client_views_round(&self, clients: &[ClientId], now: Ns) -> Vec<Vec<ClientUnitView>> {
+        let mut pages: Vec<Vec<ClientUnitView>> = clients
+            .iter()
+            .map(|_| Vec::with_capacity(self.agents.len()))
+            .collect();
+        for agent in &self.agents {
+            let views = agent.policy().client_views(clients, now);
+            for (page, view) in pages.iter_mut().zip(views) {
+                page.push(view);
+            }
+        }
+        pages
+    }
+
+    /// Notes that `client` did something: its view is its own again (see
+    /// [`Monitor::is_quiet`]).
+    fn stir(&mut self, client: ClientId, now: Ns) {
+        if let Some(entry) = self.clients.get_mut(&client) {
+            entry.last_active = now;
+            self.stirred.push(client);
+        }
+    }
+
+    /// Clients that did something since the last call (repeats allowed).
+    pub fn take_stirred(&mut self) -> Vec<ClientId> {
+        std::mem::take(&mut self.stirred)
+    }
+
+    /// Whether `client` has nothing outstanding on any unit and did
+    /// nothing for `after` ns: its view is then that of any other quiet
+    /// client with the same [`ViewKey`] (its own decayed usage is below
+    /// what a view shows).
+    pub fn is_quiet(&self, client: ClientId, now: Ns, after: Ns) -> bool {
+        self.clients.get(&client).is_some_and(|c| {
+            now.saturating_sub(c.last_active) >= after
+                && self.agents.iter().all(|a| a.outstanding_of(client) == 0)
+        })
+    }
+
+    /// What `client`'s views depend on besides the units' state.
+    pub fn view_key(&self, client: ClientId) -> Option<ViewKey> {
+        self.clients.get(&client).map(|c| ViewKey {
+            settings: c.settings.clone(),
+            domain: c.domain,
+        })
     }
 
     /// Cores of each CPU unit that each application may use exclusively
@@ -1171,6 +1275,7 @@ impl Monitor {
             .find_map(|c| c.domain)
             .or_else(|| domains::domain_of(&self.domains, cgroup, std::process::id()))?;
         self.clients.get_mut(&client).expect("checked").domain = Some(found);
+        self.stir(client, now);
         self.tell_domain(found, &[client], now);
         Some(found)
     }

@@ -16,6 +16,10 @@ pub struct Peer {
     /// (`/proc/PID/stat` field 22): with the pid, it names one process
     /// across daemon restarts even when pids are reused.
     pub start_time: u64,
+    /// Its parent, grandparent and so on (nearest first, init left out):
+    /// a process without settings of its own inherits its nearest
+    /// ancestor's, as it inherits its nice level.
+    pub ancestors: Vec<crate::store::ProcessKey>,
 }
 
 impl Peer {
@@ -96,6 +100,7 @@ mod tests {
             gid,
             groups: groups.to_vec(),
             start_time: 1,
+            ancestors: Vec::new(),
         }
     }
 

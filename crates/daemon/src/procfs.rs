@@ -19,6 +19,7 @@ fn stat_fields(text: &str) -> Option<Vec<&str>> {
 }
 
 const STATE: usize = 0; // field 3
+const PPID: usize = 1; // field 4
 const UTIME: usize = 11; // field 14
 const STIME: usize = 12; // field 15
 const NICE: usize = 16; // field 19
@@ -37,6 +38,36 @@ fn stat_cpu_ticks(stat: &str) -> Option<u64> {
     let user: u64 = f.get(UTIME)?.parse().ok()?;
     let system: u64 = f.get(STIME)?.parse().ok()?;
     Some(user + system)
+}
+
+/// The parent of a process (`/proc/PID/stat` field 4).
+fn parent(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_fields(&text)?.get(PPID)?.parse().ok()
+}
+
+/// Most ancestors looked up for a process.
+const MAX_ANCESTORS: usize = 16;
+
+/// A process's ancestors, nearest first, up to (not including) init, at
+/// most [`MAX_ANCESTORS`].
+pub fn ancestors(pid: u32) -> Vec<ProcessKey> {
+    let mut out = Vec::new();
+    let mut at = pid;
+    while out.len() < MAX_ANCESTORS {
+        let Some(up) = parent(at).filter(|&p| p > 1 && p != at) else {
+            break;
+        };
+        let Some(start_time) = start_time(up) else {
+            break;
+        };
+        out.push(ProcessKey {
+            pid: up,
+            start_time,
+        });
+        at = up;
+    }
+    out
 }
 
 pub fn start_time(pid: u32) -> Option<u64> {

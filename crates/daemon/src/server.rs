@@ -1,5 +1,6 @@
-//! The server: binds the socket and serves it with one thread per
-//! connection ([`crate::connection`]), one timer thread ([`crate::timer`]:
+//! The server: binds the socket and serves its connections from a few
+//! worker threads ([`crate::reactor`], [`crate::connection`]), one timer
+//! thread ([`crate::timer`]:
 //! emulated device work, the 10 ms tick, view publication) and the CPU
 //! agent's thread ([`crate::cpu_agent`]: the /proc scan).
 //!
@@ -122,6 +123,10 @@ pub(crate) struct State {
     pub coordination: Option<hetsched_protocol::CoordinationStatus>,
     /// Where each served unit's executor takes its calls.
     pub kernel_jobs: HashMap<hetsched_core::ids::UnitId, Sender<ExecJob>>,
+    /// Which private pages the timer rewrites each tick.
+    pub pages: crate::page_rounds::PageRounds,
+    /// Clients that have opened call rings (the timer drains only theirs).
+    pub ring_holders: std::collections::BTreeSet<ClientId>,
     /// The daemon's epoch (the same as [`Shared::now`]'s), for deciding
     /// under the lock without the `Shared`.
     epoch: Instant,
@@ -263,6 +268,7 @@ impl Server {
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let doorbell = Doorbell::create()?;
         let listener = bind_socket(&setup.socket)?;
+        crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
         let mut log = |line: String| eprintln!("hetsched daemon: {line}");
@@ -294,6 +300,8 @@ impl Server {
             targets: BTreeMap::new(),
             coordination: None,
             kernel_jobs: HashMap::new(),
+            pages: Default::default(),
+            ring_holders: Default::default(),
             epoch,
         };
         Ok(Server {
@@ -344,93 +352,7 @@ impl Server {
                 .name("hetsched-coord".into())
                 .spawn(move || crate::coordinator::run(coordinator))?;
         }
-        let admission = crate::admission::Admission::new(
-            self.shared.setup.connection_limits,
-            rustix::process::geteuid().as_raw(),
-        );
-        let mut accept_errors = ErrorBurst::default();
-        for stream in self.listener.incoming() {
-            match stream {
-                Ok(stream) => {
-                    accept_errors.ended();
-                    let Some(ticket) = admit(&admission, &stream) else {
-                        continue;
-                    };
-                    let shared = Arc::clone(&self.shared);
-                    let spawned = std::thread::Builder::new()
-                        .name("hetsched-conn".into())
-                        .spawn(move || {
-                            crate::connection::serve(&shared, stream);
-                            drop(ticket);
-                        });
-                    if let Err(e) = spawned {
-                        eprintln!("hetsched daemon: cannot start a connection thread: {e}");
-                    }
-                }
-                Err(e) => {
-                    accept_errors.failed(&e);
-                    // Out of descriptors or memory: the connection stays in
-                    // the backlog, so pause instead of spinning on it.
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A place for the connection's user ([`crate::admission`]), or `None`
-/// after telling a refused client why (best effort: the socket is not
-/// waited on) and closing it.
-fn admit(
-    admission: &crate::admission::Admission,
-    stream: &UnixStream,
-) -> Option<crate::admission::Admitted> {
-    let uid = match rustix::net::sockopt::socket_peercred(stream) {
-        Ok(cred) => cred.uid.as_raw(),
-        Err(e) => {
-            eprintln!("hetsched daemon: no peer credentials, dropping connection: {e}");
-            return None;
-        }
-    };
-    match admission.admit(uid) {
-        Ok(ticket) => Some(ticket),
-        Err(refused) => {
-            let frame = encode_frame(&hetsched_protocol::DaemonMsg::Error {
-                code: hetsched_protocol::ErrorCode::TooManyConnections,
-                message: refused.to_string(),
-                task: None,
-            });
-            let _ = rustix::net::send(stream, &frame, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
-            None
-        }
-    }
-}
-
-/// Accept errors (out of descriptors) come in bursts, one every 10 ms
-/// while the backlog holds a connection: the first of a burst is logged,
-/// and how many there were when it ends.
-#[derive(Default)]
-struct ErrorBurst {
-    count: u64,
-}
-
-impl ErrorBurst {
-    fn failed(&mut self, e: &std::io::Error) {
-        if self.count == 0 {
-            eprintln!("hetsched daemon: accept failed: {e} (retrying every 10 ms)");
-        }
-        self.count += 1;
-    }
-
-    fn ended(&mut self) {
-        if self.count > 1 {
-            eprintln!(
-                "hetsched daemon: accepting again after {} failed attempts",
-                self.count
-            );
-        }
-        self.count = 0;
+        crate::reactor::serve(&self.shared, self.listener)
     }
 }
 

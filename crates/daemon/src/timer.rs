@@ -97,11 +97,18 @@ pub(crate) fn run(shared: &Shared) {
 /// protocol is closed with `CallRingCorrupt`.
 fn drain_rings(state: &mut State, now: Ns, out: &mut Outbox) -> RingsPolled {
     let mut polled = RingsPolled::default();
-    let State { monitor, conns, .. } = state;
-    for (&id, conn) in conns.iter_mut() {
-        if conn.cut_off {
+    let State {
+        monitor,
+        conns,
+        ring_holders,
+        ..
+    } = state;
+    // Only clients with rings: thousands of others cost nothing here.
+    ring_holders.retain(|id| conns.get(id).is_some_and(|c| !c.rings.is_empty()));
+    for &id in ring_holders.iter() {
+        let Some(conn) = conns.get_mut(&id).filter(|c| !c.cut_off) else {
             continue;
-        }
+        };
         conn.rings.retain_mut(|OpenRing { unit, ring, region }| {
             loop {
                 let packet = match ring.peek() {
@@ -215,12 +222,19 @@ fn publish(shared: &Shared, state: &mut State, now: Ns) {
         .collect();
     let _ = state.global.publish(now, &units, &state.cpu_kinds);
     let zeros = vec![0u32; shared.cpu_unit_slots.len()];
-    for (id, conn) in state.conns.iter_mut() {
-        if let Some(p) = conn.private.as_mut() {
-            let views = state.monitor.client_views(*id, now);
-            let excl = state.exclusive.get(id).unwrap_or(&zeros);
-            let targets = state.targets.get(id);
-            let _ = p.publish_with_targets(now, id.0, &views, excl, targets);
+    let State {
+        monitor,
+        pages,
+        conns,
+        exclusive,
+        targets,
+        ..
+    } = state;
+    for update in pages.round(monitor, now) {
+        let id = update.client;
+        if let Some(p) = conns.get_mut(&id).and_then(|c| c.private.as_mut()) {
+            let excl = exclusive.get(&id).unwrap_or(&zeros);
+            let _ = p.publish_with_targets(now, id.0, &update.views, excl, targets.get(&id));
         }
     }
 }

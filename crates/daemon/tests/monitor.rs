@@ -45,6 +45,7 @@ fn peer(pid: u32, uid: u32) -> Peer {
         gid: uid,
         groups: vec![],
         start_time: 1,
+        ancestors: vec![],
     }
 }
 
@@ -771,4 +772,70 @@ fn without_binding_an_association_does_not_limit_calls() {
         .unwrap();
     m.submit_device(a, UnitId(1), TaskId(2), 1000, 0, 0, 0, &mut out)
         .unwrap();
+}
+
+#[test]
+fn a_forked_child_inherits_its_parents_demotion() {
+    let mut m = monitor(1);
+    app(&mut m, 40, 1000, None);
+    let root = app(&mut m, 41, 0, None);
+    // An administrator demotes the parent to BACKGROUND.
+    m.set_settings(
+        root,
+        Some(40),
+        None,
+        SettingsRequest {
+            class: Some(WireClass::Background),
+            priority: None,
+        },
+        &NoProcs,
+        0,
+    )
+    .unwrap();
+    // Its child (and grandchild) connect with no settings of their own.
+    for (pid, ancestors) in [(42, vec![40]), (43, vec![42, 40])] {
+        let mut child = peer(pid, 1000);
+        child.ancestors = ancestors
+            .into_iter()
+            .map(|pid| ProcessKey { pid, start_time: 1 })
+            .collect();
+        let (_, welcome) = m.hello(
+            child,
+            format!("child{pid}"),
+            Role::Application,
+            SettingsRequest::default(),
+            0,
+        );
+        match welcome {
+            DaemonMsg::Welcome {
+                settings, notice, ..
+            } => {
+                assert_eq!(settings[0].class, WireClass::Background, "pid {pid}");
+                assert!(notice.unwrap().contains("inherited"), "pid {pid}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A process with no ancestor settings keeps the defaults.
+    let mut stranger = peer(44, 1000);
+    stranger.ancestors = vec![ProcessKey {
+        pid: 1234,
+        start_time: 1,
+    }];
+    let (_, welcome) = m.hello(
+        stranger,
+        "stranger".into(),
+        Role::Application,
+        SettingsRequest::default(),
+        0,
+    );
+    match welcome {
+        DaemonMsg::Welcome {
+            settings, notice, ..
+        } => {
+            assert_eq!(settings[0].class, WireClass::Normal(10));
+            assert_eq!(notice, None);
+        }
+        other => panic!("{other:?}"),
+    }
 }

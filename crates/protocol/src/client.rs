@@ -947,6 +947,15 @@ impl Client {
         }
     }
 
+    /// Longest any call waits for the daemon's answer (`None`, the
+    /// default: for ever). A call that waits longer fails with an I/O
+    /// error of kind `TimedOut` or `WouldBlock`; an answer that comes later
+    /// is read (and kept or dropped) by the next call.
+    pub fn set_reply_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.stream.set_read_timeout(timeout)?;
+        Ok(())
+    }
+
     /// Says goodbye; the daemon releases everything this client held.
     pub fn goodbye(mut self) -> Result<(), ClientError> {
         self.send(&ClientMsg::Goodbye)

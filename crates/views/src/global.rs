@@ -93,7 +93,9 @@ impl GlobalWriter {
     /// The page's memfd, to send to clients (`SCM_RIGHTS`). Receivers can
     /// only map it read-only.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.page.fd()
+        self.page
+            .fd()
+            .expect("the global page keeps its descriptor: it is sent to every client")
     }
 
     pub fn n_units(&self) -> usize {

@@ -22,7 +22,9 @@ pub(crate) const PAGE_SEALS: SealFlags = SealFlags::SHRINK
 /// The writer's side: the memfd, its read-write mapping and the sequence.
 #[derive(Debug)]
 pub(crate) struct PageWriter {
-    fd: OwnedFd,
+    /// `None` once released: every reader has it mapped, and the mapping
+    /// here outlives the descriptor.
+    fd: Option<OwnedFd>,
     map: Mapping,
     layout: Layout,
     seq: u64,
@@ -64,15 +66,21 @@ impl PageWriter {
         rustix::fs::fcntl_add_seals(&fd, PAGE_SEALS)
             .map_err(ViewError::sys("fcntl(F_ADD_SEALS)"))?;
         Ok(PageWriter {
-            fd,
+            fd: Some(fd),
             map,
             layout,
             seq: 0,
         })
     }
 
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// Closes the descriptor (the mapping stays): a page sent to its one
+    /// reader need not hold a descriptor for the rest of its life.
+    pub(crate) fn release_fd(&mut self) {
+        self.fd = None;
     }
 
     pub(crate) fn layout(&self) -> &Layout {

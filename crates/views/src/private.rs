@@ -62,9 +62,17 @@ impl PrivateWriter {
         Ok(PrivateWriter { page })
     }
 
-    /// The page's memfd, to send to its client. It can only map it read-only.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    /// The page's memfd, to send to its client, until
+    /// [`PrivateWriter::release_fd`]. The client can only map it read-only.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.page.fd()
+    }
+
+    /// Closes the memfd once it is sent: the page's one reader has it, and
+    /// the writer's mapping stays. A daemon with thousands of clients then
+    /// holds one descriptor per client (its socket), not two.
+    pub fn release_fd(&mut self) {
+        self.page.release_fd();
     }
 
     pub fn n_units(&self) -> usize {

@@ -148,7 +148,7 @@ fn publish_with_wrong_lengths_is_an_error_and_writes_nothing() {
 #[test]
 fn private_page_round_trips_every_field_including_infinity_and_nan() {
     let mut w = PrivateWriter::create(3, 2).unwrap();
-    let r = PrivateReader::from_fd(dup(w.fd())).unwrap();
+    let r = PrivateReader::from_fd(dup(w.fd().unwrap())).unwrap();
 
     // Before the first publish: idle, uncapped units; no client id yet.
     assert_eq!(r.unit(0), Some(ClientUnitView::default()));
@@ -178,9 +178,22 @@ fn private_page_round_trips_every_field_including_infinity_and_nan() {
 }
 
 #[test]
+fn a_private_page_stays_live_after_its_descriptor_is_released() {
+    let mut w = PrivateWriter::create(2, 1).unwrap();
+    let r = PrivateReader::from_fd(dup(w.fd().unwrap())).unwrap();
+    w.release_fd();
+    assert!(w.fd().is_none());
+    let units: Vec<_> = (0..2).map(sample_client_unit).collect();
+    w.publish(7, 3, &units, &[1]).unwrap();
+    let s = r.snapshot().unwrap();
+    assert_eq!((s.published_at_ns, s.client_id), (7, 3));
+    assert_eq!(s.units, units);
+}
+
+#[test]
 fn private_page_carries_coordination_targets_until_they_are_withdrawn() {
     let mut w = PrivateWriter::create(3, 1).unwrap();
-    let r = PrivateReader::from_fd(dup(w.fd())).unwrap();
+    let r = PrivateReader::from_fd(dup(w.fd().unwrap())).unwrap();
     let units: Vec<_> = (0..3).map(sample_client_unit).collect();
     let mut fractions = Vec::new();
     // Before any publish, and after a plain publish: no targets.
@@ -278,7 +291,7 @@ fn reader_rejects_wrong_magic() {
     // A private page is not a global page, and the other way round.
     let p = PrivateWriter::create(2, 1).unwrap();
     assert!(matches!(
-        GlobalReader::from_fd(dup(p.fd())),
+        GlobalReader::from_fd(dup(p.fd().unwrap())),
         Err(ViewError::BadMagic { found, .. }) if found == PRIVATE_MAGIC
     ));
     let g = GlobalWriter::create(2, 1).unwrap();
@@ -713,7 +726,7 @@ proptest! {
         prop_assert_eq!(gr.snapshot().unwrap().published_at_ns, now);
 
         let mut pw = PrivateWriter::create(3, 2).unwrap();
-        let pr = PrivateReader::from_fd(dup(pw.fd())).unwrap();
+        let pr = PrivateReader::from_fd(dup(pw.fd().unwrap())).unwrap();
         pw.publish(now, client_id, &client, &cores).unwrap();
         let s = pr.snapshot().unwrap();
         for (i, want) in client.iter().enumerate() {

@@ -547,6 +547,17 @@ impl<Q> ClientLedger<Q> {
         work / f64::from(self.slots)
     }
 
+    /// One client's part of [`ClientLedger::backlog_ahead_ns`] (not divided
+    /// over the slots): its queued requests and the rest of its running
+    /// tasks. Summing it once over a ledger and taking each client's own
+    /// part out gives every client's backlog in one pass.
+    pub fn backlog_ns(&self, c: &ClientRecord<Q>, now: Ns) -> f64 {
+        if c.queued == 0 && c.running == 0 {
+            return 0.0;
+        }
+        f64::from(c.queued) * self.avg_task_ns(c) + self.running_rest_ns(c, now)
+    }
+
     /// What is left of the other clients' running tasks, per slot: the
     /// wait of a task that nothing queued is ahead of.
     pub fn running_left_ns(&self, me: ClientId, now: Ns) -> f64 {

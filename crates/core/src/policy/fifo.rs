@@ -161,26 +161,47 @@ impl UnitPolicy for FifoPolicy {
     }
 
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        let current_utilisation = self
-            .ledger
-            .get(client)
-            .map_or(0.0, |c| self.ledger.utilisation(c, now));
-        let wait_ns = if self.passing() {
-            self.short_first_wait_ns(client, now)
+        self.client_views(&[client], now).remove(0)
+    }
+
+    /// In FIFO order the backlog is summed once for the round and each
+    /// client's own part taken out; passing short-first order depends on
+    /// each client's key, so each is computed on its own.
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
+        let ledger = &self.ledger;
+        let slots = f64::from(ledger.slots());
+        let backlog: f64 = if self.passing() {
+            0.0
         } else {
-            // The backlog right now, not a count of active clients: a task
-            // arriving mid-way through another's long task waits only for
-            // its remainder (this closed most of the gap to c-sched's exact
-            // queues).
-            self.ledger.backlog_ahead_ns(client, now, |_| true)
+            ledger
+                .clients()
+                .iter()
+                .map(|c| ledger.backlog_ns(c, now))
+                .sum()
         };
-        ClientUnitView {
-            guaranteed: 0.0,
-            wait_ns,
-            current_utilisation,
-            throttled: false,
-            max_utilisation: 1.0,
-        }
+        clients
+            .iter()
+            .map(|&client| {
+                let me = ledger.get(client);
+                let wait_ns = if self.passing() {
+                    self.short_first_wait_ns(client, now)
+                } else {
+                    // The backlog right now, not a count of active clients:
+                    // a task arriving mid-way through another's long task
+                    // waits only for its remainder (this closed most of the
+                    // gap to c-sched's exact queues).
+                    let mine = me.map_or(0.0, |c| ledger.backlog_ns(c, now));
+                    (backlog - mine).max(0.0) / slots
+                };
+                ClientUnitView {
+                    guaranteed: 0.0,
+                    wait_ns,
+                    current_utilisation: me.map_or(0.0, |c| ledger.utilisation(c, now)),
+                    throttled: false,
+                    max_utilisation: 1.0,
+                }
+            })
+            .collect()
     }
 
     fn unit_view(&self, now: Ns) -> UnitView {

@@ -186,7 +186,7 @@ pub const DEFAULT_NORMAL_SHARES: u32 = 10;
 pub const MAX_CUSTOM_SHARES: u32 = 100;
 
 /// Everything a policy knows about a client's standing on one unit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClientSettings {
     pub class: ShareClass,
     /// Larger runs first under [`PolicyKind::Priority`].
@@ -264,6 +264,14 @@ pub trait UnitPolicy: fmt::Debug + Send {
 
     /// What this client can expect from the unit (the private page).
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView;
+
+    /// The views of `clients` at `now`, in their order: what
+    /// [`UnitPolicy::client_view`] gives each. Policies whose view of one
+    /// client scans the others override this to scan once for the whole
+    /// round (the daemon refreshes every client's page each tick).
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
+        clients.iter().map(|&c| self.client_view(c, now)).collect()
+    }
 
     /// A backend-served unit's credits, ticks and SLO state for `client`
     /// (Pegasus policies); `None` for other policies.

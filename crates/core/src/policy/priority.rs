@@ -7,6 +7,17 @@ use super::accounting::{ClientLedger, ClientQueue, LedgerConfig, QueuedRequest};
 use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
+use std::collections::BTreeMap;
+
+/// The active clients of one priority level, summed for a round of views.
+#[derive(Clone, Copy, Debug, Default)]
+struct LevelSums {
+    /// Average task × outstanding tasks.
+    work_ns: f64,
+    /// Average tasks of clients with a task running, and their number.
+    running_avg_sum: f64,
+    running_clients: u32,
+}
 
 #[derive(Debug)]
 pub struct PriorityPolicy {
@@ -110,33 +121,57 @@ impl UnitPolicy for PriorityPolicy {
     /// (they run first, or arrived first), plus the expected residual of a
     /// running lower-priority task (half its average: it cannot be preempted).
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        let me = self.ledger.get(client);
-        let my_priority = me.map_or(0, |c| c.settings().priority);
-        let mut ahead_ns = 0.0;
-        let mut blocking_sum = 0.0;
-        let mut blocking_count = 0u32;
-        for c in self.ledger.active_others(client, now) {
-            let avg = self.ledger.avg_task_ns(c);
-            if c.settings().priority >= my_priority {
-                ahead_ns += avg * f64::from(c.outstanding());
-            } else if c.running() > 0 {
-                blocking_sum += avg;
-                blocking_count += 1;
+        self.client_views(&[client], now).remove(0)
+    }
+
+    /// The active clients' work is summed once per priority level; each
+    /// client then adds up the levels at or above its own (minus its own
+    /// work) and the running tasks below it.
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
+        let ledger = &self.ledger;
+        let mut levels: BTreeMap<_, LevelSums> = BTreeMap::new();
+        for c in ledger.clients().iter().filter(|c| ledger.is_active(c, now)) {
+            let avg = ledger.avg_task_ns(c);
+            let level = levels.entry(c.settings().priority).or_default();
+            level.work_ns += avg * f64::from(c.outstanding());
+            if c.running() > 0 {
+                level.running_avg_sum += avg;
+                level.running_clients += 1;
             }
         }
-        let residual_ns = if blocking_count > 0 {
-            blocking_sum / f64::from(blocking_count) / 2.0
-        } else {
-            0.0
-        };
-        let slots = f64::from(self.ledger.slots());
-        ClientUnitView {
-            guaranteed: 0.0,
-            wait_ns: (ahead_ns + residual_ns) / slots,
-            current_utilisation: me.map_or(0.0, |c| self.ledger.utilisation(c, now)),
-            throttled: false,
-            max_utilisation: 1.0,
-        }
+        let slots = f64::from(ledger.slots());
+        clients
+            .iter()
+            .map(|&client| {
+                let me = ledger.get(client);
+                let my_priority = me.map_or(0, |c| c.settings().priority);
+                let my_work = me
+                    .filter(|c| ledger.is_active(c, now))
+                    .map_or(0.0, |c| ledger.avg_task_ns(c) * f64::from(c.outstanding()));
+                let ahead_ns: f64 = levels
+                    .range(my_priority..)
+                    .map(|(_, l)| l.work_ns)
+                    .sum::<f64>()
+                    - my_work;
+                let (blocking_sum, blocking_count) = levels
+                    .range(..my_priority)
+                    .fold((0.0, 0u32), |(s, n), (_, l)| {
+                        (s + l.running_avg_sum, n + l.running_clients)
+                    });
+                let residual_ns = if blocking_count > 0 {
+                    blocking_sum / f64::from(blocking_count) / 2.0
+                } else {
+                    0.0
+                };
+                ClientUnitView {
+                    guaranteed: 0.0,
+                    wait_ns: (ahead_ns.max(0.0) + residual_ns) / slots,
+                    current_utilisation: me.map_or(0.0, |c| ledger.utilisation(c, now)),
+                    throttled: false,
+                    max_utilisation: 1.0,
+                }
+            })
+            .collect()
     }
 
     fn unit_view(&self, now: Ns) -> UnitView {

@@ -272,6 +272,11 @@ impl SharePolicy {
     }
 
     fn choose(&self, now: Ns) -> Choice {
+        if self.ledger.queued() == 0 {
+            // Nothing to choose from (the common case at a tick): no need
+            // to look at every client.
+            return Choice::Nothing;
+        }
         let totals = self.active_totals(now);
         let rates = totals.rates();
         let slack = self.window.slack();
@@ -481,68 +486,12 @@ impl UnitPolicy for SharePolicy {
     }
 
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        let me = self.ledger.get(client);
-        let class = me.map_or_else(ShareClass::default, |c| c.class());
-        let usage = me.map_or(0.0, |c| self.ledger.usage_at(now).fraction(c));
-        let current_utilisation = usage.clamp(0.0, 1.0);
-        let slots = f64::from(self.ledger.slots());
+        ShareViews::new(self, now).view(client)
+    }
 
-        if class == ShareClass::Background {
-            let others_want_unit = self
-                .ledger
-                .active_others(client, now)
-                .any(|c| c.class() != ShareClass::Background);
-            let held_now = self
-                .ledger
-                .clients()
-                .iter()
-                .any(|c| c.class() != ShareClass::Background && c.queued() > 0);
-            let wait_ns = if others_want_unit {
-                f64::INFINITY
-            } else {
-                self.ledger
-                    .fifo_work_ahead_ns(client, now, |c| c.class() == ShareClass::Background)
-            };
-            return ClientUnitView {
-                guaranteed: 0.0,
-                wait_ns,
-                current_utilisation,
-                throttled: held_now,
-                max_utilisation: 1.0,
-            };
-        }
-
-        // The entitlement this client would have once it uses the unit.
-        let mut totals = self.active_totals(now);
-        if !me.is_some_and(|c| self.ledger.is_active(c, now)) {
-            totals.add(class);
-        }
-        let entitlement = totals.entitlement(class);
-        let wait_ns = if usage <= entitlement {
-            // Under its share it is next in line: it only waits for the
-            // rest of a task already running (about half of one).
-            let (sum, n) = self
-                .ledger
-                .active_others(client, now)
-                .fold((0.0, 0u32), |(s, n), c| {
-                    (s + self.ledger.avg_task_ns(c), n + 1)
-                });
-            if n == 0 {
-                0.0
-            } else {
-                sum / f64::from(n) / 2.0 / slots
-            }
-        } else {
-            self.ledger
-                .fifo_work_ahead_ns(client, now, |c| c.class() != ShareClass::Background)
-        };
-        ClientUnitView {
-            guaranteed: entitlement,
-            wait_ns,
-            current_utilisation,
-            throttled: usage > entitlement + self.window.slack(),
-            max_utilisation: 1.0,
-        }
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
+        let round = ShareViews::new(self, now);
+        clients.iter().map(|&c| round.view(c)).collect()
     }
 
     fn unit_view(&self, now: Ns) -> UnitView {
@@ -558,6 +507,128 @@ impl UnitPolicy for SharePolicy {
             self.coordinated.insert(client);
         } else {
             self.coordinated.remove(&client);
+        }
+    }
+}
+
+/// Everything a client's view needs to know about the others, summed over
+/// the ledger once: each view then takes its own part out instead of
+/// scanning the others, so a round of views costs O(clients), not
+/// O(clients²).
+struct ShareViews<'a> {
+    policy: &'a SharePolicy,
+    now: Ns,
+    usage: UsageAt,
+    /// Shares of the active clients, per class.
+    totals: ClassTotals,
+    /// Active CUSTOM/NORMAL clients.
+    active_foreground: u32,
+    /// Some CUSTOM/NORMAL client has a request queued.
+    foreground_queued: bool,
+    /// Average tasks of the active clients, summed, and their number.
+    active_task_sum: f64,
+    active: u32,
+    /// FIFO work of the active clients (average task × outstanding, at
+    /// least one), by whether they are BACKGROUND.
+    foreground_work: f64,
+    background_work: f64,
+}
+
+impl<'a> ShareViews<'a> {
+    fn new(policy: &'a SharePolicy, now: Ns) -> Self {
+        let ledger = &policy.ledger;
+        let mut round = ShareViews {
+            policy,
+            now,
+            usage: ledger.usage_at(now),
+            totals: ClassTotals::default(),
+            active_foreground: 0,
+            foreground_queued: false,
+            active_task_sum: 0.0,
+            active: 0,
+            foreground_work: 0.0,
+            background_work: 0.0,
+        };
+        for c in ledger.clients() {
+            let background = c.class() == ShareClass::Background;
+            round.foreground_queued |= !background && c.queued() > 0;
+            if !ledger.is_active(c, now) {
+                continue;
+            }
+            round.totals.add(c.class());
+            round.active += 1;
+            round.active_task_sum += ledger.avg_task_ns(c);
+            if background {
+                round.background_work += round.work_of(c);
+            } else {
+                round.active_foreground += 1;
+                round.foreground_work += round.work_of(c);
+            }
+        }
+        round
+    }
+
+    /// What a closed-loop client puts ahead of a new task in a FIFO.
+    fn work_of(&self, c: &ClientRecord<ClientQueue>) -> f64 {
+        self.policy.ledger.avg_task_ns(c) * f64::from(c.outstanding().max(1))
+    }
+
+    fn view(&self, client: ClientId) -> ClientUnitView {
+        let ledger = &self.policy.ledger;
+        let me = ledger.get(client);
+        let class = me.map_or_else(ShareClass::default, |c| c.class());
+        let usage = me.map_or(0.0, |c| self.usage.fraction(c));
+        let current_utilisation = usage.clamp(0.0, 1.0);
+        let slots = f64::from(ledger.slots());
+        // This client's own part of the sums, if it is in them.
+        let mine = me.filter(|c| ledger.is_active(c, self.now));
+        let my_work = mine.map_or(0.0, |c| self.work_of(c));
+
+        if class == ShareClass::Background {
+            let wait_ns = if self.active_foreground > 0 {
+                f64::INFINITY
+            } else {
+                (self.background_work - my_work).max(0.0) / slots
+            };
+            return ClientUnitView {
+                guaranteed: 0.0,
+                wait_ns,
+                current_utilisation,
+                throttled: self.foreground_queued,
+                max_utilisation: 1.0,
+            };
+        }
+
+        // The entitlement this client would have once it uses the unit.
+        let mut totals = self.totals;
+        if mine.is_none() {
+            totals.add(class);
+        }
+        let entitlement = totals.entitlement(class);
+        let wait_ns = if usage <= entitlement {
+            // Under its share it is next in line: it only waits for the
+            // rest of a task already running (about half of one).
+            let (sum, n) = match mine {
+                Some(c) => (
+                    self.active_task_sum - ledger.avg_task_ns(c),
+                    self.active - 1,
+                ),
+                None => (self.active_task_sum, self.active),
+            };
+            if n == 0 {
+                0.0
+            } else {
+                sum.max(0.0) / f64::from(n) / 2.0 / slots
+            }
+        } else {
+            (self.foreground_work - my_work).max(0.0) / slots
+        };
+        ClientUnitView {
+            guaranteed: entitlement,
+            wait_ns,
+            current_utilisation,
+            throttled: usage > entitlement + self.policy.window.slack(),
+            max_utilisation: 1.0,
         }
     }
 }

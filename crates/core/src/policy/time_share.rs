@@ -74,25 +74,34 @@ impl UnitPolicy for TimeSharePolicy {
     }
 
     fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
+        self.client_views(&[client], now).remove(0)
+    }
+
+    /// Each client's fair slice counts the others' tasks: summed once for
+    /// the round, each client's own taken out.
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
         let ledger = self.ledger();
-        let tasks_of_others: u64 = ledger
+        let all_tasks: u64 = ledger
             .clients()
             .iter()
-            .filter(|c| c.id() != client)
             .map(|c| u64::from(c.outstanding()))
             .sum();
         let slots = f64::from(ledger.slots());
-        let current_utilisation = ledger
-            .get(client)
-            .map_or(0.0, |c| ledger.utilisation(c, now));
-        ClientUnitView {
-            guaranteed: (slots / (tasks_of_others as f64 + 1.0)).min(1.0),
-            // No queue, only sharing: the fair slice is the utilisation.
-            wait_ns: f64::INFINITY,
-            current_utilisation,
-            throttled: false,
-            max_utilisation: 1.0,
-        }
+        clients
+            .iter()
+            .map(|&client| {
+                let me = ledger.get(client);
+                let tasks_of_others = all_tasks - me.map_or(0, |c| u64::from(c.outstanding()));
+                ClientUnitView {
+                    guaranteed: (slots / (tasks_of_others as f64 + 1.0)).min(1.0),
+                    // No queue, only sharing: the fair slice is the utilisation.
+                    wait_ns: f64::INFINITY,
+                    current_utilisation: me.map_or(0.0, |c| ledger.utilisation(c, now)),
+                    throttled: false,
+                    max_utilisation: 1.0,
+                }
+            })
+            .collect()
     }
 
     fn unit_view(&self, now: Ns) -> UnitView {
