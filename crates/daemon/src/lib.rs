@@ -27,6 +27,7 @@ pub mod privilege;
 pub mod procfs;
 pub mod renice;
 pub mod server;
+pub mod status_page;
 pub mod store;
 pub mod store_writer;
 mod timer;
