@@ -4,11 +4,12 @@
 use crate::{shown, write_out};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use hetsched_core::ids::UnitId;
+use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::{
-    Client, ClientOptions, CoordinationStatus, DomainInfo, SettingsRequest, StatusReport,
-    parse_class,
+    Client, ClientOptions, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus,
+    DomainInfo, SettingsRequest, StatusReport, WireClass, parse_class,
 };
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -40,6 +41,11 @@ pub struct StatusArgs {
     /// Print Prometheus text exposition format.
     #[arg(long)]
     prometheus: bool,
+    /// List every client in the table, however many there are (past a
+    /// screenful the table otherwise summarises them; --json and
+    /// --prometheus always give every client).
+    #[arg(long)]
+    all: bool,
 }
 
 #[derive(Subcommand)]
@@ -95,8 +101,49 @@ pub fn status(args: StatusArgs) -> Result<()> {
     } else if args.prometheus {
         write_out(&prometheus(&shown::report(&report)))
     } else {
-        write_out(&table(&shown::report(&report), &shown::domains(&domains)))
+        let listed = if args.all {
+            Listing::All
+        } else {
+            Listing::Screenful(screenful())
+        };
+        write_out(&table(
+            &shown::report(&report),
+            &shown::domains(&domains),
+            listed,
+        ))
     }
+}
+
+/// Clients the table lists one by one when stdout is not a terminal.
+const SCREENFUL_CLIENTS: usize = 40;
+/// Clients a summary lists, those using their units the most.
+const TOP_CLIENTS: usize = 10;
+/// Client ids a summary shows of a list of them (an accelerator's
+/// associated clients, a domain's members).
+const IDS_SHOWN: usize = 16;
+
+/// How many clients fit on the screen: the terminal's height when stdout
+/// is one, else [`SCREENFUL_CLIENTS`].
+fn screenful() -> usize {
+    use std::io::IsTerminal;
+    let out = std::io::stdout();
+    if out.is_terminal()
+        && let Ok(size) = rustix::termios::tcgetwinsize(&out)
+        && size.ws_row > 0
+    {
+        return usize::from(size.ws_row);
+    }
+    SCREENFUL_CLIENTS
+}
+
+/// How many clients the table lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listing {
+    /// Every client (`--all`).
+    All,
+    /// Every client up to this many; past it a summary: counts per unit
+    /// and class, the [`TOP_CLIENTS`] using the most, and how many more.
+    Screenful(usize),
 }
 
 /// The configured domain `client` is in, by name.
@@ -187,7 +234,9 @@ fn cap_text(cap: Option<f64>) -> String {
     cap.map_or("-".to_string(), |c| format!("{c}"))
 }
 
-fn domains_table(domains: &[DomainInfo]) -> String {
+/// The domains, with at most `max_members` members each named (all
+/// without).
+fn domains_table(domains: &[DomainInfo], max_members: Option<usize>) -> String {
     let mut s = String::new();
     if domains.is_empty() {
         let _ = writeln!(
@@ -214,11 +263,7 @@ fn domains_table(domains: &[DomainInfo]) -> String {
             d.cgroup,
             credits_text(d),
             cap_text(d.cpu_cap),
-            if members.is_empty() {
-                "-".to_string()
-            } else {
-                members.join(" ")
-            }
+            some_ids(members, " ", max_members)
         );
     }
     s
@@ -231,7 +276,7 @@ pub fn domains(args: DomainsArgs) -> Result<()> {
             let mut client = args.socket.observer("hetsched-domains")?;
             let list = client.domains()?;
             let _ = client.goodbye();
-            write_out(&domains_table(&shown::domains(&list)))?;
+            write_out(&domains_table(&shown::domains(&list), None))?;
         }
         Some(DomainsCommand::Set(a)) => {
             if a.credits.is_none() && a.cpu_cap.is_none() {
@@ -297,7 +342,11 @@ fn pct(x: f64) -> String {
 /// The status table. Strings other programs chose (client names above
 /// all) must come escaped: `status` passes [`shown::report`] and
 /// [`shown::domains`].
-fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
+fn table(r: &StatusReport, domains: &[DomainInfo], listing: Listing) -> String {
+    let summary = match listing {
+        Listing::Screenful(fit) if r.clients.len() > fit => Some(fit.clamp(1, TOP_CLIENTS)),
+        _ => None,
+    };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -350,13 +399,29 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
             u.view.running
         );
     }
-    selection_table(&mut s, r);
+    let ids_shown = summary.map(|_| IDS_SHOWN);
+    selection_table(&mut s, r, ids_shown);
+    // The clients listed one by one: all of them, or the top ones.
+    let listed: Vec<&ClientStatus> = match summary {
+        Some(top) => top_clients(r, top),
+        None => r.clients.iter().collect(),
+    };
     if let Some(c) = &r.coordination {
-        coordination_table(&mut s, r, c);
+        let only: Option<BTreeSet<ClientId>> =
+            summary.map(|_| listed.iter().map(|c| c.id).collect());
+        coordination_table(&mut s, r, c, only.as_ref());
     }
     if r.clients.is_empty() {
         let _ = writeln!(s, "\nno clients");
         return s;
+    }
+    if summary.is_some() {
+        unit_class_counts(&mut s, r);
+        let _ = writeln!(
+            s,
+            "\nthe {} clients using the most of their units:",
+            listed.len()
+        );
     }
     let _ = writeln!(
         s,
@@ -373,7 +438,7 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
         "OUTST",
         "BUSY-S"
     );
-    for c in &r.clients {
+    for c in &listed {
         for cu in &c.units {
             let unit = unit_name(r, cu.unit);
             let _ = writeln!(
@@ -393,18 +458,92 @@ fn table(r: &StatusReport, domains: &[DomainInfo]) -> String {
             );
         }
     }
-    backend_table(&mut s, r, domains);
+    if summary.is_some() {
+        let _ = writeln!(
+            s,
+            "… and {} more clients (hetsched status --all lists them)",
+            r.clients.len() - listed.len()
+        );
+    }
+    backend_table(&mut s, r, &listed, domains);
     if !domains.is_empty() {
         s.push('\n');
-        s.push_str(&domains_table(domains));
+        s.push_str(&domains_table(domains, ids_shown));
     }
     s
+}
+
+/// A client's use of its units, summed: what the summary ranks by.
+fn utilisation(c: &ClientStatus) -> f64 {
+    c.units.iter().map(|u| u.view.current_utilisation).sum()
+}
+
+/// The `n` clients using the most of their units now (then those charged
+/// the most slot time, then the oldest ids), most first.
+fn top_clients(r: &StatusReport, n: usize) -> Vec<&ClientStatus> {
+    let busy = |c: &ClientStatus| c.units.iter().map(|u| u.busy_ns_total).sum::<u64>();
+    let mut all: Vec<&ClientStatus> = r.clients.iter().collect();
+    all.sort_by(|a, b| {
+        utilisation(b)
+            .total_cmp(&utilisation(a))
+            .then(busy(b).cmp(&busy(a)))
+            .then(a.id.cmp(&b.id))
+    });
+    all.truncate(n);
+    all
+}
+
+/// The summary's counts: per unit, its clients by class, how many have
+/// requests outstanding there (and how many requests), and the share of
+/// the unit they use together.
+fn unit_class_counts(s: &mut String, r: &StatusReport) {
+    let uw = unit_width(r);
+    let _ = writeln!(s, "\n{} clients, by unit and class:", r.clients.len());
+    let _ = writeln!(
+        s,
+        "\n{:<uw$} {:>8} {:>8} {:>8} {:>10} {:>8} {:>6} {:>6}",
+        "UNIT", "CLIENTS", "CUSTOM", "NORMAL", "BACKGROUND", "WAITING", "OUTST", "USED%"
+    );
+    for (i, u) in r.units.iter().enumerate() {
+        let on: Vec<&ClientUnitStatus> = r
+            .clients
+            .iter()
+            .filter_map(|c| c.units.iter().find(|cu| cu.unit.index() == i))
+            .collect();
+        let class =
+            |want: fn(&WireClass) -> bool| on.iter().filter(|cu| want(&cu.settings.class)).count();
+        let _ = writeln!(
+            s,
+            "{:<uw$} {:>8} {:>8} {:>8} {:>10} {:>8} {:>6} {:>6}",
+            u.info.name,
+            on.len(),
+            class(|c| matches!(c, WireClass::Custom(_))),
+            class(|c| matches!(c, WireClass::Normal(_))),
+            class(|c| matches!(c, WireClass::Background)),
+            on.iter().filter(|cu| cu.outstanding > 0).count(),
+            on.iter().map(|cu| u64::from(cu.outstanding)).sum::<u64>(),
+            pct(on.iter().map(|cu| cu.view.current_utilisation).sum())
+        );
+    }
+}
+
+/// `ids` joined by `sep`; with `max`, the first `max` and how many more.
+fn some_ids(ids: Vec<String>, sep: &str, max: Option<usize>) -> String {
+    if ids.is_empty() {
+        return "-".to_string();
+    }
+    match max {
+        Some(max) if ids.len() > max => {
+            format!("{}{sep}… +{} more", ids[..max].join(sep), ids.len() - max)
+        }
+        _ => ids.join(sep),
+    }
 }
 
 /// Accelerator selection: per unit it may choose, the memory promised to
 /// the clients associated with it, how many there are (of its cap), who,
 /// and its weight now.
-fn selection_table(s: &mut String, r: &StatusReport) {
+fn selection_table(s: &mut String, r: &StatusReport, ids_shown: Option<usize>) {
     let rows: Vec<_> = r
         .units
         .iter()
@@ -429,22 +568,22 @@ fn selection_table(s: &mut String, r: &StatusReport) {
             sel.allocated_bytes >> 20,
             format!("{}/{}", sel.clients.len(), sel.max_clients),
             sel.weight,
-            if who.is_empty() {
-                "-".to_string()
-            } else {
-                who.join(",")
-            }
+            some_ids(who, ",", ids_shown)
         );
     }
 }
 
 /// Clients of units under a Pegasus backend policy: credits, ticks
 /// granted, accelerator time served and, under SLAF, the SLO state.
-fn backend_table(s: &mut String, r: &StatusReport, domains: &[DomainInfo]) {
-    let rows: Vec<_> = r
-        .clients
+fn backend_table(
+    s: &mut String,
+    r: &StatusReport,
+    listed: &[&ClientStatus],
+    domains: &[DomainInfo],
+) {
+    let rows: Vec<_> = listed
         .iter()
-        .flat_map(|c| c.units.iter().map(move |cu| (c, cu)))
+        .flat_map(|&c| c.units.iter().map(move |cu| (c, cu)))
         .filter_map(|(c, cu)| cu.backend.map(|b| (c, cu.unit, b)))
         .collect();
     if rows.is_empty() {
@@ -492,7 +631,13 @@ fn backend_table(s: &mut String, r: &StatusReport, domains: &[DomainInfo]) {
 /// The proportional-fair coordinator's state: the floor it could hold
 /// everyone to (and whether "nobody below native" was feasible) and each
 /// app's targets.
-fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) {
+/// With `only`, the apps of those clients alone, and how many others.
+fn coordination_table(
+    s: &mut String,
+    r: &StatusReport,
+    c: &CoordinationStatus,
+    only: Option<&BTreeSet<ClientId>>,
+) {
     let floor = match (c.floor, c.floor_feasible) {
         (Some(f), Some(true)) => {
             format!("nobody below native: feasible (everyone held to ≥ {f:.2}x native)")
@@ -523,7 +668,12 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
             policy.name()
         );
     }
-    for a in &c.apps {
+    let apps: Vec<&CoordinatedApp> = c
+        .apps
+        .iter()
+        .filter(|a| only.is_none_or(|o| o.contains(&a.client)))
+        .collect();
+    for a in &apps {
         let mix: Vec<String> = a
             .fractions
             .iter()
@@ -552,6 +702,13 @@ fn coordination_table(s: &mut String, r: &StatusReport, c: &CoordinationStatus) 
             s,
             "  client {} (pid {}): {targets}{lied}",
             a.client.0, a.pid
+        );
+    }
+    if apps.len() < c.apps.len() {
+        let _ = writeln!(
+            s,
+            "  … and {} more apps (hetsched status --all lists them)",
+            c.apps.len() - apps.len()
         );
     }
 }
@@ -775,7 +932,7 @@ mod tests {
 
     #[test]
     fn status_says_when_nobody_below_native_is_infeasible() {
-        let text = table(&report(Some(0.62), Some(false)), &[]);
+        let text = table(&report(Some(0.62), Some(false)), &[], Listing::All);
         assert!(
             text.contains("INFEASIBLE, largest common floor 0.62x native"),
             "{text}"
@@ -792,9 +949,9 @@ mod tests {
             text.contains("client 6 (pid 60): not coordinated"),
             "{text}"
         );
-        let ok = table(&report(Some(1.05), Some(true)), &[]);
+        let ok = table(&report(Some(1.05), Some(true)), &[], Listing::All);
         assert!(ok.contains("nobody below native: feasible"), "{ok}");
-        let early = table(&report(None, None), &[]);
+        let early = table(&report(None, None), &[], Listing::All);
         assert!(early.contains("not solved yet"), "{early}");
     }
 
@@ -833,11 +990,11 @@ mod tests {
         r.units = vec![unit(0, "gpu-a", "gpu", 1), unit(1, "gpu-b", "gpu", 1)];
         // Client 4's targets use both units; FIFO and share (which pools
         // coordinated apps) say nothing, a credit policy warns.
-        assert!(!table(&r, &[]).contains("warning"));
+        assert!(!table(&r, &[], Listing::All).contains("warning"));
         r.units[1].info.policy = PolicyKind::Share;
-        assert!(!table(&r, &[]).contains("warning"));
+        assert!(!table(&r, &[], Listing::All).contains("warning"));
         r.units[1].info.policy = PolicyKind::BackendAccC;
-        let text = table(&r, &[]);
+        let text = table(&r, &[], Listing::All);
         assert!(
             text.contains("warning: gpu-b runs the accc policy"),
             "{text}"
@@ -846,14 +1003,14 @@ mod tests {
         // Units running short calls first are named, by name.
         assert!(!text.contains("short calls first"), "{text}");
         r.coordination.as_mut().unwrap().short_first = vec![UnitId(0)];
-        let text = table(&r, &[]);
+        let text = table(&r, &[], Listing::All);
         assert!(
             text.contains("short calls first on: gpu-a (the other queues"),
             "{text}"
         );
         // A reordering unit nobody's targets use says nothing.
         r.coordination.as_mut().unwrap().apps[0].fractions = vec![1.0, 0.0];
-        assert!(!table(&r, &[]).contains("warning"));
+        assert!(!table(&r, &[], Listing::All).contains("warning"));
     }
 
     fn client(id: u32, name: &str) -> hetsched_protocol::ClientStatus {
@@ -890,7 +1047,7 @@ mod tests {
             client(3, "x\"} 1\nhetsched_fake 9"),
         ];
         let shown = shown::report(&r);
-        let text = table(&shown, &[]);
+        let text = table(&shown, &[], Listing::All);
         assert!(!text.contains('\x1b'), "{text}");
         assert!(text.contains("\\u{1b}[2J"), "{text}");
         assert!(text.contains("a\\nb"), "{text}");
@@ -914,6 +1071,90 @@ mod tests {
         );
     }
 
+    /// Past a screenful of clients the table counts them per unit and
+    /// class, lists those using the most (names escaped as ever) and says
+    /// how many more `--all` would list; up to a screenful, or with
+    /// `--all`, it lists every one.
+    #[test]
+    fn past_a_screenful_the_table_summarises_the_clients() {
+        use hetsched_protocol::WireClass;
+        let mut r = report(None, None);
+        r.units = vec![unit(0, "gpu0", "gpu", 1)];
+        r.clients = (1..=50)
+            .map(|i| {
+                let mut c = client(i, &format!("app-{i:02}"));
+                let cu = &mut c.units[0];
+                cu.view.current_utilisation = f64::from(i) / 1000.0;
+                cu.settings.class = match i % 10 {
+                    0 => WireClass::Background,
+                    1 => WireClass::Custom(1),
+                    _ => WireClass::Normal(10),
+                };
+                cu.outstanding = u32::from(i % 5 == 0);
+                c
+            })
+            .collect();
+        // The busiest has a name that must not reach the terminal raw.
+        r.clients[49].name = "evil\x1b[2J".into();
+        // Apps of the clients not listed are counted, not listed.
+        let coordination = r.coordination.as_mut().unwrap();
+        coordination.apps[0].client = ClientId(50);
+        coordination.apps[1].client = ClientId(1);
+        coordination.apps[2].client = ClientId(2);
+        let shown = shown::report(&r);
+        let text = table(&shown, &[], Listing::Screenful(40));
+        assert!(
+            text.contains("… and 40 more clients (hetsched status --all lists them)"),
+            "{text}"
+        );
+        // The ten busiest, most first, and no other.
+        let listed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("app-") || l.contains("evil"))
+            .collect();
+        assert_eq!(listed.len(), 10, "{text}");
+        assert!(listed[0].contains("evil\\u{1b}[2J"), "{text}");
+        assert!(
+            listed[1].contains("app-49") && listed[9].contains("app-41"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'), "{text}");
+        // gpu0: 50 clients, 5 custom, 40 normal, 5 background, 10 waiting
+        // with a request each, using 1.275 of the unit together.
+        let counts = text
+            .lines()
+            .find(|l| l.starts_with("gpu0") && l.contains(" 40 "))
+            .unwrap();
+        let cols: Vec<&str> = counts.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            ["gpu0", "50", "5", "40", "5", "10", "10", "127.5"],
+            "{text}"
+        );
+        assert!(text.contains("client 50 (pid 40)"), "{text}");
+        assert!(!text.contains("client 1 (pid 50)"), "{text}");
+        assert!(text.contains("… and 2 more apps"), "{text}");
+        // A screenful that holds them all, or --all: every client, no summary.
+        for listing in [Listing::Screenful(50), Listing::All] {
+            let full = table(&shown, &[], listing);
+            assert!(!full.contains("more clients"), "{full}");
+            assert_eq!(full.lines().filter(|l| l.contains("app-")).count(), 49);
+            assert!(full.contains("client 1 (pid 50)"), "{full}");
+        }
+    }
+
+    #[test]
+    fn long_id_lists_are_cut_in_a_summary() {
+        let ids: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
+        assert_eq!(some_ids(ids[..3].to_vec(), ",", Some(16)), "1,2,3");
+        assert_eq!(
+            some_ids(ids.clone(), ",", Some(16)),
+            "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,… +4 more"
+        );
+        assert_eq!(some_ids(ids.clone(), " ", None).split(' ').count(), 20);
+        assert_eq!(some_ids(Vec::new(), ",", Some(16)), "-");
+    }
+
     /// Long unit names and device kinds (served OpenCL units) keep the
     /// unit table's columns aligned; kinds longer than the limit are cut.
     #[test]
@@ -929,7 +1170,7 @@ mod tests {
                 1,
             ),
         ];
-        let text = table(&r, &[]);
+        let text = table(&r, &[], Listing::All);
         let lines: Vec<&str> = text.lines().collect();
         let header = lines.iter().position(|l| l.starts_with("UNIT")).unwrap();
         // Where the SLOTS column ends, in the header and in each row.

@@ -471,7 +471,10 @@ fn a_client_that_stops_reading_is_cut_off_and_others_keep_going() {
     s.write_all(&hello).unwrap();
     // Ask for status reports and never read them: the replies fill the
     // socket, a send would block, and the daemon cuts the client off.
-    let status = hetsched_protocol::encode_frame(&hetsched_protocol::ClientMsg::Status);
+    let status = hetsched_protocol::encode_frame(&hetsched_protocol::ClientMsg::Status {
+        first_client: hetsched_core::ids::ClientId(0),
+        max_clients: u32::MAX,
+    });
     s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let cut_off = loop {

@@ -533,10 +533,18 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             shared.save_store(st);
             wake = true;
         }
-        ClientMsg::Status => {
-            let mut report = st.monitor.status(shared.status_header(), now);
-            report.coordination = st.coordination.clone();
-            out.push(id, DaemonMsg::Status(report));
+        ClientMsg::Status {
+            first_client,
+            max_clients,
+        } => {
+            let page = st.monitor.status_page(
+                shared.status_header(),
+                st.coordination.as_ref(),
+                first_client,
+                max_clients,
+                now,
+            );
+            out.push(id, DaemonMsg::Status(page));
         }
         ClientMsg::ReportDemand {
             units,

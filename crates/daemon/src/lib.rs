@@ -29,6 +29,7 @@ pub mod procfs;
 mod reactor;
 pub mod renice;
 pub mod server;
+pub mod status_page;
 pub mod store;
 pub mod store_writer;
 mod timer;

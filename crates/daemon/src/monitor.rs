@@ -24,8 +24,9 @@ use hetsched_protocol::user_kernel::{
     KernelSignature, MAX_ENTRY_BYTES, MAX_SOURCE_BYTES, UserKernelId,
 };
 use hetsched_protocol::{
-    ClientStatus, ClientUnitStatus, DaemonMsg, DaemonStatus, DomainInfo, ErrorCode, Role,
-    SettingsRequest, StatusReport, UnitSelectionStatus, UnitStatus, WireSettings,
+    ClientStatus, ClientUnitStatus, CoordinationStatus, DaemonMsg, DaemonStatus, DomainInfo,
+    ErrorCode, Role, STATUS_PAGE_BYTES, SettingsRequest, StatusPage, StatusReport,
+    UnitSelectionStatus, UnitStatus, WireSettings,
 };
 use hetsched_views::data_region::DataRegion;
 use std::collections::BTreeMap;
@@ -1417,17 +1418,28 @@ impl Monitor {
         Ok(DaemonMsg::Domains(vec![self.domain_info(i)]))
     }
 
-    pub fn status(&self, daemon: DaemonStatus, now: Ns) -> StatusReport {
+    /// One page of the status report (`ClientMsg::Status`): the
+    /// application clients from id `first` on, at most `max_clients` and
+    /// no more than fit [`STATUS_PAGE_BYTES`], with `coordination` (the
+    /// coordinator thread's state, if it runs) and the units
+    /// ([`crate::status_page::fill`]).
+    pub fn status_page(
+        &self,
+        daemon: DaemonStatus,
+        coordination: Option<&CoordinationStatus>,
+        first: ClientId,
+        max_clients: u32,
+        now: Ns,
+    ) -> StatusPage {
         let pubs = self.unit_publications(now);
         let mut profiles = self.accelerator_profiles(None).into_iter().peekable();
-        StatusReport {
+        let head = StatusReport {
             daemon,
             units: self
                 .agents
                 .iter()
-                .enumerate()
                 .zip(pubs)
-                .map(|((u, a), p)| UnitStatus {
+                .map(|(a, p)| UnitStatus {
                     info: a.setup.info(),
                     view: p.view,
                     queued_by_class: p.queued_by_class,
@@ -1438,47 +1450,74 @@ impl Monitor {
                             memory_bytes: q.fixed.memory_bytes,
                             allocated_bytes: q.load.allocated_bytes,
                             max_clients: q.fixed.max_clients,
-                            clients: self
-                                .associations
-                                .iter()
-                                .filter(|(_, s)| s.unit == u)
-                                .map(|(&c, _)| c)
-                                .collect(),
+                            // Paged with the clients.
+                            clients: Vec::new(),
                             weight: selection::weight(&q),
                         }
                     }),
                 })
                 .collect(),
-            clients: self
-                .clients
-                .values()
-                .filter(|c| c.role == Role::Application)
-                .map(|c| ClientStatus {
-                    id: c.id,
-                    pid: c.peer.pid,
-                    uid: c.peer.uid,
-                    name: c.name.clone(),
-                    connected_ns: now.saturating_sub(c.connected_at),
-                    units: self
-                        .agents
-                        .iter()
-                        .enumerate()
-                        .map(|(u, a)| {
-                            let use_ = a.use_of(c.id);
-                            ClientUnitStatus {
-                                unit: a.id(),
-                                settings: c.settings[u].into(),
-                                view: a.policy().client_view(c.id, now),
-                                busy_ns_total: use_.busy_ns,
-                                outstanding: use_.outstanding,
-                                backend: a.policy().backend_state(c.id),
-                            }
-                        })
-                        .collect(),
+            clients: Vec::new(),
+            coordination: coordination.map(|c| CoordinationStatus {
+                solves: c.solves,
+                floor: c.floor,
+                floor_feasible: c.floor_feasible,
+                // Paged with the clients.
+                apps: Vec::new(),
+                short_first: c.short_first.clone(),
+            }),
+        };
+        let applications = |c: &&ClientEntry| c.role == Role::Application;
+        let clients = self
+            .clients
+            .range(first..)
+            .map(|(_, c)| c)
+            .filter(applications)
+            .map(|c| self.client_status(c, now));
+        // The coordinator lists its apps in id order (a map of them).
+        let apps = coordination
+            .into_iter()
+            .flat_map(|c| c.apps.iter())
+            .filter(|a| a.client >= first)
+            .cloned();
+        let associated = self.associations.range(first..).map(|(&c, s)| (c, s.unit));
+        let total = self.clients.values().filter(applications).count();
+        crate::status_page::fill(
+            head,
+            clients,
+            apps,
+            associated,
+            u32::try_from(total).unwrap_or(u32::MAX),
+            first,
+            max_clients,
+            STATUS_PAGE_BYTES,
+        )
+    }
+
+    /// One application's line of the status report.
+    fn client_status(&self, c: &ClientEntry, now: Ns) -> ClientStatus {
+        ClientStatus {
+            id: c.id,
+            pid: c.peer.pid,
+            uid: c.peer.uid,
+            name: c.name.clone(),
+            connected_ns: now.saturating_sub(c.connected_at),
+            units: self
+                .agents
+                .iter()
+                .enumerate()
+                .map(|(u, a)| {
+                    let use_ = a.use_of(c.id);
+                    ClientUnitStatus {
+                        unit: a.id(),
+                        settings: c.settings[u].into(),
+                        view: a.policy().client_view(c.id, now),
+                        busy_ns_total: use_.busy_ns,
+                        outstanding: use_.outstanding,
+                        backend: a.policy().backend_state(c.id),
+                    }
                 })
                 .collect(),
-            // The coordinator thread's state, filled in by the server.
-            coordination: None,
         }
     }
 }

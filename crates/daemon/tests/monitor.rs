@@ -9,7 +9,10 @@ use hetsched_daemon::outbox::Outbox;
 use hetsched_daemon::privilege::Peer;
 use hetsched_daemon::store::{ProcessKey, SettingsStore};
 use hetsched_protocol::kernel_call::{self, Kernel, KernelCall};
-use hetsched_protocol::{DaemonMsg, ErrorCode, Role, SettingsRequest, WireClass};
+use hetsched_protocol::{
+    DaemonMsg, DaemonStatus, ErrorCode, Role, STATUS_PAGE_BYTES, SettingsRequest, StatusReport,
+    WireClass,
+};
 use std::collections::BTreeMap;
 
 fn device(slots: u32) -> UnitSetup {
@@ -79,6 +82,22 @@ fn app(m: &mut Monitor, pid: u32, uid: u32, class: Option<WireClass>) -> ClientI
         DaemonMsg::Welcome { notice: None, .. } => id,
         other => panic!("{other:?}"),
     }
+}
+
+fn daemon_status() -> DaemonStatus {
+    DaemonStatus {
+        version: "t".into(),
+        pid: 0,
+        uptime_ns: 0,
+        socket: String::new(),
+    }
+}
+
+/// The whole status report, which these tests' few clients fit in one page.
+fn report(m: &Monitor) -> StatusReport {
+    let page = m.status_page(daemon_status(), None, ClientId(0), u32::MAX, 0);
+    assert_eq!(page.next_client, None);
+    page.report
 }
 
 #[test]
@@ -283,15 +302,7 @@ fn unprivileged_hello_keeps_normal_and_settings_roll_back_as_a_whole() {
     assert_eq!(err.0, ErrorCode::InvalidSettings);
     assert!(err.1.contains("110"), "{}", err.1);
     // Nothing changed: the user's client is still NORMAL.
-    let st = m.status(
-        hetsched_protocol::DaemonStatus {
-            version: "t".into(),
-            pid: 0,
-            uptime_ns: 0,
-            socket: String::new(),
-        },
-        0,
-    );
+    let st = report(&m);
     let user = st.clients.iter().find(|c| c.pid == 5).unwrap();
     assert_eq!(user.units[0].settings.class, WireClass::Normal(10));
     // A pid that is not connected and does not exist is named.
@@ -618,15 +629,7 @@ fn clients_of_a_container_join_its_domain() {
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].members, vec![(a, 100), (b, 101)]);
     let credits = |m: &Monitor, id: ClientId| {
-        let r = m.status(
-            hetsched_protocol::DaemonStatus {
-                version: String::new(),
-                pid: 0,
-                uptime_ns: 0,
-                socket: String::new(),
-            },
-            0,
-        );
+        let r = report(m);
         let cs = r.clients.iter().find(|x| x.id == id).unwrap();
         cs.units[0].backend.unwrap().config.acc_credits
     };
@@ -772,6 +775,142 @@ fn without_binding_an_association_does_not_limit_calls() {
         .unwrap();
     m.submit_device(a, UnitId(1), TaskId(2), 1000, 0, 0, 0, &mut out)
         .unwrap();
+}
+
+/// Status pages stay inside [`STATUS_PAGE_BYTES`] in the worst case the
+/// daemon lets a client make: names of 64 four-byte characters, many
+/// units under a Pegasus policy (a backend state per client and unit),
+/// every client associated with an accelerator and coordinated with
+/// targets on every unit, and ids, pids and uids of the longest varints.
+/// A walk by `next_client` lists every client that stays connected once,
+/// while others leave and arrive between pages.
+#[test]
+fn status_pages_stay_under_the_budget_and_a_walk_lists_each_client_once() {
+    use hetsched_protocol::{CoordinatedApp, CoordinationStatus};
+    use std::collections::BTreeSet;
+    const UNITS: u16 = 32;
+    let units: Vec<UnitSetup> = (0..UNITS)
+        .map(|i| {
+            let mut u = device(1);
+            u.unit.id = UnitId(i);
+            u.unit.name = format!("gpu{i}");
+            u.policy = PolicyKind::BackendAccC;
+            u
+        })
+        .collect();
+    let mut m = Monitor::new(units, MonitorConfig::default(), SettingsStore::default());
+    let roomy = hetsched_daemon::monitor::AcceleratorLimits {
+        memory_bytes: 1 << 40,
+        max_clients: 1 << 20,
+    };
+    m.set_accelerator_limits(&(0..UNITS).map(|i| (format!("gpu{i}"), roomy)).collect());
+    let name: String = "\u{1d11e}".repeat(64);
+    assert_eq!(name.len(), 256);
+    let connect = |m: &mut Monitor, n: u32| {
+        let (id, _) = m.hello(
+            peer(u32::MAX - n, u32::MAX - 1),
+            name.clone(),
+            Role::Application,
+            SettingsRequest::default(),
+            0,
+        );
+        m.select_accelerator(id, 1, None).unwrap();
+        id
+    };
+    let connected: BTreeSet<ClientId> = (0..400).map(|n| connect(&mut m, n)).collect();
+    // An observer is not listed.
+    m.hello(
+        peer(7, 0),
+        "observer".into(),
+        Role::Observer,
+        SettingsRequest::default(),
+        0,
+    );
+    let coordination = |connected: &BTreeSet<ClientId>| CoordinationStatus {
+        solves: u64::MAX,
+        floor: Some(1.0),
+        floor_feasible: Some(true),
+        apps: connected
+            .iter()
+            .map(|&client| CoordinatedApp {
+                client,
+                pid: u32::MAX,
+                rate: Some(1.0),
+                fractions: vec![1.0 / f64::from(UNITS); UNITS.into()],
+                native: Some(1.0),
+                predicted_relative: Some(1.0),
+                over_reported: u64::MAX,
+                coordinated: true,
+            })
+            .collect(),
+        short_first: (0..UNITS).map(UnitId).collect(),
+    };
+    // Every page of a walk, as the daemon encodes it.
+    let walk = |m: &mut Monitor, max: u32, churn: bool| {
+        let mut connected = connected.clone();
+        let mut stayed = connected.clone();
+        let mut seen = Vec::new();
+        let mut apps = Vec::new();
+        let mut associated = Vec::new();
+        let mut at = ClientId(0);
+        let mut pages = 0;
+        loop {
+            let page = m.status_page(daemon_status(), Some(&coordination(&connected)), at, max, 0);
+            let bytes = hetsched_protocol::encoded_len(&DaemonMsg::Status(page.clone()));
+            assert!(bytes <= STATUS_PAGE_BYTES, "page of {bytes} bytes");
+            assert!(page.report.clients.len() <= max as usize);
+            assert_eq!(page.clients_total as usize, connected.len());
+            assert_eq!(page.report.units.len(), usize::from(UNITS));
+            pages += 1;
+            seen.extend(page.report.clients.iter().map(|c| c.id));
+            apps.extend(
+                page.report
+                    .coordination
+                    .unwrap()
+                    .apps
+                    .iter()
+                    .map(|a| a.client),
+            );
+            for u in &page.report.units {
+                associated.extend(u.selection.as_ref().unwrap().clients.iter().copied());
+            }
+            let Some(next) = page.next_client else { break };
+            assert!(next > at, "{next:?} after {at:?}");
+            at = next;
+            if churn {
+                // One listed and one not yet listed leave; one arrives.
+                let mut out = Outbox::default();
+                for gone in [seen.last().copied(), connected.range(at..).nth(1).copied()]
+                    .into_iter()
+                    .flatten()
+                {
+                    m.disconnect(gone, true, 0, &mut out);
+                    connected.remove(&gone);
+                    stayed.remove(&gone);
+                }
+                connected.insert(connect(m, 10_000 + pages));
+            }
+        }
+        let unique: BTreeSet<ClientId> = seen.iter().copied().collect();
+        assert_eq!(unique.len(), seen.len(), "a client listed twice");
+        assert!(
+            unique.is_superset(&stayed),
+            "a client that stayed was not listed"
+        );
+        if !churn {
+            assert_eq!(seen, stayed.iter().copied().collect::<Vec<_>>());
+            assert_eq!(apps, seen);
+            associated.sort();
+            assert_eq!(associated, seen);
+        }
+        (pages, connected)
+    };
+    let (pages, _) = walk(&mut m, u32::MAX, false);
+    assert!(pages > 4, "400 such clients fit {pages} pages");
+    let (small, _) = walk(&mut m, 7, false);
+    assert_eq!(small, 400usize.div_ceil(7) as u32);
+    let (_, after) = walk(&mut m, u32::MAX, true);
+    assert!(after.len() < 400, "nobody left during the walk");
 }
 
 #[test]

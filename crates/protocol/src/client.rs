@@ -7,8 +7,8 @@
 use crate::frame::{FrameError, FrameReader, decode_daemon, encode_frame};
 use crate::kernel_call::{Kernel, KernelCall};
 use crate::message::{
-    ClientMsg, DaemonMsg, DomainInfo, ErrorCode, Role, SettingsRequest, StatusReport, UnitInfo,
-    WireSettings,
+    ClientMsg, DaemonMsg, DomainInfo, ErrorCode, Role, SettingsRequest, StatusPage, StatusReport,
+    UnitInfo, WireSettings,
 };
 use crate::paths::{
     check_socket_dir, default_socket_path, expected_daemon_uid_from_env,
@@ -924,14 +924,37 @@ impl Client {
         })
     }
 
-    /// What the daemon is doing: units, clients, utilisation, queues.
+    /// What the daemon is doing: units, every client, utilisation,
+    /// queues. Asks for every page ([`Client::status_page`]) and puts
+    /// them together; after a reconnect the walk starts over, so the
+    /// report never mixes two daemons.
     pub fn status(&mut self) -> Result<StatusReport, ClientError> {
-        self.retrying(|c| {
-            c.send(&ClientMsg::Status)?;
-            c.wait_for(|m| match m {
-                DaemonMsg::Status(report) => Some(Ok(report.clone())),
-                other => refusal(other, None).map(Err),
-            })
+        self.retrying(|c| crate::status_pages::walk(|first| c.ask_status_page(first, u32::MAX)))
+    }
+
+    /// One page of the status report: the clients from id `first_client`
+    /// on, at most `max_clients` of them (fewer where the daemon's page
+    /// fills up), and where the next page starts.
+    pub fn status_page(
+        &mut self,
+        first_client: ClientId,
+        max_clients: u32,
+    ) -> Result<StatusPage, ClientError> {
+        self.retrying(|c| c.ask_status_page(first_client, max_clients))
+    }
+
+    fn ask_status_page(
+        &mut self,
+        first_client: ClientId,
+        max_clients: u32,
+    ) -> Result<StatusPage, ClientError> {
+        self.send(&ClientMsg::Status {
+            first_client,
+            max_clients,
+        })?;
+        self.wait_for(|m| match m {
+            DaemonMsg::Status(page) => Some(Ok(page.clone())),
+            other => refusal(other, None).map(Err),
         })
     }
 

@@ -10,14 +10,23 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Revision of the message set. Bumped on any incompatible change.
-pub const PROTOCOL_VERSION: u8 = 6;
+pub const PROTOCOL_VERSION: u8 = 7;
 
 /// Bytes before the payload: length (4) and version (1).
 pub const FRAME_HEADER_BYTES: usize = 5;
 
-/// Largest payload either side accepts. Status reports for hundreds of
-/// clients fit; anything larger is a broken or hostile peer.
+/// Largest payload either side accepts. Status comes in pages well below
+/// it ([`STATUS_PAGE_BYTES`]); anything larger is a broken or hostile peer.
 pub const MAX_FRAME_BYTES: usize = 256 * 1024;
+
+/// Most bytes the daemon puts in one status page's payload: it stops
+/// adding clients before a page would pass it (the first client of a
+/// page goes on whatever its size, so a walk of pages always moves on).
+/// A quarter of the frame limit: far inside what a reader accepts, and
+/// inside a Unix socket's default send buffer (208 KiB) even with other
+/// replies queued, so the daemon's non-blocking send of a page does not
+/// fall short and cut the asker off.
+pub const STATUS_PAGE_BYTES: usize = MAX_FRAME_BYTES / 4;
 
 /// Why bytes could not be turned into a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,6 +52,16 @@ pub fn encode_frame<M: Serialize>(msg: &M) -> Vec<u8> {
     out[..4].copy_from_slice(&len.to_le_bytes());
     out[4] = PROTOCOL_VERSION;
     out
+}
+
+/// Bytes of `msg`'s payload (its frame is [`FRAME_HEADER_BYTES`] more),
+/// counted without encoding it.
+pub fn encoded_len<M: Serialize + ?Sized>(msg: &M) -> usize {
+    postcard::serialize_with_flavor::<M, postcard::ser_flavors::Size, usize>(
+        msg,
+        postcard::ser_flavors::Size::default(),
+    )
+    .expect("protocol messages always serialise")
 }
 
 fn decode<M: DeserializeOwned>(payload: &[u8]) -> Result<M, FrameError> {
@@ -195,6 +214,16 @@ mod tests {
         let err = reader.next_payload().unwrap_err();
         assert_eq!(err, FrameError::Version { got: 9 });
         assert!(err.to_string().contains("version 9"));
+    }
+
+    #[test]
+    fn encoded_len_is_the_payload_length() {
+        for msg in sample() {
+            assert_eq!(
+                encoded_len(&msg) + FRAME_HEADER_BYTES,
+                encode_frame(&msg).len()
+            );
+        }
     }
 
     #[test]

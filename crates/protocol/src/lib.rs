@@ -14,6 +14,7 @@ mod message;
 mod mux;
 mod paths;
 mod socket;
+mod status_pages;
 pub mod user_kernel;
 
 pub use client::{
@@ -21,13 +22,13 @@ pub use client::{
     Session,
 };
 pub use frame::{
-    FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION, decode_client,
-    decode_daemon, encode_frame,
+    FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    STATUS_PAGE_BYTES, decode_client, decode_daemon, encode_frame, encoded_len,
 };
 pub use message::{
     ClientMsg, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus, DaemonMsg,
-    DaemonStatus, DomainInfo, ErrorCode, Role, SettingsRequest, StatusReport, UnitDemand, UnitInfo,
-    UnitSelectionStatus, UnitStatus, WireClass, WireSettings,
+    DaemonStatus, DomainInfo, ErrorCode, Role, SettingsRequest, StatusPage, StatusReport,
+    UnitDemand, UnitInfo, UnitSelectionStatus, UnitStatus, WireClass, WireSettings,
 };
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};

@@ -148,8 +148,20 @@ pub enum ClientMsg {
         unit: Option<UnitId>,
         settings: SettingsRequest,
     },
-    /// Ask for a [`StatusReport`].
-    Status,
+    /// Ask for one page of the status report ([`StatusPage`]): the
+    /// daemon, the units and coordination, and the application clients
+    /// whose id is `first_client` or above, in id order, at most
+    /// `max_clients` of them. The daemon stops sooner where the page
+    /// would pass [`crate::STATUS_PAGE_BYTES`] encoded, so ask with
+    /// `u32::MAX` for as many as fit. Pages go by client id, not by
+    /// offset: a walk that starts each page at the last one's
+    /// `next_client` sees every client that stays connected exactly once,
+    /// however many come and go meanwhile. Changed in protocol 7 (it was
+    /// a unit variant, one report with every client).
+    Status {
+        first_client: ClientId,
+        max_clients: u32,
+    },
     /// Leaving; everything held is released.
     Goodbye,
     // Appended after protocol 2: indices above stay as they were.
@@ -347,6 +359,8 @@ pub struct DaemonStatus {
     pub socket: String,
 }
 
+/// The whole report, as [`crate::Client::status`] puts it together from
+/// pages: every application client, in id order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     pub daemon: DaemonStatus,
@@ -354,6 +368,24 @@ pub struct StatusReport {
     pub clients: Vec<ClientStatus>,
     /// Proportional-fair coordination, when the daemon runs it.
     pub coordination: Option<CoordinationStatus>,
+}
+
+/// One page of the status report, the answer to [`ClientMsg::Status`].
+///
+/// A page covers the client ids from the `first_client` asked for up to
+/// `next_client` (not included; to the end when `None`). Its `report`
+/// carries the daemon and every unit in full, and of everything that
+/// lists clients only the entries of ids in that range: `clients`, each
+/// unit's `selection.clients` and `coordination.apps`. Concatenating
+/// those lists over a walk of pages gives the whole report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusPage {
+    pub report: StatusReport,
+    /// Application clients connected now, on every page together.
+    pub clients_total: u32,
+    /// Where the next page starts (ask again with it as `first_client`);
+    /// `None` on the last page.
+    pub next_client: Option<ClientId>,
 }
 
 /// The state of proportional-fair coordination (`coordination = "pf"`).
@@ -505,7 +537,9 @@ pub enum DaemonMsg {
         units: Vec<UnitId>,
         settings: Vec<WireSettings>,
     },
-    Status(StatusReport),
+    // Answer to `Status`: one page (changed in protocol 7; it was the
+    // whole report).
+    Status(StatusPage),
     Error {
         code: ErrorCode,
         message: String,

@@ -13,9 +13,9 @@ use crate::ClientError;
 use crate::client::{Client, ClientOptions, DeviceDone, Grant, Session, refusal};
 use crate::frame::{FrameReader, decode_daemon, encode_frame};
 use crate::message::{
-    ClientMsg, DaemonMsg, SettingsRequest, StatusReport, UnitDemand, WireSettings,
+    ClientMsg, DaemonMsg, SettingsRequest, StatusPage, StatusReport, UnitDemand, WireSettings,
 };
-use hetsched_core::ids::{TaskId, UnitId};
+use hetsched_core::ids::{ClientId, TaskId, UnitId};
 use hetsched_core::unit::UnitClass;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -330,10 +330,23 @@ impl SharedClient {
         }
     }
 
-    /// The daemon's status report.
+    /// The daemon's status report, every page put together
+    /// ([`crate::Client::status`]).
     pub fn status(&self) -> Result<StatusReport, ClientError> {
-        match self.control_call(ClientMsg::Status)? {
-            DaemonMsg::Status(report) => Ok(report),
+        crate::status_pages::walk(|first| self.status_page(first, u32::MAX))
+    }
+
+    /// One page of the status report ([`crate::Client::status_page`]).
+    pub fn status_page(
+        &self,
+        first_client: ClientId,
+        max_clients: u32,
+    ) -> Result<StatusPage, ClientError> {
+        match self.control_call(ClientMsg::Status {
+            first_client,
+            max_clients,
+        })? {
+            DaemonMsg::Status(page) => Ok(page),
             other => Err(refusal(&other, None)
                 .unwrap_or_else(|| ClientError::Unexpected(format!("{other:?} for status")))),
         }

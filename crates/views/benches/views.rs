@@ -35,7 +35,7 @@ fn bench_views(c: &mut Criterion) {
     gw.publish(1, &units(1), &kinds).unwrap();
 
     let mut pw = PrivateWriter::create(UNITS, CPU_KINDS).unwrap();
-    let pr = PrivateReader::from_fd(pw.fd().try_clone_to_owned().unwrap()).unwrap();
+    let pr = PrivateReader::from_fd(pw.fd().unwrap().try_clone_to_owned().unwrap()).unwrap();
     let client = vec![
         ClientUnitView {
             guaranteed: 0.25,
