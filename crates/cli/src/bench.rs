@@ -31,6 +31,12 @@ pub enum BenchCommand {
     /// What many clients cost: idle ones (daemon CPU, memory, a probe's
     /// round trip) or active ones (lost requests, grant waits, `status`).
     Clients(crate::bench_clients::ClientsArgs),
+    /// Two processes at equal shares on one unit, one with several
+    /// connections: each one's part of the unit.
+    ProcessShares(crate::bench_process_shares::ProcessSharesArgs),
+    /// One client process of `process-shares`.
+    #[command(hide = true)]
+    ShareClient(crate::bench_process_shares::ShareClientArgs),
     /// Opens connections until refused and holds them (tests of the
     /// connection limits).
     #[command(hide = true)]
@@ -105,6 +111,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::BalanceOverhead(args) => crate::bench_balance::overhead(args),
         BenchCommand::SettingsChurn(args) => crate::bench_settings::settings_churn(args),
         BenchCommand::Clients(args) => crate::bench_clients::clients(args),
+        BenchCommand::ProcessShares(args) => crate::bench_process_shares::process_shares(args),
+        BenchCommand::ShareClient(args) => crate::bench_process_shares::share_client(args),
         BenchCommand::HoldConnections(args) => crate::bench_connections::hold_connections(args),
         #[cfg(feature = "opencl")]
         BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),

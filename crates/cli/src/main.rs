@@ -16,6 +16,7 @@ mod bench_gpu;
 mod bench_kernel;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod bench_placement;
+mod bench_process_shares;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod bench_served;
 mod bench_settings;

@@ -713,3 +713,25 @@ fn a_connection_that_never_says_hello_is_closed() {
         "closed after {waited:?}"
     );
 }
+
+/// Shares belong to the process: a process that opens four connections
+/// gets what a process with one gets at equal shares (the daemon's own
+/// charge of modelled device time, not wall time: both keep two tasks
+/// queued on every connection throughout).
+#[test]
+fn four_connections_of_one_process_share_one_entitlement() {
+    let out = std::process::Command::new(common::BIN)
+        .args(["bench", "process-shares", "--connections", "4"])
+        .args(["--seconds", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gap = report["gap_pp"].as_f64().unwrap();
+    // Per connection (the old accounting) the gap would be 60 pp.
+    assert!(gap.abs() <= 5.0, "{report}");
+}

@@ -423,3 +423,51 @@ proptest! {
         prop_assert_eq!(p.queued(), queued.len());
     }
 }
+
+/// Shares belong to the process: four connections of one process (one
+/// account) get together what the one connection of another gets, at
+/// equal shares; without accounts they would get four fifths.
+#[test]
+fn a_process_with_four_connections_gets_the_share_of_one_with_one() {
+    let task_ns: Vec<Ns> = vec![2 * MS; 5];
+    let run = |accounts: bool| {
+        let mut p = SharePolicy::new(1, ShareWindow::default());
+        for c in 0..5u32 {
+            if accounts {
+                p.set_client_account(ClientId(c), Some(if c < 4 { 100 } else { 200 }));
+            }
+            p.set_client(ClientId(c), settings(ShareClass::Normal { shares: 10 }), 0)
+                .unwrap();
+        }
+        let got = closed_loop_fractions(&mut p, &task_ns, 5_000 * MS, 500 * MS);
+        got[..4].iter().sum::<f64>()
+    };
+    let together = run(true);
+    assert!(
+        (together - 0.5).abs() <= 0.03,
+        "four connections got {together:.3}"
+    );
+    let apart = run(false);
+    assert!((apart - 0.8).abs() <= 0.03, "without accounts: {apart:.3}");
+}
+
+/// A process's CUSTOM shares count once against the unit's 100, however
+/// many connections hold them.
+#[test]
+fn custom_shares_of_one_process_count_once() {
+    let mut p = SharePolicy::new(1, ShareWindow::default());
+    let custom = |shares| settings(ShareClass::Custom { shares });
+    for c in 0..3u32 {
+        p.set_client_account(ClientId(c), Some(7));
+        p.set_client(ClientId(c), custom(60), 0).unwrap();
+    }
+    p.set_client_account(ClientId(9), Some(8));
+    p.set_client(ClientId(9), custom(40), 0).unwrap();
+    assert_eq!(
+        p.set_client(ClientId(10), custom(1), 0),
+        Err(PolicyError::CustomSharesExceeded {
+            requested_total: 101,
+            available: 0
+        })
+    );
+}

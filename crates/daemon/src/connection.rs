@@ -135,6 +135,11 @@ impl ConnIo {
             if self.serve_frames(shared) == Served::Closed {
                 return Served::Closed;
             }
+            if n < buf.len() {
+                // Drained (almost surely): re-arming reports anything that
+                // came meanwhile, without another read to find EAGAIN.
+                return Served::Open;
+            }
         }
         Served::Open
     }

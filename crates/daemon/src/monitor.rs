@@ -384,6 +384,10 @@ impl Monitor {
                     .get(&agent.setup.unit.name)
                     .copied()
                     .unwrap_or_default();
+                // Every connection of one process draws from one share.
+                agent
+                    .policy_mut()
+                    .set_client_account(id, Some(u64::from(peer.pid)));
                 let got = match agent.policy_mut().set_client(id, want, now) {
                     Ok(()) => want,
                     Err(e) => {

@@ -102,7 +102,8 @@ impl Default for FrameReader {
 impl FrameReader {
     pub fn new(max_frame_bytes: usize) -> Self {
         FrameReader {
-            buf: Vec::with_capacity(4096),
+            // Grown on the first bytes: an idle connection holds none.
+            buf: Vec::new(),
             start: 0,
             max: max_frame_bytes,
         }

@@ -5,6 +5,7 @@
 //! simulator's units drive the same objects.
 
 mod accounting;
+mod accounts;
 mod credit;
 mod fifo;
 mod priority;
@@ -311,4 +312,10 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// among themselves (the order the coordinator's model assumes), still
     /// against CUSTOM and BACKGROUND clients by class; the others ignore it.
     fn set_coordinated(&mut self, _client: ClientId, _coordinated: bool) {}
+
+    /// Puts `client` in an account (the process it belongs to), or with
+    /// `None` on its own. The share policy gives the clients of one
+    /// account that hold the same class one entitlement between them,
+    /// their usage summed; the others ignore it.
+    fn set_client_account(&mut self, _client: ClientId, _account: Option<u64>) {}
 }

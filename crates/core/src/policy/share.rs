@@ -28,11 +28,13 @@
 use super::accounting::{
     ClientLedger, ClientQueue, ClientRecord, LedgerConfig, QueuedRequest, UsageAt,
 };
+use super::accounts::{Accounts, Standing};
 use super::{
     ClientSettings, MAX_CUSTOM_SHARES, PolicyError, PolicyKind, Request, ShareClass, UnitPolicy,
 };
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeSet;
 
 /// Re-check interval when the policy holds work back but cannot tell when it
@@ -187,6 +189,15 @@ impl Contender {
     }
 }
 
+/// The clients of one shared standing in one decision, summed.
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    class: ShareClass,
+    used_ns: f64,
+    /// The member whose queued request came first (index, seq).
+    head: Option<(usize, u64)>,
+}
+
 /// The coordinated NORMAL clients of one decision, summed.
 #[derive(Clone, Copy, Debug, Default)]
 struct Pool {
@@ -203,6 +214,9 @@ pub struct SharePolicy {
     next_seq: u64,
     /// Clients the coordinator places (pooled while NORMAL).
     coordinated: BTreeSet<ClientId>,
+    /// Which clients hold their shares together (one process's
+    /// connections): [`super::accounts`].
+    accounts: Accounts,
 }
 
 impl SharePolicy {
@@ -212,6 +226,7 @@ impl SharePolicy {
             window,
             next_seq: 0,
             coordinated: BTreeSet::new(),
+            accounts: Accounts::default(),
         }
     }
 
@@ -252,11 +267,19 @@ impl SharePolicy {
             .collect()
     }
 
+    /// Shares of the active standings, per class: a client on its own
+    /// counts once, and so does each class of an account however many of
+    /// its clients are active.
     fn active_totals(&self, now: Ns) -> ClassTotals {
         let mut totals = ClassTotals::default();
+        let mut counted: FxHashSet<Standing> = FxHashSet::default();
         for c in self.ledger.clients() {
-            if self.ledger.is_active(c, now) {
-                totals.add(c.class());
+            if !self.ledger.is_active(c, now) {
+                continue;
+            }
+            match self.accounts.shared_standing(c.id(), c.class()) {
+                Some(standing) if !counted.insert(standing) => {}
+                _ => totals.add(c.class()),
             }
         }
         totals
@@ -284,7 +307,29 @@ impl SharePolicy {
         let mut best: Option<Contender> = None;
         let mut first_background: Option<(usize, u64)> = None;
         let mut pool = Pool::default();
+        let mut standings: FxHashMap<Standing, Held> = FxHashMap::default();
         for (idx, c) in self.ledger.clients().iter().enumerate() {
+            let used_ns = usage.usage_ns(c);
+            let idle = c.queue.is_empty() && used_ns == 0.0;
+            let shared = if idle || self.pooled(c) {
+                None
+            } else {
+                self.accounts.shared_standing(c.id(), c.class())
+            };
+            if let Some(standing) = shared {
+                // Judged with the others of its standing, below.
+                let held = standings.entry(standing).or_insert(Held {
+                    class: c.class(),
+                    ..Held::default()
+                });
+                held.used_ns += used_ns;
+                if let Some(head) = c.queue.front()
+                    && held.head.is_none_or(|(_, seq)| head.seq < seq)
+                {
+                    held.head = Some((idx, head.seq));
+                }
+                continue;
+            }
             if self.pooled(c) {
                 // The pool's standing counts every member's, queued or not.
                 if self.ledger.is_active(c, now) {
@@ -309,7 +354,6 @@ impl SharePolicy {
                 continue;
             }
             let entitlement = rates.entitlement(class);
-            let used_ns = usage.usage_ns(c);
             let contender = Contender {
                 idx,
                 throttled: usage.exceeds(used_ns, entitlement + slack),
@@ -322,6 +366,29 @@ impl SharePolicy {
                 charged_ns: used_ns + self.ledger.avg_task_ns(c) / 2.0,
                 entitlement: entitlement.max(MIN_ENTITLEMENT),
                 seq: head.seq,
+            };
+            if best.is_none_or(|b| contender.runs_before(&b)) {
+                best = Some(contender);
+            }
+        }
+        for held in standings.values() {
+            let Some((idx, seq)) = held.head else {
+                continue;
+            };
+            if held.class == ShareClass::Background {
+                if first_background.is_none_or(|(_, s)| seq < s) {
+                    first_background = Some((idx, seq));
+                }
+                continue;
+            }
+            let entitlement = rates.entitlement(held.class);
+            let head = &self.ledger.clients()[idx];
+            let contender = Contender {
+                idx,
+                throttled: usage.exceeds(held.used_ns, entitlement + slack),
+                charged_ns: held.used_ns + self.ledger.avg_task_ns(head) / 2.0,
+                entitlement: entitlement.max(MIN_ENTITLEMENT),
+                seq,
             };
             if best.is_none_or(|b| contender.runs_before(&b)) {
                 best = Some(contender);
@@ -403,6 +470,28 @@ impl SharePolicy {
         Some(release.max(now.saturating_add(1)))
     }
 
+    /// CUSTOM shares registered, each standing once, leaving out
+    /// `client`'s own standing (as it would hold `class`).
+    fn custom_shares_except(&self, client: ClientId, class: ShareClass) -> u64 {
+        if !self.accounts.any_shared() {
+            return self.ledger.custom_shares_except(client);
+        }
+        let mine = self.accounts.standing(client, class);
+        let mut counted: FxHashSet<Standing> = FxHashSet::default();
+        self.ledger
+            .clients()
+            .iter()
+            .filter(|c| c.id() != client)
+            .filter_map(|c| match c.class() {
+                ShareClass::Custom { shares } => {
+                    let standing = self.accounts.standing(c.id(), c.class());
+                    (standing != mine && counted.insert(standing)).then_some(u64::from(shares))
+                }
+                _ => None,
+            })
+            .sum()
+    }
+
     fn validate(&self, client: ClientId, class: ShareClass) -> Result<(), PolicyError> {
         match class {
             ShareClass::Custom { shares: 0 } | ShareClass::Normal { shares: 0 } => {
@@ -410,7 +499,7 @@ impl SharePolicy {
             }
             ShareClass::Custom { shares } => {
                 let max = u64::from(MAX_CUSTOM_SHARES);
-                let others = self.ledger.custom_shares_except(client);
+                let others = self.custom_shares_except(client, class);
                 let total = others + u64::from(shares);
                 if total > max {
                     Err(PolicyError::CustomSharesExceeded {
@@ -444,6 +533,7 @@ impl UnitPolicy for SharePolicy {
 
     fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
         self.coordinated.remove(&client);
+        self.accounts.remove(client);
         self.ledger
             .remove(client, now)
             .map(|c| c.queue.into_iter().map(|q| q.request).collect())
@@ -502,6 +592,10 @@ impl UnitPolicy for SharePolicy {
         self.ledger.queued() as usize
     }
 
+    fn set_client_account(&mut self, client: ClientId, account: Option<u64>) {
+        self.accounts.set(client, account);
+    }
+
     fn set_coordinated(&mut self, client: ClientId, coordinated: bool) {
         if coordinated {
             self.coordinated.insert(client);
@@ -532,6 +626,15 @@ struct ShareViews<'a> {
     /// least one), by whether they are BACKGROUND.
     foreground_work: f64,
     background_work: f64,
+    /// Standings shared by several clients: their usage (fraction of the
+    /// unit) summed, and whether any of them is active.
+    shared: FxHashMap<Standing, SharedUse>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SharedUse {
+    fraction: f64,
+    active: bool,
 }
 
 impl<'a> ShareViews<'a> {
@@ -541,21 +644,35 @@ impl<'a> ShareViews<'a> {
             policy,
             now,
             usage: ledger.usage_at(now),
-            totals: ClassTotals::default(),
+            totals: policy.active_totals(now),
             active_foreground: 0,
             foreground_queued: false,
             active_task_sum: 0.0,
             active: 0,
             foreground_work: 0.0,
             background_work: 0.0,
+            shared: FxHashMap::default(),
         };
         for c in ledger.clients() {
             let background = c.class() == ShareClass::Background;
             round.foreground_queued |= !background && c.queued() > 0;
-            if !ledger.is_active(c, now) {
+            let active = ledger.is_active(c, now);
+            let fraction = round.usage.fraction(c);
+            // A client that never used the unit adds nothing to its
+            // standing (checked first: most connected clients are idle).
+            let standing = if active || fraction > 0.0 {
+                policy.accounts.shared_standing(c.id(), c.class())
+            } else {
+                None
+            };
+            if let Some(standing) = standing {
+                let held = round.shared.entry(standing).or_default();
+                held.fraction += fraction;
+                held.active |= active;
+            }
+            if !active {
                 continue;
             }
-            round.totals.add(c.class());
             round.active += 1;
             round.active_task_sum += ledger.avg_task_ns(c);
             if background {
@@ -577,11 +694,21 @@ impl<'a> ShareViews<'a> {
         let ledger = &self.policy.ledger;
         let me = ledger.get(client);
         let class = me.map_or_else(ShareClass::default, |c| c.class());
-        let usage = me.map_or(0.0, |c| self.usage.fraction(c));
+        // A shared standing's usage and activity are its clients' together.
+        let held = self
+            .policy
+            .accounts
+            .shared_standing(client, class)
+            .and_then(|s| self.shared.get(&s));
+        let usage = match held {
+            Some(h) => h.fraction,
+            None => me.map_or(0.0, |c| self.usage.fraction(c)),
+        };
         let current_utilisation = usage.clamp(0.0, 1.0);
         let slots = f64::from(ledger.slots());
         // This client's own part of the sums, if it is in them.
         let mine = me.filter(|c| ledger.is_active(c, self.now));
+        let standing_active = held.map_or(mine.is_some(), |h| h.active);
         let my_work = mine.map_or(0.0, |c| self.work_of(c));
 
         if class == ShareClass::Background {
@@ -601,7 +728,7 @@ impl<'a> ShareViews<'a> {
 
         // The entitlement this client would have once it uses the unit.
         let mut totals = self.totals;
-        if mine.is_none() {
+        if !standing_active {
             totals.add(class);
         }
         let entitlement = totals.entitlement(class);
