@@ -566,6 +566,9 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                 Ok(()) if shared.setup.coordination == Coordination::Off => {}
                 // Cumulative counters: the latest report is all that matters.
                 Ok(()) => {
+                    // An application that reports demand is not idle, even
+                    // if it runs everything on its own CPU threads.
+                    st.monitor.note_activity(id, now);
                     st.demand_reports.insert(
                         id,
                         crate::coordinator::DemandReport {

@@ -1118,6 +1118,12 @@ impl Monitor {
         }
     }
 
+    /// `client` did something the monitor does not see otherwise (it
+    /// reported its demand): it is not quiet.
+    pub fn note_activity(&mut self, client: ClientId, now: Ns) {
+        self.stir(client, now);
+    }
+
     /// Clients that did something since the last call (repeats allowed).
     pub fn take_stirred(&mut self) -> Vec<ClientId> {
         std::mem::take(&mut self.stirred)

@@ -1,8 +1,8 @@
 //! The monitor as a state machine, on virtual time: no sockets, no clocks.
 
-use hetsched_core::ids::{ClientId, KindId, Ns, TaskId, UnitId};
+use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::PolicyKind;
-use hetsched_core::unit::{Capabilities, LinkCost, Unit, UnitClass};
+use hetsched_core::unit::UnitClass;
 use hetsched_daemon::agent::UnitSetup;
 use hetsched_daemon::monitor::{Monitor, MonitorConfig, ProcessTable};
 use hetsched_daemon::outbox::Outbox;
@@ -15,31 +15,8 @@ use hetsched_protocol::{
 };
 use std::collections::BTreeMap;
 
-fn device(slots: u32) -> UnitSetup {
-    UnitSetup {
-        unit: Unit {
-            id: UnitId(0),
-            name: "gpu0".into(),
-            kind: KindId(0),
-            class: UnitClass::Gpu,
-            caps: Capabilities::empty(),
-            relative_speed: 8.0,
-            coherent: false,
-            copy_in: LinkCost::new(0, 1e10),
-            copy_out: LinkCost::new(0, 1e10),
-            dispatch_ns: 0,
-            slots,
-            busy_watts: 100.0,
-            idle_watts: 10.0,
-        },
-        kind_name: "gpu".into(),
-        policy: PolicyKind::Share,
-        emulated: true,
-        kernels: Vec::new(),
-        pus: Vec::new(),
-        throttle: None,
-    }
-}
+mod common;
+use common::device;
 
 fn peer(pid: u32, uid: u32) -> Peer {
     Peer {

@@ -2,11 +2,8 @@
 //! group and nothing when nothing moved; a client that acts gets its own
 //! view again; every page still shows what the policy says of it.
 
-use hetsched_core::ids::{ClientId, KindId, Ns, TaskId, UnitId};
-use hetsched_core::policy::PolicyKind;
-use hetsched_core::unit::{Capabilities, LinkCost, Unit, UnitClass};
+use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::view::ClientUnitView;
-use hetsched_daemon::agent::UnitSetup;
 use hetsched_daemon::monitor::{Monitor, MonitorConfig};
 use hetsched_daemon::outbox::Outbox;
 use hetsched_daemon::page_rounds::{PageRounds, QUIET_AFTER, moved};
@@ -15,31 +12,8 @@ use hetsched_daemon::store::SettingsStore;
 use hetsched_protocol::{Role, SettingsRequest, WireClass};
 use std::collections::BTreeMap;
 
-fn device() -> UnitSetup {
-    UnitSetup {
-        unit: Unit {
-            id: UnitId(0),
-            name: "gpu0".into(),
-            kind: KindId(0),
-            class: UnitClass::Gpu,
-            caps: Capabilities::empty(),
-            relative_speed: 8.0,
-            coherent: false,
-            copy_in: LinkCost::new(0, 1e10),
-            copy_out: LinkCost::new(0, 1e10),
-            dispatch_ns: 0,
-            slots: 1,
-            busy_watts: 100.0,
-            idle_watts: 10.0,
-        },
-        kind_name: "gpu".into(),
-        policy: PolicyKind::Share,
-        emulated: true,
-        kernels: Vec::new(),
-        pus: Vec::new(),
-        throttle: None,
-    }
-}
+mod common;
+use common::device;
 
 fn hello(m: &mut Monitor, rounds: &mut PageRounds, pid: u32, class: Option<WireClass>) -> ClientId {
     let peer = Peer {
@@ -83,7 +57,7 @@ fn check_pages(
 #[test]
 fn quiet_clients_cost_one_view_and_nothing_when_nothing_moved() {
     let mut m = Monitor::new(
-        vec![device()],
+        vec![device(1)],
         MonitorConfig::default(),
         SettingsStore::default(),
     );
