@@ -19,10 +19,8 @@ use common::TestDaemon;
 /// report takes several pages.
 const CLIENTS: usize = 1500;
 
-/// One emulated GPU under FIFO. (Every 10 ms the daemon publishes each
-/// application's view of each unit, at a cost that grows with the square
-/// of the clients under the share policy: one FIFO unit keeps 1500 well
-/// inside the tick on a slow machine.)
+/// One emulated GPU under FIFO: the report's size, not the policy, is what
+/// this test is about.
 const ONE_FIFO_GPU: &str = r#"
 max_connections_per_uid = 2000
 max_connections = 2000
