@@ -1,7 +1,7 @@
 # The two entry points of the README: `make demo` and `make test`.
 CARGO ?= cargo
 
-.PHONY: demo test deps fmt lint unit bench sim-all sim-demo
+.PHONY: demo test deps fmt lint unit python python-test bench sim-all sim-demo
 
 ## The main job: Rinnegan Table 3 apps as real processes sharing a real
 ## daemon's CPUs and emulated GPUs, native placement against hetsched.
@@ -9,7 +9,7 @@ demo: deps
 	$(CARGO) run --release -q -p hetsched -- demo --out demo-out
 
 ## Everything CI checks: format, lints, all tests.
-test: deps fmt lint unit
+test: deps fmt lint unit python-test
 
 deps:
 	@./scripts/install-deps.sh
@@ -24,6 +24,22 @@ unit:
 	$(CARGO) test --workspace --all-features
 	$(MAKE) -C crates/capi/c check
 	$(MAKE) -C integrations/starpu check PROFILE=debug
+
+PYTHON ?= python3
+
+## The Python package, built from python/ and installed (release build).
+python: deps
+	$(PYTHON) -m maturin build --release --manifest-path python/Cargo.toml -o target/wheels
+	$(PYTHON) -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/hetsched-*-abi3-*.whl
+
+## The Python tests against a real daemon (a debug build of the package,
+## which reuses what `unit` compiled).
+python-test: deps
+	$(CARGO) build -q -p hetsched --all-features
+	rm -rf target/wheels-dev
+	$(PYTHON) -m maturin build --profile dev --manifest-path python/Cargo.toml -o target/wheels-dev
+	$(PYTHON) -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels-dev/hetsched-*-abi3-*.whl
+	$(PYTHON) -m pytest -q python/tests
 
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:

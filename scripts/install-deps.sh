@@ -39,3 +39,21 @@ if command -v rustup >/dev/null 2>&1; then
             || rustup component add "$component"
     done
 fi
+
+# The Python package (python/) and its tests: maturin builds the module;
+# numpy, pyopencl (on PoCL) and Ray are what the tests exercise.
+PYTHON=${PYTHON:-python3}
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    echo "install-deps: $PYTHON not found; install Python 3.9 or newer" >&2
+    exit 1
+fi
+need_pip=()
+"$PYTHON" -c 'import maturin' 2>/dev/null || need_pip+=('maturin>=1.16,<2')
+"$PYTHON" -c 'import pytest' 2>/dev/null || need_pip+=(pytest)
+"$PYTHON" -c 'import numpy' 2>/dev/null || need_pip+=(numpy)
+"$PYTHON" -c 'import pyopencl' 2>/dev/null || need_pip+=(pyopencl)
+"$PYTHON" -c 'import ray' 2>/dev/null || need_pip+=('ray==2.60.0')
+if [ ${#need_pip[@]} -gt 0 ]; then
+    echo "install-deps: pip install ${need_pip[*]}"
+    "$PYTHON" -m pip install -q --root-user-action=ignore "${need_pip[@]}"
+fi

@@ -85,15 +85,6 @@ fn unit_of(c: &ClientObj, index: u32) -> Result<&UnitInfo, (HsStatus, String)> {
     })
 }
 
-/// Index among CPU kinds of unit `index` (the global page numbers CPU kinds
-/// in unit order).
-fn cpu_kind_index(units: &[UnitInfo], index: usize) -> usize {
-    units[..index]
-        .iter()
-        .filter(|u| u.class == UnitClass::Cpu)
-        .count()
-}
-
 /// Connects to the daemon as application `name` (`socket` NULL: the
 /// default, `$HETSCHED_SOCKET`). Fails with `HS_ERR_CONNECT` when no daemon
 /// answers: there is no embedded monitor on this path.
@@ -211,34 +202,19 @@ pub unsafe extern "C" fn hs_client_find_unit(
 }
 
 fn view_of(c: &ClientObj, index: u32) -> Result<HsUnitView, (HsStatus, String)> {
-    let u = unit_of(c, index)?;
-    let i = index as usize;
-    let private = c
-        .client
-        .private_view()
-        .and_then(|p| p.unit(i))
-        .unwrap_or_default();
-    let global = c.client.global_view();
-    let g = global.and_then(|g| g.unit(i)).unwrap_or_default();
-    let runnable = if u.class == UnitClass::Cpu {
-        let k = cpu_kind_index(c.client.units(), i);
-        global
-            .and_then(|g| g.cpu_kind(k))
-            .map_or(0, |k| k.threads_by_nice.iter().sum())
-    } else {
-        0
-    };
+    unit_of(c, index)?;
+    let v = c.client.unit_view(index as usize).unwrap_or_default();
     Ok(HsUnitView {
-        guaranteed: private.guaranteed,
-        wait_ns: private.wait_ns,
-        current_utilisation: private.current_utilisation,
-        max_utilisation: private.max_utilisation,
-        throttled: private.throttled,
-        busy_fraction: g.view.busy_fraction,
-        active_clients: g.view.active_clients,
-        queued: g.view.queued,
-        running: g.view.running,
-        runnable_threads: runnable,
+        guaranteed: v.guaranteed,
+        wait_ns: v.wait_ns,
+        current_utilisation: v.current_utilisation,
+        max_utilisation: v.max_utilisation,
+        throttled: v.throttled,
+        busy_fraction: v.busy_fraction,
+        active_clients: v.active_clients,
+        queued: v.queued,
+        running: v.running,
+        runnable_threads: v.runnable_threads,
     })
 }
 

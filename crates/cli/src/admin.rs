@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::{
     Client, ClientOptions, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus,
-    DomainInfo, SettingsRequest, StatusReport, WireClass, parse_class,
+    DomainInfo, SettingsRequest, StatusReport, WireClass, domain_of, parse_class, status_json,
 };
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -147,33 +147,6 @@ enum Listing {
 }
 
 /// The configured domain `client` is in, by name.
-fn domain_of(domains: &[DomainInfo], client: hetsched_core::ids::ClientId) -> Option<&str> {
-    domains
-        .iter()
-        .find(|d| d.members.iter().any(|&(c, _)| c == client))
-        .map(|d| d.name.as_str())
-}
-
-/// The report as JSON, with the configured domains (`domains`) and each
-/// client's domain (`domain`, `null` for a client that is its own).
-fn status_json(r: &StatusReport, domains: &[DomainInfo]) -> Result<serde_json::Value> {
-    let mut v = serde_json::to_value(r)?;
-    if let Some(clients) = v.get_mut("clients").and_then(|c| c.as_array_mut()) {
-        for (c, cv) in r.clients.iter().zip(clients) {
-            if let Some(o) = cv.as_object_mut() {
-                o.insert(
-                    "domain".into(),
-                    serde_json::to_value(domain_of(domains, c.id))?,
-                );
-            }
-        }
-    }
-    if let Some(o) = v.as_object_mut() {
-        o.insert("domains".into(), serde_json::to_value(domains)?);
-    }
-    Ok(v)
-}
-
 #[derive(Args)]
 pub struct DomainsArgs {
     #[command(flatten)]

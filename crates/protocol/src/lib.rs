@@ -14,7 +14,9 @@ mod message;
 mod mux;
 mod paths;
 mod socket;
+mod status_json;
 mod status_pages;
+mod unit_view;
 pub mod user_kernel;
 
 pub use client::{
@@ -33,3 +35,5 @@ pub use message::{
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};
 pub use socket::{recv_with_fds, send_with_fds};
+pub use status_json::{domain_of, status_json};
+pub use unit_view::UnitView;

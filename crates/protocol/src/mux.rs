@@ -336,6 +336,15 @@ impl SharedClient {
         crate::status_pages::walk(|first| self.status_page(first, u32::MAX))
     }
 
+    /// The configured domains ([`crate::Client::domains`]).
+    pub fn domains(&self) -> Result<Vec<crate::message::DomainInfo>, ClientError> {
+        match self.control_call(ClientMsg::ListDomains)? {
+            DaemonMsg::Domains(list) => Ok(list),
+            other => Err(refusal(&other, None)
+                .unwrap_or_else(|| ClientError::Unexpected(format!("{other:?} for domains")))),
+        }
+    }
+
     /// One page of the status report ([`crate::Client::status_page`]).
     pub fn status_page(
         &self,

@@ -127,6 +127,29 @@ impl<R> Handle<R> {
         }
     }
 
+    /// Blocks until the result is there or `timeout` has passed; whether
+    /// it is there. The result stays in the handle.
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
+        let guard = self.slot.result.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = self
+            .slot
+            .ready
+            .wait_timeout_while(guard, timeout, |r| r.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        guard.is_some()
+    }
+
+    /// Takes the result if it is there (`wait_with_info` without blocking
+    /// and without consuming the handle); `None` if it is not there yet or
+    /// was taken already.
+    pub fn try_take(&self) -> Option<Result<(R, RunInfo), TaskError>> {
+        let mut guard = self.slot.result.lock().unwrap_or_else(|p| p.into_inner());
+        guard.take().map(|outcome| match outcome {
+            Outcome::Ran(Ok(r), info) => Ok((r, info)),
+            Outcome::Ran(Err(e), _) | Outcome::Failed(e) => Err(e),
+        })
+    }
+
     /// Whether the result is there (a `wait` would not block).
     pub fn is_done(&self) -> bool {
         self.slot

@@ -1,0 +1,537 @@
+"""hetsched on a Ray cluster: one daemon per node, tasks placed on the node
+and the unit that finish them soonest, shares for actors.
+
+Usage (after ``ray.init()``)::
+
+    import hetsched.ray as hray
+
+    hray.init()                      # a hetsched daemon on every Ray node
+
+    @hray.remote(cpu=on_cpu, emulated={"gpu-big": (cost, kernel)})
+    def checksum(data): ...          # the body is not used: implementations are
+
+    ref = checksum.remote(data)      # a Ray ObjectRef, as with @ray.remote
+
+    @hray.actor(class_="custom", shares=70)
+    class Trainer: ...               # 70 % of its node's units, enforced
+
+How it works:
+
+* :func:`init` starts a *node agent* (a Ray actor with ``num_cpus=0``)
+  pinned on every alive node. It runs ``hetsched daemon`` with that node's
+  config on a socket of its own, and answers :meth:`_NodeAgent.summary`: a
+  compact view of each unit's load read from the daemon's shared pages,
+  and the per-kind execution times the node's workers have learned.
+* A task submitted with ``.remote()`` goes to the node with the smallest
+  predicted turnaround: each node is a set of servers (its units with an
+  implementation of the task), each serving at ``slots / (exec × (1 +
+  backlog / slots))``; the calls this driver already has in flight there
+  queue ahead of the new one. The Ray task is pinned to that node
+  (``NodeAffinitySchedulingStrategy``), where the worker runs it through a
+  :class:`hetsched.Runtime` on the node's daemon: hetsched places it on a
+  unit, under the node's agents.
+* An actor declared with :func:`actor` sets its process's class and
+  shares on its node's daemon when it starts; every unit's agent enforces
+  them between the Ray workers of the node.
+
+Ray is imported only when this module is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+import hetsched
+
+NAMESPACE = "hetsched"
+#: How long a driver reuses the nodes' summaries before asking again, s.
+SUMMARY_TTL = 0.05
+#: How long a node agent waits for its daemon to answer, s.
+DAEMON_START_TIMEOUT = 30.0
+
+NodeConfig = Union[None, str, Mapping[str, str], Callable[[Dict[str, Any]], str]]
+
+
+def _agent_name(node_id: str) -> str:
+    return f"hetsched-node-{node_id}"
+
+
+def _die_with_parent() -> None:
+    """In the daemon's child process: SIGTERM when the agent that started it dies."""
+    PR_SET_PDEATHSIG = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _binary(explicit: Optional[str]) -> str:
+    path = explicit or os.environ.get("HETSCHED_BIN") or shutil.which("hetsched")
+    if not path:
+        raise hetsched.HetschedError(
+            "no hetsched binary for the node daemons: put `hetsched` on PATH, "
+            "set HETSCHED_BIN, or pass binary= to hetsched.ray.init()"
+        )
+    return path
+
+
+class _NodeAgent:
+    """One per Ray node: runs the node's daemon and reports its load."""
+
+    def __init__(self, node_id: str, config: str, binary: str, base_dir: str) -> None:
+        self.node_id = node_id
+        self.work = Path(base_dir) / node_id[:16]
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.socket_path = str(self.work / "hetsched.sock")
+        config_path = self.work / "hetsched.toml"
+        config_path.write_text(f'state_file = "{self.work}/state.json"\n' + config)
+        self.log = self.work / "daemon.log"
+        self.daemon = subprocess.Popen(
+            [binary, "daemon", "--config", str(config_path), "--socket", self.socket_path],
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        self.client = self._connect()
+        self.units = self.client.units()
+        self.models: Dict[str, Dict[str, float]] = {}
+
+    def _connect(self) -> "hetsched.Client":
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT
+        while True:
+            if self.daemon.poll() is not None:
+                raise hetsched.HetschedError(
+                    f"the hetsched daemon of node {self.node_id} exited ({self.daemon.returncode}): "
+                    + self.log.read_text()[-2000:]
+                )
+            try:
+                return hetsched.Client("hetsched-ray-node", socket=self.socket_path)
+            except hetsched.DaemonUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def socket(self) -> str:
+        return self.socket_path
+
+    def summary(self) -> Dict[str, Any]:
+        """The node's units and their load now, and the learned times."""
+        units = []
+        for u in self.units:
+            v = self.client.view(u.name)
+            units.append(
+                {
+                    "name": u.name,
+                    "kind": u.kind,
+                    "class": u.unit_class,
+                    "slots": u.slots,
+                    "speed": u.relative_speed,
+                    "busy": v["busy_fraction"],
+                    "backlog": v["queued"] + v["running"],
+                    "runnable": v["runnable_threads"],
+                }
+            )
+        return {"node_id": self.node_id, "units": units, "models": self.models}
+
+    def learn(self, task: str, times: Dict[str, Optional[float]]) -> None:
+        """A worker's model of `task`: seconds per kind (None: not known)."""
+        known = {k: t for k, t in times.items() if t is not None}
+        self.models.setdefault(task, {}).update(known)
+
+    def status(self) -> Dict[str, Any]:
+        return self.client.status()
+
+    def stop(self) -> None:
+        self.client.close()
+        self.daemon.terminate()
+        try:
+            self.daemon.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.daemon.kill()
+            self.daemon.wait()
+
+
+_state_lock = threading.Lock()
+_agents: Dict[str, Any] = {}
+
+
+def _config_for(node: Dict[str, Any], config: NodeConfig) -> str:
+    if config is None:
+        return ""
+    if isinstance(config, str):
+        return config
+    if callable(config):
+        return config(node)
+    return config.get(node["NodeID"], "")
+
+
+def init(
+    config: NodeConfig = None,
+    *,
+    binary: Optional[str] = None,
+    base_dir: Optional[str] = None,
+) -> Dict[str, str]:
+    """Starts a hetsched daemon on every alive Ray node (call after
+    ``ray.init()``); returns ``{node_id: socket}``.
+
+    ``config`` is the daemons' TOML (emulated units, policies …): one text
+    for every node, a ``{node_id: text}`` mapping, or a function of the
+    node's ``ray.nodes()`` entry (to give nodes different devices by their
+    resources). The daemons stop with :func:`shutdown`, or when the driver
+    exits.
+    """
+    if not ray.is_initialized():
+        raise hetsched.HetschedError("call ray.init() before hetsched.ray.init()")
+    exe = _binary(binary)
+    base = base_dir or tempfile.mkdtemp(prefix="hetsched-ray-")
+    agent_cls = ray.remote(num_cpus=0)(_NodeAgent)
+    started = {}
+    with _state_lock:
+        for node in ray.nodes():
+            if not node.get("Alive") or node["NodeID"] in _agents:
+                continue
+            nid = node["NodeID"]
+            started[nid] = agent_cls.options(
+                name=_agent_name(nid),
+                namespace=NAMESPACE,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+            ).remote(nid, _config_for(node, config), exe, base)
+        _agents.update(started)
+        agents = dict(_agents)
+    sockets = ray.get([a.socket.remote() for a in agents.values()])
+    return dict(zip(agents, sockets))
+
+
+def shutdown() -> None:
+    """Stops the node daemons started by :func:`init`."""
+    with _state_lock:
+        agents = dict(_agents)
+        _agents.clear()
+    ray.get([a.stop.remote() for a in agents.values()])
+    for a in agents.values():
+        ray.kill(a)
+    _placer.forget()
+
+
+def nodes() -> Dict[str, Dict[str, Any]]:
+    """Every node's summary now: ``{node_id: {"units": [...], "models": {...}}}``."""
+    with _state_lock:
+        agents = dict(_agents)
+    return dict(zip(agents, ray.get([a.summary.remote() for a in agents.values()])))
+
+
+# ---- on the workers -------------------------------------------------------
+
+_local = threading.local()
+_worker_lock = threading.Lock()
+_worker: Dict[str, Any] = {}
+
+
+def _node_agent() -> Any:
+    nid = ray.get_runtime_context().get_node_id()
+    with _worker_lock:
+        agent = _worker.get("agent")
+        if agent is None:
+            try:
+                agent = ray.get_actor(_agent_name(nid), namespace=NAMESPACE)
+            except ValueError:
+                raise hetsched.HetschedError(
+                    f"no hetsched daemon on Ray node {nid}: call hetsched.ray.init() on the driver"
+                ) from None
+            _worker["agent"] = agent
+            _worker["socket"] = ray.get(agent.socket.remote())
+        return agent
+
+
+def socket() -> str:
+    """This Ray worker's node daemon socket."""
+    _node_agent()
+    return _worker["socket"]
+
+
+def runtime() -> "hetsched.Runtime":
+    """The :class:`hetsched.Runtime` of this Ray worker, on its node's daemon."""
+    with _worker_lock:
+        rt = _worker.get("runtime")
+    if rt is None:
+        path = socket()
+        with _worker_lock:
+            rt = _worker.get("runtime")
+            if rt is None:
+                rt = _worker["runtime"] = hetsched.Runtime(
+                    f"ray-{os.getpid()}", monitor="daemon", socket=path, persist_models=False
+                )
+    return rt
+
+
+def client() -> "hetsched.Client":
+    """A :class:`hetsched.Client` of this Ray worker on its node's daemon."""
+    with _worker_lock:
+        c = _worker.get("client")
+    if c is None:
+        path = socket()
+        with _worker_lock:
+            c = _worker.get("client")
+            if c is None:
+                c = _worker["client"] = hetsched.Client(f"ray-{os.getpid()}", socket=path)
+    return c
+
+
+#: Reports of a worker's model to its node agent happen when an estimate
+#: moved by more than this fraction (or was not known).
+_REPORT_CHANGE = 0.1
+
+
+def _run_task(spec: "_Spec", *args: Any) -> Any:
+    """The body of every hetsched Ray task, on the node it was pinned to."""
+    rt = runtime()
+    tasks = _worker.setdefault("tasks", {})
+    task = tasks.get(spec.name)
+    if task is None:
+        task = tasks[spec.name] = hetsched.Task(spec.name, **spec.impls)
+    out = rt.run(task, *args)
+    _report_model(rt, spec.name)
+    return out
+
+
+def _report_model(rt: "hetsched.Runtime", name: str) -> None:
+    times = rt.predict(name)
+    reported = _worker.setdefault("reported", {}).setdefault(name, {})
+    moved = any(
+        t is not None
+        and (reported.get(k) is None or abs(t - reported[k]) > _REPORT_CHANGE * reported[k])
+        for k, t in times.items()
+    )
+    if moved:
+        reported.update({k: t for k, t in times.items() if t is not None})
+        _node_agent().learn.remote(name, times)
+
+
+_remote_run = None
+
+
+def _remote_body() -> Any:
+    global _remote_run
+    if _remote_run is None:
+        _remote_run = ray.remote(_run_task)
+    return _remote_run
+
+
+# ---- on the driver --------------------------------------------------------
+
+
+class _Spec:
+    """What a worker needs to build the task: its name and implementations."""
+
+    def __init__(self, name: str, impls: Dict[str, Any]) -> None:
+        self.name = name
+        self.impls = impls
+
+
+def _implements(kinds: List[str], unit: Dict[str, Any]) -> bool:
+    if unit["class"] == "cpu":
+        return "cpu" in kinds
+    kind = unit["kind"]
+    if kind.startswith("opencl:"):
+        return "opencl" in kinds
+    if kind.startswith("cuda:"):
+        return "cuda" in kinds
+    return kind in kinds
+
+
+def node_rate(kinds: List[str], times: Dict[str, float], summary: Dict[str, Any]) -> Optional[float]:
+    """Calls per second a node can be expected to finish for a task with
+    implementations `kinds` and execution times `times` (per unit kind,
+    s): each implemented unit serves ``slots / (exec × (1 + backlog /
+    slots))``; CPU kinds are slowed by the runnable threads beyond their
+    cores. ``None`` when the node has a unit the task could use whose time
+    is not known yet (it should be tried), ``0.0`` when it has none."""
+    rate = 0.0
+    for u in summary["units"]:
+        if not _implements(kinds, u):
+            continue
+        kind_key = "cpu" if u["class"] == "cpu" else u["kind"]
+        t = times.get(kind_key)
+        if t is None:
+            return None
+        slots = max(1, u["slots"])
+        if u["class"] == "cpu":
+            stretch = max(1.0, u["runnable"] / slots)
+        else:
+            stretch = 1.0 + u["backlog"] / slots
+        rate += slots / (max(t, 1e-6) * stretch)
+    return rate
+
+
+class _Placer:
+    """The driver's view of the nodes: summaries (refreshed every
+    :data:`SUMMARY_TTL`) and the calls it has in flight on each."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.summaries: Dict[str, Dict[str, Any]] = {}
+        self.at = 0.0
+        self.inflight: Dict[str, List[Any]] = {}
+
+    def forget(self) -> None:
+        with self.lock:
+            self.summaries, self.at, self.inflight = {}, 0.0, {}
+
+    def _refresh(self) -> None:
+        if time.monotonic() - self.at < SUMMARY_TTL and self.summaries:
+            return
+        self.summaries = nodes()
+        self.at = time.monotonic()
+        for nid, refs in self.inflight.items():
+            if refs:
+                _, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
+                self.inflight[nid] = pending
+
+    def choose(self, name: str, kinds: List[str]) -> str:
+        with self.lock:
+            self._refresh()
+            if not self.summaries:
+                raise hetsched.HetschedError("no node runs a hetsched daemon: call hetsched.ray.init()")
+            best, best_t = None, float("inf")
+            for nid, s in self.summaries.items():
+                times: Dict[str, float] = {}
+                for model in (x["models"].get(name, {}) for x in self.summaries.values()):
+                    times.update(model)
+                waiting = len(self.inflight.get(nid, ()))
+                rate = node_rate(kinds, times, s)
+                if rate is None:
+                    # An untried unit: one call at a time until it is known.
+                    t = 0.0 if waiting == 0 else float("inf")
+                elif rate <= 0.0:
+                    continue
+                else:
+                    t = (waiting + 1) / rate
+                if t < best_t:
+                    best, best_t = nid, t
+            if best is None:
+                # Every node is exploring: the one with the fewest in flight.
+                best = min(self.summaries, key=lambda n: len(self.inflight.get(n, ())))
+            return best
+
+    def sent(self, nid: str, ref: Any) -> None:
+        with self.lock:
+            self.inflight.setdefault(nid, []).append(ref)
+
+
+_placer = _Placer()
+
+
+class RemoteTask:
+    """A task that runs on the Ray cluster under hetsched (made by :func:`remote`)."""
+
+    def __init__(self, name: str, impls: Dict[str, Any], options: Dict[str, Any]) -> None:
+        self.name = name
+        self.kinds = hetsched.Task(name, **impls).implementations
+        self._spec = _Spec(name, impls)
+        self._spec_ref: Any = None
+        self._options = options
+
+    def options(self, **ray_options: Any) -> "RemoteTask":
+        """The same task with other Ray options (``num_cpus``, ``max_retries`` …)."""
+        t = RemoteTask.__new__(RemoteTask)
+        t.__dict__.update(self.__dict__)
+        t._options = {**self._options, **ray_options}
+        return t
+
+    def remote(self, *args: Any) -> Any:
+        """Submits one call; returns its Ray ``ObjectRef``."""
+        if self._spec_ref is None:
+            self._spec_ref = ray.put(self._spec)
+        nid = _placer.choose(self.name, self.kinds)
+        ref = (
+            _remote_body()
+            .options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+                **self._options,
+            )
+            .remote(self._spec_ref, *args)
+        )
+        _placer.sent(nid, ref)
+        return ref
+
+
+def remote(
+    _fn: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    cpu: Optional[Callable[..., Any]] = None,
+    opencl: Optional[Callable[..., Any]] = None,
+    cuda: Optional[Callable[..., Any]] = None,
+    emulated: Optional[Dict[str, Tuple[Callable[..., Any], Callable[..., Any]]]] = None,
+    sizes: Any = None,
+    **ray_options: Any,
+) -> Any:
+    """Declares a hetsched task on the Ray cluster.
+
+    As a decorator, ``@remote(cpu=..., opencl=..., ...)`` over a function
+    gives a :class:`RemoteTask` named after it; without ``cpu=`` the
+    decorated function is the CPU implementation. Implementations are as
+    for :class:`hetsched.Task`. Other keywords are Ray task options
+    (``num_cpus`` defaults to 1).
+    """
+
+    def make(fn: Optional[Callable[..., Any]]) -> RemoteTask:
+        impls: Dict[str, Any] = {}
+        cpu_impl = cpu if cpu is not None else fn
+        if cpu_impl is not None:
+            impls["cpu"] = cpu_impl
+        if opencl is not None:
+            impls["opencl"] = opencl
+        if cuda is not None:
+            impls["cuda"] = cuda
+        if emulated:
+            impls["emulated"] = dict(emulated)
+        if sizes is not None:
+            impls["sizes"] = sizes
+        task_name = name or (fn.__qualname__ if fn is not None else None)
+        if not task_name:
+            raise ValueError("hetsched.ray.remote: give name= when not decorating a function")
+        return RemoteTask(task_name, impls, dict(ray_options))
+
+    if _fn is not None:
+        return make(_fn)
+    if cpu is None and opencl is None and cuda is None and not emulated:
+        return make
+    return make if name is None else make(None)
+
+
+def actor(
+    class_: Optional[str] = None,
+    shares: Optional[int] = None,
+    priority: Optional[int] = None,
+    **ray_options: Any,
+) -> Callable[[type], Any]:
+    """``@actor(class_="custom", shares=70)`` over a class: a Ray actor
+    class whose process runs with that class, shares and priority on every
+    unit of its node's daemon. Other keywords are Ray actor options. Inside
+    the actor, :func:`runtime` and :func:`client` reach the node's daemon.
+    """
+    if class_ is None and priority is None:
+        raise ValueError("hetsched.ray.actor needs class_ (with shares) or priority")
+
+    def wrap(cls: type) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            client().set_shares(class_, shares, priority)
+            cls.__init__(self, *args, **kwargs)
+
+        wrapped = type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
+        wrapped.__qualname__ = cls.__qualname__
+        wrapped.__doc__ = cls.__doc__
+        return ray.remote(**ray_options)(wrapped)
+
+    return wrap

@@ -1,0 +1,76 @@
+//! The package's exceptions, and how Rust errors become them.
+//!
+//! Every error keeps the daemon's or the runtime's own message: the
+//! exception says what went wrong in the words `hetsched` uses elsewhere.
+
+use hetsched_protocol::ClientError;
+use hetsched_runtime::{RuntimeError, TaskError};
+use pyo3::PyErr;
+use pyo3::exceptions::{PyException, PyLookupError};
+
+pyo3::create_exception!(
+    _native,
+    HetschedError,
+    PyException,
+    "Base class of every error hetsched raises."
+);
+pyo3::create_exception!(
+    _native,
+    DaemonUnavailable,
+    HetschedError,
+    "No hetsched daemon answers on the socket (not started, wrong socket, or untrusted)."
+);
+pyo3::create_exception!(
+    _native,
+    DaemonError,
+    HetschedError,
+    "The daemon refused a request or broke the protocol; the message says why."
+);
+pyo3::create_exception!(
+    _native,
+    UnknownUnit,
+    PyLookupError,
+    "No unit of that name (the message lists the units there are)."
+);
+pyo3::create_exception!(
+    _native,
+    TaskFailed,
+    HetschedError,
+    "A task could not run, or its implementation panicked or failed on its device."
+);
+
+/// A daemon client error as the exception a Python caller expects.
+pub(crate) fn client_error(e: ClientError) -> PyErr {
+    match &e {
+        ClientError::Connect { .. }
+        | ClientError::SocketDir(_)
+        | ClientError::UntrustedDaemon { .. } => DaemonUnavailable::new_err(e.to_string()),
+        ClientError::Environment(_) => HetschedError::new_err(e.to_string()),
+        _ if e.is_disconnect() => DaemonUnavailable::new_err(e.to_string()),
+        _ => DaemonError::new_err(e.to_string()),
+    }
+}
+
+pub(crate) fn runtime_error(e: RuntimeError) -> PyErr {
+    match e {
+        RuntimeError::Link(l) => DaemonUnavailable::new_err(l.to_string()),
+        RuntimeError::Task(t) => task_error(t),
+        RuntimeError::NoImplementation { .. } => TaskFailed::new_err(e.to_string()),
+        RuntimeError::Environment(_) | RuntimeError::Threads(_) => {
+            HetschedError::new_err(e.to_string())
+        }
+    }
+}
+
+pub(crate) fn task_error(e: TaskError) -> PyErr {
+    TaskFailed::new_err(e.to_string())
+}
+
+/// `unit` is not among `names`.
+pub(crate) fn unknown_unit<'a>(unit: &str, names: impl Iterator<Item = &'a str>) -> PyErr {
+    let names: Vec<&str> = names.collect();
+    UnknownUnit::new_err(format!(
+        "no unit named {unit:?} (units: {})",
+        names.join(", ")
+    ))
+}

@@ -1,0 +1,38 @@
+//! hetsched for Python: the native half of the `hetsched` package.
+//!
+//! The pure-Python half (`python/hetsched/`) re-exports these classes and adds
+//! what is easier written in Python: the dispatch context manager and its
+//! device timing, the device helpers handed to implementations, and Ray.
+
+mod bench;
+mod client;
+mod errors;
+mod runtime;
+mod task;
+mod thread_state;
+mod units;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<client::Client>()?;
+    m.add_class::<client::Grant>()?;
+    m.add_class::<units::Unit>()?;
+    m.add_class::<runtime::PyRuntime>()?;
+    m.add_class::<runtime::Future>()?;
+    m.add_class::<task::PyTask>()?;
+    m.add("HetschedError", py.get_type::<errors::HetschedError>())?;
+    m.add(
+        "DaemonUnavailable",
+        py.get_type::<errors::DaemonUnavailable>(),
+    )?;
+    m.add("DaemonError", py.get_type::<errors::DaemonError>())?;
+    m.add("UnknownUnit", py.get_type::<errors::UnknownUnit>())?;
+    m.add("TaskFailed", py.get_type::<errors::TaskFailed>())?;
+    m.add_function(wrap_pyfunction!(bench::rust_empty_task_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::rust_gate_ns, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,147 @@
+"""A 2-node Ray cluster with a hetsched daemon per node, run by
+test_ray.py inside a network namespace of its own (loopback only).
+
+Prints one JSON line with what it observed; test_ray.py asserts on it.
+Node A has a fast emulated GPU (`gpu-big`), node B a slow one
+(`gpu-wimpy`); both have this machine's CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import ray
+from ray.cluster_utils import Cluster
+
+import hetsched
+import hetsched.ray as hray
+
+GPU = """device_units = false
+[[emulated]]
+name = "{kind}0"
+kind = "{kind}"
+class = "gpu"
+speed = {speed}
+copy_gbps = 12.0
+streams = 1
+"""
+
+
+def node_config(node):
+    if "node-a" in node["Resources"]:
+        return GPU.format(kind="gpu-big", speed=30.0)
+    return GPU.format(kind="gpu-wimpy", speed=10.0)
+
+
+def checksum(n):
+    return sum(i * i for i in range(n)) % 1_000_003
+
+
+@hray.actor(class_="custom", shares=70, resources={"node-a": 0.01})
+class Heavy:
+    def burn(self, seconds):
+        return gpu_loop(seconds)
+
+
+@hray.actor(class_="custom", shares=30, resources={"node-a": 0.01})
+class Light:
+    def burn(self, seconds):
+        return gpu_loop(seconds)
+
+
+@ray.remote(resources={"node-a": 0.01})
+class Plain:
+    def burn(self, seconds):
+        return gpu_loop(seconds)
+
+
+def gpu_loop(seconds):
+    """Keeps node A's GPU busy with 2 calls in flight for `seconds`;
+    returns this process's pid and how many calls it finished."""
+    rt = hray.runtime()
+    task = hetsched.Task("busy", emulated={"gpu-big": (lambda: 0.002, lambda: 1)})
+    end = time.monotonic() + seconds
+    inflight = [rt.submit(task), rt.submit(task)]
+    done = 0
+    while time.monotonic() < end:
+        done += inflight.pop(0).result()
+        inflight.append(rt.submit(task))
+    for f in inflight:
+        done += f.result()
+    return os.getpid(), done
+
+
+def gpu_split(status, pids):
+    """Device time on gpu-big0 per pid, as the daemon charged it."""
+    unit = next(u["info"]["id"] for u in status["units"] if u["info"]["name"] == "gpu-big0")
+    busy = {p: 0 for p in pids}
+    for c in status["clients"]:
+        if c["pid"] in busy:
+            busy[c["pid"]] += sum(u["busy_ns_total"] for u in c["units"] if u["unit"] == unit)
+    return busy
+
+
+def shares_run(actors, agent, seconds):
+    before = ray.get(agent.status.remote())
+    out = ray.get([a.burn.remote(seconds) for a in actors])
+    pids = [pid for pid, _ in out]
+    start = gpu_split(before, pids)
+    end = gpu_split(ray.get(agent.status.remote()), pids)
+    used = [end[p] - start[p] for p in pids]
+    return [u / max(1, sum(used)) for u in used]
+
+
+def main():
+    t0 = time.monotonic()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"node-a": 1}})
+    cluster.add_node(num_cpus=2, resources={"node-b": 1})
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    cluster.wait_for_nodes()
+    report = {"cluster_start_s": time.monotonic() - t0}
+    try:
+        sockets = hray.init(node_config, binary=os.environ.get("HETSCHED_BIN"))
+        report["daemons"] = len(sockets)
+
+        # Tasks: placed across both nodes, each call checked.
+        task = hray.remote(
+            name="checksum",
+            cpu=checksum,
+            emulated={
+                "gpu-big": (lambda n: 0.003, checksum),
+                "gpu-wimpy": (lambda n: 0.009, checksum),
+            },
+        )
+        inputs = [2000 + i for i in range(120)]
+        results = ray.get([task.remote(n) for n in inputs])
+        report["wrong"] = sum(r != checksum(n) for r, n in zip(results, inputs))
+        summaries = hray.nodes()
+        report["models"] = {s["units"][1]["name"]: s["models"].get("checksum", {}) for s in summaries.values()}
+        report["gpu_busy"] = {
+            u["name"]: u["busy"] for s in summaries.values() for u in s["units"] if u["class"] == "gpu"
+        }
+
+        # Shares between two actors on node A: 70/30 with hetsched, and
+        # what two plain actors get.
+        node_a = next(n["NodeID"] for n in ray.nodes() if "node-a" in n["Resources"])
+        agent = ray.get_actor(hray._agent_name(node_a), namespace=hray.NAMESPACE)
+        report["split_hetsched"] = shares_run([Heavy.remote(), Light.remote()], agent, 3.0)
+        report["split_plain"] = shares_run([Plain.remote(), Plain.remote()], agent, 3.0)
+
+        # Errors: a task nobody can run, and a bad actor declaration.
+        try:
+            hray.actor()(Plain)
+        except ValueError as e:
+            report["actor_error"] = str(e)
+        hray.shutdown()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    report["total_s"] = time.monotonic() - t0
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
