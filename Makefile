@@ -41,6 +41,15 @@ python-test: deps
 	$(PYTHON) -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels-dev/hetsched-*-abi3-*.whl
 	$(PYTHON) -m pytest -q python/tests
 
+## The Ray benchmark: a 2-node Ray cluster on this machine (each node a
+## hetsched daemon), Ray's own scheduling against hetsched.ray; inside a
+## network namespace with only loopback up, so Ray stays on 127.0.0.1.
+.PHONY: ray-demo
+ray-demo: python
+	$(CARGO) build --release -q -p hetsched
+	$(PYTHON) -c 'import matplotlib' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore matplotlib
+	unshare $$( [ "$$(id -u)" = 0 ] && echo -n || echo -rn ) sh -c 'ip link set lo up && HETSCHED_BIN=$(CURDIR)/target/release/hetsched exec $(PYTHON) python/demos/ray_demo.py --out ray-out'
+
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:
 	$(CARGO) bench -p hetsched-core --benches -- --warm-up-time 1 --measurement-time 3

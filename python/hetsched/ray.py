@@ -7,8 +7,8 @@ Usage (after ``ray.init()``)::
 
     hray.init()                      # a hetsched daemon on every Ray node
 
-    @hray.remote(cpu=on_cpu, emulated={"gpu-big": (cost, kernel)})
-    def checksum(data): ...          # the body is not used: implementations are
+    @hray.remote(emulated={"gpu-big": (cost, kernel)})
+    def checksum(data): ...          # the CPU implementation
 
     ref = checksum.remote(data)      # a Ray ObjectRef, as with @ray.remote
 
@@ -268,8 +268,14 @@ def runtime() -> "hetsched.Runtime":
         with _worker_lock:
             rt = _worker.get("runtime")
             if rt is None:
+                # One model file per node, shared by its workers: a worker
+                # started late loads what the others learned instead of
+                # profiling every kind again.
                 rt = _worker["runtime"] = hetsched.Runtime(
-                    f"ray-{os.getpid()}", monitor="daemon", socket=path, persist_models=False
+                    "ray-worker",
+                    monitor="daemon",
+                    socket=path,
+                    model_dir=str(Path(path).parent / "models"),
                 )
     return rt
 
@@ -288,8 +294,10 @@ def client() -> "hetsched.Client":
 
 
 #: Reports of a worker's model to its node agent happen when an estimate
-#: moved by more than this fraction (or was not known).
+#: moved by more than this fraction (or was not known) ...
 _REPORT_CHANGE = 0.1
+#: ... and at most this often per task, s (a kind first known is reported at once).
+_REPORT_EVERY = 1.0
 
 
 def _run_task(spec: "_Spec", *args: Any) -> Any:
@@ -300,21 +308,34 @@ def _run_task(spec: "_Spec", *args: Any) -> Any:
     if task is None:
         task = tasks[spec.name] = hetsched.Task(spec.name, **spec.impls)
     out = rt.run(task, *args)
-    _report_model(rt, spec.name)
+    _report_model(rt, spec.name, _bytes_in(spec, args))
     return out
 
 
-def _report_model(rt: "hetsched.Runtime", name: str) -> None:
-    times = rt.predict(name)
+def _bytes_in(spec: "_Spec", args: Tuple[Any, ...]) -> int:
+    sizes = spec.impls.get("sizes")
+    if sizes is None:
+        return 0
+    return int(sizes(*args)[0] if callable(sizes) else sizes[0])
+
+
+def _report_model(rt: "hetsched.Runtime", name: str, bytes_in: int) -> None:
+    """Tells the node agent (and the node's model file) what this worker
+    learned of `name`, when an estimate moved."""
+    times = rt.predict(name, bytes_in)
     reported = _worker.setdefault("reported", {}).setdefault(name, {})
+    last = _worker.setdefault("reported_at", {})
+    now = time.monotonic()
+    new_kind = any(t is not None and k not in reported for k, t in times.items())
     moved = any(
-        t is not None
-        and (reported.get(k) is None or abs(t - reported[k]) > _REPORT_CHANGE * reported[k])
+        t is not None and k in reported and abs(t - reported[k]) > _REPORT_CHANGE * reported[k]
         for k, t in times.items()
     )
-    if moved:
+    if new_kind or (moved and now - last.get(name, 0.0) >= _REPORT_EVERY):
+        last[name] = now
         reported.update({k: t for k, t in times.items() if t is not None})
         _node_agent().learn.remote(name, times)
+        rt.save_models()
 
 
 _remote_run = None
@@ -349,19 +370,43 @@ def _implements(kinds: List[str], unit: Dict[str, Any]) -> bool:
     return kind in kinds
 
 
-def node_rate(kinds: List[str], times: Dict[str, float], summary: Dict[str, Any]) -> Optional[float]:
+def _scaled_estimate(
+    unit: Dict[str, Any], times: Dict[str, float], speeds: Dict[str, float]
+) -> Optional[float]:
+    """A device kind's time not measured yet, from a measured device kind
+    and the two units' relative speeds; None when no device kind is known."""
+    if unit["class"] == "cpu":
+        return None
+    for kind, t in times.items():
+        speed = speeds.get(kind)
+        if kind != "cpu" and speed and unit["speed"] > 0:
+            return t * speed / unit["speed"]
+    return None
+
+
+def node_rate(
+    kinds: List[str],
+    times: Dict[str, float],
+    summary: Dict[str, Any],
+    speeds: Optional[Dict[str, float]] = None,
+) -> Optional[float]:
     """Calls per second a node can be expected to finish for a task with
     implementations `kinds` and execution times `times` (per unit kind,
     s): each implemented unit serves ``slots / (exec × (1 + backlog /
     slots))``; CPU kinds are slowed by the runnable threads beyond their
-    cores. ``None`` when the node has a unit the task could use whose time
-    is not known yet (it should be tried), ``0.0`` when it has none."""
+    cores. A device kind not measured yet is estimated from a measured one
+    and their relative speeds (`speeds`, by kind). ``None`` when the node
+    has a unit the task could use whose time cannot be told yet (it should
+    be tried), ``0.0`` when it has none."""
+    speeds = speeds or {}
     rate = 0.0
     for u in summary["units"]:
         if not _implements(kinds, u):
             continue
         kind_key = "cpu" if u["class"] == "cpu" else u["kind"]
         t = times.get(kind_key)
+        if t is None:
+            t = _scaled_estimate(u, times, speeds)
         if t is None:
             return None
         slots = max(1, u["slots"])
@@ -402,13 +447,18 @@ class _Placer:
             self._refresh()
             if not self.summaries:
                 raise hetsched.HetschedError("no node runs a hetsched daemon: call hetsched.ray.init()")
+            times: Dict[str, float] = {}
+            speeds: Dict[str, float] = {}
+            for x in self.summaries.values():
+                times.update(x["models"].get(name, {}))
+                speeds.update((u["kind"], u["speed"]) for u in x["units"])
             best, best_t = None, float("inf")
+            able = []
             for nid, s in self.summaries.items():
-                times: Dict[str, float] = {}
-                for model in (x["models"].get(name, {}) for x in self.summaries.values()):
-                    times.update(model)
                 waiting = len(self.inflight.get(nid, ()))
-                rate = node_rate(kinds, times, s)
+                rate = node_rate(kinds, times, s, speeds)
+                if rate != 0.0:
+                    able.append(nid)
                 if rate is None:
                     # An untried unit: one call at a time until it is known.
                     t = 0.0 if waiting == 0 else float("inf")
@@ -419,8 +469,12 @@ class _Placer:
                 if t < best_t:
                     best, best_t = nid, t
             if best is None:
-                # Every node is exploring: the one with the fewest in flight.
-                best = min(self.summaries, key=lambda n: len(self.inflight.get(n, ())))
+                if not able:
+                    raise hetsched.HetschedError(
+                        f"task {name}: no Ray node has a unit for its implementations ({', '.join(kinds)})"
+                    )
+                # Every able node is being tried: the one with the fewest in flight.
+                best = min(able, key=lambda n: len(self.inflight.get(n, ())))
             return best
 
     def sent(self, nid: str, ref: Any) -> None:
@@ -465,49 +519,45 @@ class RemoteTask:
         return ref
 
 
-def remote(
-    _fn: Optional[Callable[..., Any]] = None,
+def task(
+    name: str,
     *,
-    name: Optional[str] = None,
     cpu: Optional[Callable[..., Any]] = None,
     opencl: Optional[Callable[..., Any]] = None,
     cuda: Optional[Callable[..., Any]] = None,
     emulated: Optional[Dict[str, Tuple[Callable[..., Any], Callable[..., Any]]]] = None,
     sizes: Any = None,
     **ray_options: Any,
-) -> Any:
-    """Declares a hetsched task on the Ray cluster.
+) -> RemoteTask:
+    """A hetsched task on the Ray cluster, named `name` (it keys the learned
+    model). Implementations are as for :class:`hetsched.Task`; other
+    keywords are Ray task options (``num_cpus``, ``max_retries`` …)."""
+    impls: Dict[str, Any] = {}
+    if cpu is not None:
+        impls["cpu"] = cpu
+    if opencl is not None:
+        impls["opencl"] = opencl
+    if cuda is not None:
+        impls["cuda"] = cuda
+    if emulated:
+        impls["emulated"] = dict(emulated)
+    if sizes is not None:
+        impls["sizes"] = sizes
+    return RemoteTask(name, impls, dict(ray_options))
 
-    As a decorator, ``@remote(cpu=..., opencl=..., ...)`` over a function
-    gives a :class:`RemoteTask` named after it; without ``cpu=`` the
-    decorated function is the CPU implementation. Implementations are as
-    for :class:`hetsched.Task`. Other keywords are Ray task options
-    (``num_cpus`` defaults to 1).
-    """
 
-    def make(fn: Optional[Callable[..., Any]]) -> RemoteTask:
-        impls: Dict[str, Any] = {}
-        cpu_impl = cpu if cpu is not None else fn
-        if cpu_impl is not None:
-            impls["cpu"] = cpu_impl
-        if opencl is not None:
-            impls["opencl"] = opencl
-        if cuda is not None:
-            impls["cuda"] = cuda
-        if emulated:
-            impls["emulated"] = dict(emulated)
-        if sizes is not None:
-            impls["sizes"] = sizes
-        task_name = name or (fn.__qualname__ if fn is not None else None)
-        if not task_name:
-            raise ValueError("hetsched.ray.remote: give name= when not decorating a function")
-        return RemoteTask(task_name, impls, dict(ray_options))
+def remote(_fn: Optional[Callable[..., Any]] = None, **kwargs: Any) -> Any:
+    """:func:`task` as a decorator: ``@remote`` or ``@remote(opencl=...,
+    emulated=..., sizes=..., num_cpus=...)`` over a function gives a
+    :class:`RemoteTask` named after it (or ``name=``), whose CPU
+    implementation is the function unless ``cpu=`` is given."""
 
-    if _fn is not None:
-        return make(_fn)
-    if cpu is None and opencl is None and cuda is None and not emulated:
-        return make
-    return make if name is None else make(None)
+    def make(fn: Callable[..., Any]) -> RemoteTask:
+        opts = dict(kwargs)
+        opts.setdefault("cpu", fn)
+        return task(opts.pop("name", None) or fn.__qualname__, **opts)
+
+    return make if _fn is None else make(_fn)
 
 
 def actor(

@@ -106,7 +106,7 @@ def main():
         report["daemons"] = len(sockets)
 
         # Tasks: placed across both nodes, each call checked.
-        task = hray.remote(
+        task = hray.task(
             name="checksum",
             cpu=checksum,
             emulated={
@@ -117,6 +117,13 @@ def main():
         inputs = [2000 + i for i in range(120)]
         results = ray.get([task.remote(n) for n in inputs])
         report["wrong"] = sum(r != checksum(n) for r, n in zip(results, inputs))
+        # The decorator form: the function is the CPU implementation.
+        @hray.remote(emulated={"gpu-big": (lambda n: 0.001, checksum)}, num_cpus=0.5)
+        def decorated(n):
+            return checksum(n)
+
+        report["decorated_name"] = decorated.name
+        report["decorated_wrong"] = sum(r != checksum(n) for r, n in zip(ray.get([decorated.remote(n) for n in inputs[:20]]), inputs))
         summaries = hray.nodes()
         report["models"] = {s["units"][1]["name"]: s["models"].get("checksum", {}) for s in summaries.values()}
         report["gpu_busy"] = {

@@ -43,6 +43,8 @@ def report():
 def test_every_node_runs_a_daemon_and_every_result_is_right(report) -> None:
     assert report["daemons"] == 2
     assert report["wrong"] == 0
+    assert report["decorated_wrong"] == 0
+    assert report["decorated_name"].endswith("decorated")
 
 
 def test_tasks_use_both_nodes_gpus(report) -> None:

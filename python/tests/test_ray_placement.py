@@ -1,0 +1,81 @@
+"""hetsched.ray's choice of node, on made-up node summaries (no cluster)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("ray")
+import hetsched.ray as hray  # noqa: E402
+
+
+def unit(name, kind, cls="gpu", slots=1, speed=10.0, backlog=0, runnable=0):
+    return {"name": name, "kind": kind, "class": cls, "slots": slots, "speed": speed,
+            "busy": 0.0, "backlog": backlog, "runnable": runnable}
+
+
+FAST = {"units": [unit("gpu-big0", "gpu-big", speed=30.0)], "models": {}}
+SLOW = {"units": [unit("cpu", "cpu", "cpu", slots=2, speed=1.0), unit("gpu-wimpy0", "gpu-wimpy")], "models": {}}
+KINDS = ["cpu", "gpu-big", "gpu-wimpy"]
+
+
+def test_a_node_serves_at_the_sum_of_its_units_rates() -> None:
+    times = {"cpu": 0.010, "gpu-wimpy": 0.002}
+    assert hray.node_rate(KINDS, times, SLOW) == pytest.approx(2 / 0.010 + 1 / 0.002)
+    busy = {"units": [unit("cpu", "cpu", "cpu", slots=2, runnable=4), unit("gpu-wimpy0", "gpu-wimpy", backlog=3)]}
+    # Twice the runnable threads halves the CPUs; a backlog of 3 on one slot quarters the GPU.
+    assert hray.node_rate(KINDS, times, busy) == pytest.approx(1 / 0.010 + 1 / 0.008)
+
+
+def test_units_without_an_implementation_do_not_count() -> None:
+    assert hray.node_rate(["cpu"], {"cpu": 0.01}, FAST) == 0.0
+    assert hray.node_rate(["gpu-wimpy"], {"gpu-wimpy": 0.002}, SLOW) == pytest.approx(500.0)
+
+
+def test_an_unmeasured_kind_is_estimated_from_relative_speed_or_tried() -> None:
+    speeds = {"gpu-big": 30.0, "gpu-wimpy": 10.0}
+    # gpu-wimpy not measured: three times gpu-big's 1 ms from the speeds.
+    rate = hray.node_rate(["gpu-big", "gpu-wimpy"], {"gpu-big": 0.001}, SLOW, speeds)
+    assert rate == pytest.approx(1 / 0.003)
+    # Nothing measured on any device, or the CPU not measured: to be tried.
+    assert hray.node_rate(["gpu-wimpy"], {}, SLOW, speeds) is None
+    assert hray.node_rate(["cpu"], {}, SLOW, speeds) is None
+
+
+def placer_with(summaries):
+    p = hray._Placer()
+    p.summaries = summaries
+    p.at = time.monotonic() + 3600  # no refresh: no cluster here
+    return p
+
+
+def test_the_placer_spreads_calls_by_node_throughput() -> None:
+    models = {"t": {"gpu-big": 0.001, "gpu-wimpy": 0.003}}
+    p = placer_with({"A": dict(FAST, models=models), "B": dict(SLOW, models=models)})
+    chosen = []
+    for i in range(8):
+        nid = p.choose("t", ["gpu-big", "gpu-wimpy"])
+        chosen.append(nid)
+        p.inflight.setdefault(nid, []).append(i)  # stays in flight
+    # A serves three times faster: it takes three calls for each of B's.
+    assert chosen.count("A") == 6 and chosen.count("B") == 2, chosen
+
+
+def test_an_untried_node_gets_one_call_at_a_time() -> None:
+    p = placer_with({"A": dict(FAST, models={"t": {"gpu-big": 0.001}}), "B": dict(SLOW, models={})})
+    first = p.choose("t", ["cpu"])
+    assert first == "B"  # only B implements cpu; untried: try it
+    p.inflight["B"] = ["call"]
+    assert p.choose("t", ["cpu"]) == "B"  # A cannot run it, whatever B has in flight
+    with pytest.raises(hray.hetsched.HetschedError, match="no Ray node has a unit"):
+        p.choose("t", ["opencl"])
+
+
+def test_no_daemon_is_a_clear_error() -> None:
+    p = placer_with({})
+    p.at = 0.0
+    with pytest.raises(hray.hetsched.HetschedError, match="hetsched.ray.init"):
+        p.summaries = {}
+        p._refresh = lambda: None  # type: ignore[method-assign]
+        p.choose("t", ["cpu"])
