@@ -46,9 +46,9 @@ python-test: deps
 ## network namespace with only loopback up, so Ray stays on 127.0.0.1.
 .PHONY: ray-demo
 ray-demo: python
-	$(CARGO) build --release -q -p hetsched
+	$(CARGO) build --release -q -p hetsched --features opencl
 	$(PYTHON) -c 'import matplotlib' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore matplotlib
-	unshare $$( [ "$$(id -u)" = 0 ] && echo -n || echo -rn ) sh -c 'ip link set lo up && HETSCHED_BIN=$(CURDIR)/target/release/hetsched exec $(PYTHON) python/demos/ray_demo.py --out ray-out'
+	unshare $$( [ "$$(id -u)" = 0 ] && printf -- -n || printf -- -rn ) sh -c 'ip link set lo up && HETSCHED_BIN=$(CURDIR)/target/release/hetsched exec $(PYTHON) python/demos/ray_demo.py --out ray-out'
 
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:

@@ -318,9 +318,11 @@ def plot(runs: Dict[str, List[Dict[str, Dict[str, float]]]], path: Path) -> bool
     fig, ax = plt.subplots(figsize=(8, 4))
     for k, (m, colour) in enumerate((("ray-default", "#999999"), ("hetsched", "#1f77b4"))):
         ax.bar(x + (k - 0.5) * 0.4, med[m], 0.4, label=m, color=colour)
+    for i, (d, h) in enumerate(zip(med["ray-default"], med["hetsched"])):
+        ax.annotate(f"×{h / d:.2f}", (x[i] + 0.2, h), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, apps)
-    ax.set_yscale("log")
-    ax.set_ylabel("calls per second (median of 3 runs)")
+    ax.set_ylim(0, max(max(v) for v in med.values()) * 1.15)
+    ax.set_ylabel(f"calls per second (median of {len(runs['hetsched'])} runs)")
     ax.set_title("Six applications as Ray tasks on a 2-node cluster")
     ax.legend()
     fig.tight_layout()

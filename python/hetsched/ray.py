@@ -295,18 +295,25 @@ def client() -> "hetsched.Client":
 
 #: Reports of a worker's model to its node agent happen when an estimate
 #: moved by more than this fraction (or was not known) ...
-_REPORT_CHANGE = 0.1
+_REPORT_CHANGE = 0.25
 #: ... and at most this often per task, s (a kind first known is reported at once).
-_REPORT_EVERY = 1.0
+_REPORT_EVERY = 5.0
 
 
-def _run_task(spec: "_Spec", *args: Any) -> Any:
-    """The body of every hetsched Ray task, on the node it was pinned to."""
+def _run_task(spec_key: str, spec_box: List[Any], *args: Any) -> Any:
+    """The body of every hetsched Ray task, on the node it was pinned to.
+
+    The task's implementations come once per worker process: `spec_box`
+    holds the ObjectRef of its :class:`_Spec` (in a list, so Ray does not
+    fetch and unpickle it for every call), fetched when `spec_key` is new
+    to this worker."""
     rt = runtime()
-    tasks = _worker.setdefault("tasks", {})
-    task = tasks.get(spec.name)
-    if task is None:
-        task = tasks[spec.name] = hetsched.Task(spec.name, **spec.impls)
+    specs = _worker.setdefault("specs", {})
+    entry = specs.get(spec_key)
+    if entry is None:
+        spec = ray.get(spec_box[0])
+        entry = specs[spec_key] = (spec, hetsched.Task(spec.name, **spec.impls))
+    spec, task = entry
     out = rt.run(task, *args)
     _report_model(rt, spec.name, _bytes_in(spec, args))
     return out
@@ -335,7 +342,8 @@ def _report_model(rt: "hetsched.Runtime", name: str, bytes_in: int) -> None:
         last[name] = now
         reported.update({k: t for k, t in times.items() if t is not None})
         _node_agent().learn.remote(name, times)
-        rt.save_models()
+        if new_kind:
+            rt.save_models()
 
 
 _remote_run = None
@@ -493,6 +501,7 @@ class RemoteTask:
         self.kinds = hetsched.Task(name, **impls).implementations
         self._spec = _Spec(name, impls)
         self._spec_ref: Any = None
+        self._spec_key = f"{name}/{id(self._spec):x}/{os.getpid()}"
         self._options = options
 
     def options(self, **ray_options: Any) -> "RemoteTask":
@@ -513,7 +522,7 @@ class RemoteTask:
                 scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
                 **self._options,
             )
-            .remote(self._spec_ref, *args)
+            .remote(self._spec_key, [self._spec_ref], *args)
         )
         _placer.sent(nid, ref)
         return ref
