@@ -133,8 +133,12 @@ def test_pyopencl_implementations_run_on_pocl(daemon, tmp_path: Path) -> None:
 def test_models_persist_across_runtimes(daemon, tmp_path: Path) -> None:
     task = hetsched.Task("persisted", cpu=lambda n: sum(range(n)))
     with hetsched.Runtime("pytest-models", monitor="daemon", socket=daemon.socket, model_dir=str(tmp_path)) as rt:
+        assert rt.predict("persisted") == {}
         for _ in range(20):
             assert rt.run(task, 1000) == 499500
+        predicted = rt.predict("persisted")
+        assert predicted["cpu"] is not None and 0 < predicted["cpu"] < 1.0, predicted
+        assert predicted["emu-gpu"] is None  # never ran there
     files = list(tmp_path.iterdir())
     assert files, "no model file written"
     assert "persisted" in "".join(f.read_text() for f in files)

@@ -146,7 +146,6 @@ enum Listing {
     Screenful(usize),
 }
 
-/// The configured domain `client` is in, by name.
 #[derive(Args)]
 pub struct DomainsArgs {
     #[command(flatten)]

@@ -191,3 +191,43 @@ impl Outstanding {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::ids::UnitId;
+    use std::time::Duration;
+
+    fn info() -> RunInfo {
+        RunInfo {
+            unit: UnitId(1),
+            unit_name: Arc::from("emu-gpu0"),
+            turnaround: Duration::from_millis(3),
+        }
+    }
+
+    #[test]
+    fn wait_timeout_reports_an_absent_result_then_leaves_a_present_one() {
+        let (handle, completer) = pair::<u32>();
+        assert!(!handle.wait_timeout(Duration::from_millis(1)));
+        assert!(handle.try_take().is_none());
+        let filler = std::thread::spawn(move || completer.complete(Ok(7), info()));
+        assert!(handle.wait_timeout(Duration::from_secs(30)));
+        filler.join().unwrap();
+        // Waiting did not take it: twice in a row, then taken once.
+        assert!(handle.wait_timeout(Duration::ZERO));
+        let (value, got) = handle.try_take().unwrap().unwrap();
+        assert_eq!((value, got.unit_name.as_ref()), (7, "emu-gpu0"));
+        assert!(handle.try_take().is_none());
+    }
+
+    #[test]
+    fn try_take_gives_the_error_of_a_call_that_never_ran() {
+        let (handle, completer) = pair::<u32>();
+        completer.fail(TaskError::Cancelled { task: "t".into() });
+        assert_eq!(
+            handle.try_take().unwrap().unwrap_err(),
+            TaskError::Cancelled { task: "t".into() }
+        );
+    }
+}
