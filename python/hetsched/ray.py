@@ -47,10 +47,13 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import ray
+from ray import cloudpickle
+from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import hetsched
@@ -159,10 +162,13 @@ class _NodeAgent:
         except subprocess.TimeoutExpired:
             self.daemon.kill()
             self.daemon.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 _state_lock = threading.Lock()
 _agents: Dict[str, Any] = {}
+#: Folders init() made for the daemons, removed by shutdown().
+_made_dirs: List[str] = []
 
 
 def _config_for(node: Dict[str, Any], config: NodeConfig) -> str:
@@ -187,13 +193,17 @@ def init(
     ``config`` is the daemons' TOML (emulated units, policies …): one text
     for every node, a ``{node_id: text}`` mapping, or a function of the
     node's ``ray.nodes()`` entry (to give nodes different devices by their
-    resources). The daemons stop with :func:`shutdown`, or when the driver
-    exits.
+    resources). Each daemon works in a folder of its own under `base_dir`
+    (default: a new temporary folder, removed by :func:`shutdown`). The
+    daemons stop with :func:`shutdown`, or when the driver exits.
     """
     if not ray.is_initialized():
         raise hetsched.HetschedError("call ray.init() before hetsched.ray.init()")
     exe = _binary(binary)
-    base = base_dir or tempfile.mkdtemp(prefix="hetsched-ray-")
+    base = base_dir
+    if base is None:
+        base = tempfile.mkdtemp(prefix="hetsched-ray-")
+        _made_dirs.append(base)
     agent_cls = ray.remote(num_cpus=0)(_NodeAgent)
     started = {}
     with _state_lock:
@@ -221,6 +231,8 @@ def shutdown() -> None:
     for a in agents.values():
         ray.kill(a)
     _placer.forget()
+    while _made_dirs:
+        shutil.rmtree(_made_dirs.pop(), ignore_errors=True)
 
 
 def nodes() -> Dict[str, Dict[str, Any]]:
@@ -259,38 +271,34 @@ def socket() -> str:
     return _worker["socket"]
 
 
-def runtime() -> "hetsched.Runtime":
-    """The :class:`hetsched.Runtime` of this Ray worker, on its node's daemon."""
+def _once_per_worker(key: str, make: Callable[[str], Any]) -> Any:
+    """The worker's one object under `key`, made by `make(socket)` on first use."""
     with _worker_lock:
-        rt = _worker.get("runtime")
-    if rt is None:
+        obj = _worker.get(key)
+    if obj is None:
         path = socket()
         with _worker_lock:
-            rt = _worker.get("runtime")
-            if rt is None:
-                # One model file per node, shared by its workers: a worker
-                # started late loads what the others learned instead of
-                # profiling every kind again.
-                rt = _worker["runtime"] = hetsched.Runtime(
-                    "ray-worker",
-                    monitor="daemon",
-                    socket=path,
-                    model_dir=str(Path(path).parent / "models"),
-                )
-    return rt
+            obj = _worker.get(key)
+            if obj is None:
+                obj = _worker[key] = make(path)
+    return obj
+
+
+def runtime() -> "hetsched.Runtime":
+    """The :class:`hetsched.Runtime` of this Ray worker, on its node's daemon."""
+    # One model file per node, shared by its workers: a worker started late
+    # loads what the others learned instead of profiling every kind again.
+    return _once_per_worker(
+        "runtime",
+        lambda path: hetsched.Runtime(
+            "ray-worker", monitor="daemon", socket=path, model_dir=str(Path(path).parent / "models")
+        ),
+    )
 
 
 def client() -> "hetsched.Client":
     """A :class:`hetsched.Client` of this Ray worker on its node's daemon."""
-    with _worker_lock:
-        c = _worker.get("client")
-    if c is None:
-        path = socket()
-        with _worker_lock:
-            c = _worker.get("client")
-            if c is None:
-                c = _worker["client"] = hetsched.Client(f"ray-{os.getpid()}", socket=path)
-    return c
+    return _once_per_worker("client", lambda path: hetsched.Client(f"ray-{os.getpid()}", socket=path))
 
 
 #: Reports of a worker's model to its node agent happen when an estimate
@@ -300,18 +308,22 @@ _REPORT_CHANGE = 0.25
 _REPORT_EVERY = 5.0
 
 
-def _run_task(spec_key: str, spec_box: List[Any], *args: Any) -> Any:
+def _run_task(spec_key: str, *args: Any) -> Any:
     """The body of every hetsched Ray task, on the node it was pinned to.
 
-    The task's implementations come once per worker process: `spec_box`
-    holds the ObjectRef of its :class:`_Spec` (in a list, so Ray does not
-    fetch and unpickle it for every call), fetched when `spec_key` is new
-    to this worker."""
+    The task's implementations come once per worker process: the driver
+    put its :class:`_Spec`, pickled, in Ray's key-value store under
+    `spec_key`, and a worker reads it the first time it sees the key
+    (sending the implementations with every call cost each call an
+    unpickling)."""
     rt = runtime()
     specs = _worker.setdefault("specs", {})
     entry = specs.get(spec_key)
     if entry is None:
-        spec = ray.get(spec_box[0])
+        blob = _internal_kv_get(spec_key, namespace=NAMESPACE)
+        if blob is None:
+            raise hetsched.HetschedError(f"hetsched task {spec_key} is not in Ray's store")
+        spec = cloudpickle.loads(blob)
         entry = specs[spec_key] = (spec, hetsched.Task(spec.name, **spec.impls))
     spec, task = entry
     out = rt.run(task, *args)
@@ -500,30 +512,34 @@ class RemoteTask:
         self.name = name
         self.kinds = hetsched.Task(name, **impls).implementations
         self._spec = _Spec(name, impls)
-        self._spec_ref: Any = None
-        self._spec_key = f"{name}/{id(self._spec):x}/{os.getpid()}"
+        self._spec_key = f"task/{name}/{uuid.uuid4().hex}"
+        self._stored = False
         self._options = options
+        # The remote function with its options, per node (`.options()` is
+        # not free, and a node's options never change).
+        self._by_node: Dict[str, Any] = {}
 
     def options(self, **ray_options: Any) -> "RemoteTask":
         """The same task with other Ray options (``num_cpus``, ``max_retries`` …)."""
         t = RemoteTask.__new__(RemoteTask)
         t.__dict__.update(self.__dict__)
         t._options = {**self._options, **ray_options}
+        t._by_node = {}
         return t
 
     def remote(self, *args: Any) -> Any:
         """Submits one call; returns its Ray ``ObjectRef``."""
-        if self._spec_ref is None:
-            self._spec_ref = ray.put(self._spec)
+        if not self._stored:
+            _internal_kv_put(self._spec_key, cloudpickle.dumps(self._spec), namespace=NAMESPACE)
+            self._stored = True
         nid = _placer.choose(self.name, self.kinds)
-        ref = (
-            _remote_body()
-            .options(
+        fn = self._by_node.get(nid)
+        if fn is None:
+            fn = self._by_node[nid] = _remote_body().options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
                 **self._options,
             )
-            .remote(self._spec_key, [self._spec_ref], *args)
-        )
+        ref = fn.remote(self._spec_key, *args)
         _placer.sent(nid, ref)
         return ref
 
