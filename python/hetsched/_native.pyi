@@ -5,7 +5,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 __version__: str
 
 class HetschedError(Exception):
-    """Base class of every error hetsched raises (but UnknownUnit)."""
+    """Base class of every error hetsched raises."""
 
 class DaemonUnavailable(HetschedError):
     """No hetsched daemon answers on the socket (not started, wrong socket, untrusted)."""
@@ -16,7 +16,7 @@ class DaemonError(HetschedError):
 class TaskFailed(HetschedError):
     """A task could not run, or its implementation panicked or failed on its device."""
 
-class UnknownUnit(LookupError):
+class UnknownUnit(HetschedError, LookupError):
     """No unit of that name (the message lists the units there are)."""
 
 class Unit:

@@ -5,35 +5,60 @@
 
 use hetsched_protocol::ClientError;
 use hetsched_runtime::{RuntimeError, TaskError};
-use pyo3::PyErr;
 use pyo3::exceptions::{PyException, PyLookupError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 pyo3::create_exception!(
-    _native,
+    hetsched,
     HetschedError,
     PyException,
     "Base class of every error hetsched raises."
 );
 pyo3::create_exception!(
-    _native,
+    hetsched,
     DaemonUnavailable,
     HetschedError,
     "No hetsched daemon answers on the socket (not started, wrong socket, or untrusted)."
 );
 pyo3::create_exception!(
-    _native,
+    hetsched,
     DaemonError,
     HetschedError,
     "The daemon refused a request or broke the protocol; the message says why."
 );
+/// `UnknownUnit(HetschedError, LookupError)`, made once: `create_exception!`
+/// takes one base, and a caller may catch either.
+static UNKNOWN_UNIT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+pub(crate) fn unknown_unit_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    UNKNOWN_UNIT
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(
+                py,
+                [
+                    py.get_type::<HetschedError>().into_any(),
+                    py.get_type::<PyLookupError>().into_any(),
+                ],
+            )?;
+            let body = PyDict::new(py);
+            body.set_item("__module__", "hetsched")?;
+            body.set_item(
+                "__doc__",
+                "No unit of that name (the message lists the units there are).",
+            )?;
+            let made = py
+                .get_type::<PyType>()
+                .call1(("UnknownUnit", bases, body))?
+                .cast_into::<PyType>()
+                .map_err(PyErr::from)?;
+            Ok::<_, PyErr>(made.unbind())
+        })
+        .map(|t| t.bind(py))
+}
 pyo3::create_exception!(
-    _native,
-    UnknownUnit,
-    PyLookupError,
-    "No unit of that name (the message lists the units there are)."
-);
-pyo3::create_exception!(
-    _native,
+    hetsched,
     TaskFailed,
     HetschedError,
     "A task could not run, or its implementation panicked or failed on its device."
@@ -69,8 +94,9 @@ pub(crate) fn task_error(e: TaskError) -> PyErr {
 /// `unit` is not among `names`.
 pub(crate) fn unknown_unit<'a>(unit: &str, names: impl Iterator<Item = &'a str>) -> PyErr {
     let names: Vec<&str> = names.collect();
-    UnknownUnit::new_err(format!(
-        "no unit named {unit:?} (units: {})",
-        names.join(", ")
-    ))
+    let message = format!("no unit named {unit:?} (units: {})", names.join(", "));
+    Python::attach(|py| match unknown_unit_type(py) {
+        Ok(t) => PyErr::from_type(t.clone(), message),
+        Err(e) => e,
+    })
 }

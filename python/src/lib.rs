@@ -29,7 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<errors::DaemonUnavailable>(),
     )?;
     m.add("DaemonError", py.get_type::<errors::DaemonError>())?;
-    m.add("UnknownUnit", py.get_type::<errors::UnknownUnit>())?;
+    m.add("UnknownUnit", errors::unknown_unit_type(py)?)?;
     m.add("TaskFailed", py.get_type::<errors::TaskFailed>())?;
     m.add_function(wrap_pyfunction!(bench::rust_empty_task_ns, m)?)?;
     m.add_function(wrap_pyfunction!(bench::rust_gate_ns, m)?)?;

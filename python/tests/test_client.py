@@ -118,6 +118,8 @@ def test_dispatch_grants_and_reports_wall_time(daemon) -> None:
 
 
 def test_dispatch_to_an_unknown_unit_names_the_units(daemon) -> None:
+    assert issubclass(hetsched.UnknownUnit, hetsched.HetschedError)
+    assert issubclass(hetsched.UnknownUnit, LookupError)
     with daemon.client() as c:
         with pytest.raises(hetsched.UnknownUnit, match="opencl0"):
             with c.dispatch("gpu7"):
