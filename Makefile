@@ -1,5 +1,6 @@
 # The two entry points of the README: `make demo` and `make test`.
 CARGO ?= cargo
+PYTHON ?= python3
 
 .PHONY: demo test deps fmt lint unit python python-test bench sim-all sim-demo
 
@@ -19,13 +20,12 @@ fmt:
 
 lint:
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(PYTHON) -m ruff check --select F,E9 python
 
 unit:
 	$(CARGO) test --workspace --all-features
 	$(MAKE) -C crates/capi/c check
 	$(MAKE) -C integrations/starpu check PROFILE=debug
-
-PYTHON ?= python3
 
 ## The Python package, built from python/ and installed (release build).
 python: deps

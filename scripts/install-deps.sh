@@ -50,6 +50,7 @@ fi
 need_pip=()
 "$PYTHON" -c 'import maturin' 2>/dev/null || need_pip+=('maturin>=1.16,<2')
 "$PYTHON" -c 'import pytest' 2>/dev/null || need_pip+=(pytest)
+"$PYTHON" -m ruff --version >/dev/null 2>&1 || need_pip+=(ruff)
 "$PYTHON" -c 'import numpy' 2>/dev/null || need_pip+=(numpy)
 "$PYTHON" -c 'import pyopencl' 2>/dev/null || need_pip+=(pyopencl)
 "$PYTHON" -c 'import ray' 2>/dev/null || need_pip+=('ray==2.60.0')

@@ -407,7 +407,7 @@ def main() -> int:
         ray.shutdown()
         cluster.shutdown()
 
-    print(f"per-app throughput hetsched/ray-default: " + ", ".join(f"{a} {v:.2f}" for a, v in per_app.items()))
+    print("per-app throughput hetsched/ray-default: " + ", ".join(f"{a} {v:.2f}" for a, v in per_app.items()))
     print(f"results checked: {'all correct' if wrong == 0 else f'{wrong} WRONG'}")
     print(
         f"actors declared 70/30 on node A's GPU: hetsched {100 * split_h[0]:.1f}/{100 * split_h[1]:.1f}, "

@@ -244,7 +244,6 @@ def nodes() -> Dict[str, Dict[str, Any]]:
 
 # ---- on the workers -------------------------------------------------------
 
-_local = threading.local()
 _worker_lock = threading.Lock()
 _worker: Dict[str, Any] = {}
 
