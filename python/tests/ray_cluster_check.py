@@ -42,29 +42,29 @@ def checksum(n):
 
 @hray.actor(class_="custom", shares=70, resources={"node-a": 0.01})
 class Heavy:
-    def burn(self, seconds):
-        return gpu_loop(seconds)
+    def burn(self, seconds, inflight=4):
+        return gpu_loop(seconds, inflight)
 
 
 @hray.actor(class_="custom", shares=30, resources={"node-a": 0.01})
 class Light:
-    def burn(self, seconds):
-        return gpu_loop(seconds)
+    def burn(self, seconds, inflight=4):
+        return gpu_loop(seconds, inflight)
 
 
 @ray.remote(resources={"node-a": 0.01})
 class Plain:
-    def burn(self, seconds):
-        return gpu_loop(seconds)
+    def burn(self, seconds, inflight=4):
+        return gpu_loop(seconds, inflight)
 
 
-def gpu_loop(seconds):
-    """Keeps node A's GPU busy with 2 calls in flight for `seconds`;
+def gpu_loop(seconds, inflight=4):
+    """Keeps node A's GPU busy with `inflight` calls for `seconds`;
     returns this process's pid and how many calls it finished."""
     rt = hray.runtime()
     task = hetsched.Task("busy", emulated={"gpu-big": (lambda: 0.002, lambda: 1)})
     end = time.monotonic() + seconds
-    inflight = [rt.submit(task), rt.submit(task)]
+    inflight = [rt.submit(task) for _ in range(inflight)]
     done = 0
     while time.monotonic() < end:
         done += inflight.pop(0).result()
@@ -85,6 +85,9 @@ def gpu_split(status, pids):
 
 
 def shares_run(actors, agent, seconds):
+    # Both actors started and connected before the measured part: an actor
+    # that is up first would otherwise have the GPU to itself for a while.
+    ray.get([a.burn.remote(0.1, 1) for a in actors])
     before = ray.get(agent.status.remote())
     out = ray.get([a.burn.remote(seconds) for a in actors])
     pids = [pid for pid, _ in out]
