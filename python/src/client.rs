@@ -3,6 +3,7 @@
 //! dispatch gate (`request_dispatch` / `task_completed`; the Python half
 //! wraps them in the `dispatch()` context manager).
 
+use crate::closable::Closable;
 use crate::errors::{HetschedError, client_error, unknown_unit};
 use crate::units::Unit;
 use hetsched_core::ids::{TaskId, UnitId};
@@ -12,7 +13,7 @@ use hetsched_protocol::{
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A slot the unit's agent granted: the holder may run work on the unit
@@ -47,17 +48,12 @@ impl Grant {
 /// `DaemonUnavailable` when no daemon answers.
 #[pyclass(subclass, module = "hetsched")]
 pub struct Client {
-    /// Taken by `close()`. Calls clone the `Arc` and talk without the lock.
-    conn: Mutex<Option<Arc<SharedClient>>>,
+    conn: Closable<SharedClient>,
 }
 
 impl Client {
     pub(crate) fn shared(&self) -> PyResult<Arc<SharedClient>> {
-        self.conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| HetschedError::new_err("this hetsched.Client is closed"))
+        self.conn.get()
     }
 
     pub(crate) fn unit_id(conn: &SharedClient, name: &str) -> PyResult<UnitId> {
@@ -86,7 +82,7 @@ impl Client {
             .detach(|| SharedClient::connect(opts))
             .map_err(client_error)?;
         Ok(Client {
-            conn: Mutex::new(Some(Arc::new(conn))),
+            conn: Closable::new(conn, "hetsched.Client"),
         })
     }
 
@@ -233,7 +229,7 @@ impl Client {
     /// Says goodbye: whatever this connection held is released. Later
     /// calls raise `HetschedError`.
     fn close(&self, py: Python<'_>) {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let conn = self.conn.take();
         py.detach(|| drop(conn));
     }
 

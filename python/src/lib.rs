@@ -6,6 +6,7 @@
 
 mod bench;
 mod client;
+mod closable;
 mod errors;
 mod runtime;
 mod task;

@@ -1,6 +1,7 @@
 //! `hetsched.Runtime` and `hetsched.Future`: tasks placed by the Rust
 //! runtime's predicted turnaround under contention.
 
+use crate::closable::Closable;
 use crate::errors::{HetschedError, runtime_error, task_error};
 use crate::task::{Out, PyTask};
 use crate::units::Unit;
@@ -22,16 +23,12 @@ use std::time::Duration;
 /// `$XDG_CACHE_HOME/hetsched/models`).
 #[pyclass(module = "hetsched", name = "Runtime")]
 pub struct PyRuntime {
-    rt: Mutex<Option<Arc<Runtime>>>,
+    rt: Closable<Runtime>,
 }
 
 impl PyRuntime {
     pub(crate) fn runtime(&self) -> PyResult<Arc<Runtime>> {
-        self.rt
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| HetschedError::new_err("this hetsched.Runtime is closed"))
+        self.rt.get()
     }
 }
 
@@ -80,7 +77,7 @@ impl PyRuntime {
             .detach(|| Runtime::with_options(opts))
             .map_err(runtime_error)?;
         Ok(PyRuntime {
-            rt: Mutex::new(Some(Arc::new(rt))),
+            rt: Closable::new(rt, "hetsched.Runtime"),
         })
     }
 
@@ -193,7 +190,7 @@ impl PyRuntime {
     /// Waits for every submitted call, stops the workers and saves the
     /// models. Later calls raise `HetschedError`.
     fn close(&self, py: Python<'_>) {
-        let rt = self.rt.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let rt = self.rt.take();
         // The last reference joins the workers, which may need the GIL to
         // finish the calls they run.
         py.detach(|| drop(rt));
