@@ -153,7 +153,6 @@ def hetsched_task(app: str):
         cpu=on_cpu,
         emulated={"gpu-big": (gpu_seconds("gpu-big"), on_gpu), "gpu-wimpy": (gpu_seconds("gpu-wimpy"), on_gpu)},
         sizes=sizes,
-        num_cpus=0.5,
     )
 
 

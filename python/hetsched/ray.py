@@ -26,10 +26,12 @@ How it works:
   predicted turnaround: each node is a set of servers (its units with an
   implementation of the task), each serving at ``slots / (exec × (1 +
   backlog / slots))``; the calls this driver already has in flight there
-  queue ahead of the new one. The Ray task is pinned to that node
-  (``NodeAffinitySchedulingStrategy``), where the worker runs it through a
+  queue ahead of the new one. The call goes to that node's *executor* (a
+  threaded Ray actor, one per node), which runs it through a
   :class:`hetsched.Runtime` on the node's daemon: hetsched places it on a
-  unit, under the node's agents.
+  unit, under the node's agents. (A task declared with Ray options such
+  as ``num_cpus`` is instead a Ray task pinned to the node with
+  ``NodeAffinitySchedulingStrategy``.)
 * An actor declared with :func:`actor` sets its process's class and
   shares on its node's daemon when it starts; every unit's agent enforces
   them between the Ray workers of the node.
@@ -40,6 +42,7 @@ Ray is imported only when this module is.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import shutil
 import signal
@@ -59,16 +62,27 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 import hetsched
 
 NAMESPACE = "hetsched"
-#: How long a driver reuses the nodes' summaries before asking again, s.
+_log = logging.getLogger(__name__)
+#: How often a driver that places calls refreshes the nodes' summaries, s.
 SUMMARY_TTL = 0.05
+#: A driver that placed no call for this long stops refreshing them (and
+#: reads them afresh when it places one again), s.
+PLACER_IDLE = 1.0
 #: How long a node agent waits for its daemon to answer, s.
 DAEMON_START_TIMEOUT = 30.0
+#: Calls a node's executor runs at once (threads of one Ray actor); the
+#: node's daemon, not this number, decides which of them use a unit when.
+EXECUTOR_THREADS = 32
 
 NodeConfig = Union[None, str, Mapping[str, str], Callable[[Dict[str, Any]], str]]
 
 
 def _agent_name(node_id: str) -> str:
     return f"hetsched-node-{node_id}"
+
+
+def _executor_name(node_id: str) -> str:
+    return f"hetsched-exec-{node_id}"
 
 
 def _die_with_parent() -> None:
@@ -165,8 +179,25 @@ class _NodeAgent:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+class _NodeExecutor:
+    """One per Ray node: a threaded actor that runs the calls of hetsched
+    tasks through the node's :class:`hetsched.Runtime`. A call is then an
+    actor call (no worker lease, no worker process per concurrent call),
+    and up to :data:`EXECUTOR_THREADS` calls wait on the node's units at
+    once: the node's daemon orders them, and the runtime waits without the
+    GIL."""
+
+    def ready(self) -> int:
+        runtime()
+        return os.getpid()
+
+    def run(self, spec_key: str, *args: Any) -> Any:
+        return _run_task(spec_key, *args)
+
+
 _state_lock = threading.Lock()
 _agents: Dict[str, Any] = {}
+_executors: Dict[str, Any] = {}
 #: Folders init() made for the daemons, removed by shutdown().
 _made_dirs: List[str] = []
 
@@ -186,6 +217,7 @@ def init(
     *,
     binary: Optional[str] = None,
     base_dir: Optional[str] = None,
+    executor_threads: int = EXECUTOR_THREADS,
 ) -> Dict[str, str]:
     """Starts a hetsched daemon on every alive Ray node (call after
     ``ray.init()``); returns ``{node_id: socket}``.
@@ -196,7 +228,13 @@ def init(
     resources). Each daemon works in a folder of its own under `base_dir`
     (default: a new temporary folder, removed by :func:`shutdown`). The
     daemons stop with :func:`shutdown`, or when the driver exits.
+
+    Each node also gets an executor (a Ray actor with `executor_threads`
+    threads) that runs the calls of hetsched tasks declared without Ray
+    resource options.
     """
+    if executor_threads < 1:
+        raise ValueError(f"executor_threads must be at least 1, not {executor_threads}")
     if not ray.is_initialized():
         raise hetsched.HetschedError("call ray.init() before hetsched.ray.init()")
     exe = _binary(binary)
@@ -205,6 +243,7 @@ def init(
         base = tempfile.mkdtemp(prefix="hetsched-ray-")
         _made_dirs.append(base)
     agent_cls = ray.remote(num_cpus=0)(_NodeAgent)
+    exec_cls = ray.remote(num_cpus=0, max_concurrency=executor_threads)(_NodeExecutor)
     started = {}
     with _state_lock:
         for node in ray.nodes():
@@ -219,18 +258,34 @@ def init(
         _agents.update(started)
         agents = dict(_agents)
     sockets = ray.get([a.socket.remote() for a in agents.values()])
+    executors = {
+        nid: exec_cls.options(
+            name=_executor_name(nid),
+            namespace=NAMESPACE,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+        ).remote()
+        for nid in started
+    }
+    ray.get([e.ready.remote() for e in executors.values()])
+    with _state_lock:
+        _executors.update(executors)
+    _placer.start()
     return dict(zip(agents, sockets))
 
 
 def shutdown() -> None:
     """Stops the node daemons started by :func:`init`."""
+    _placer.stop()
     with _state_lock:
         agents = dict(_agents)
+        executors = list(_executors.values())
         _agents.clear()
+        _executors.clear()
+    for e in executors:
+        ray.kill(e)
     ray.get([a.stop.remote() for a in agents.values()])
     for a in agents.values():
         ray.kill(a)
-    _placer.forget()
     while _made_dirs:
         shutil.rmtree(_made_dirs.pop(), ignore_errors=True)
 
@@ -337,10 +392,24 @@ def _bytes_in(spec: "_Spec", args: Tuple[Any, ...]) -> int:
     return int(sizes(*args)[0] if callable(sizes) else sizes[0])
 
 
+_report_lock = threading.Lock()
+
+
 def _report_model(rt: "hetsched.Runtime", name: str, bytes_in: int) -> None:
     """Tells the node agent (and the node's model file) what this worker
     learned of `name`, when an estimate moved."""
     times = rt.predict(name, bytes_in)
+    with _report_lock:
+        due = _report_due(name, times)
+    if due is not None:
+        _node_agent().learn.remote(name, times)
+        if due:
+            rt.save_models()
+
+
+def _report_due(name: str, times: Dict[str, Optional[float]]) -> Optional[bool]:
+    """Whether `times` should be reported (None: not now; True: a kind is
+    new, so the model file is written too), recording it as reported."""
     reported = _worker.setdefault("reported", {}).setdefault(name, {})
     last = _worker.setdefault("reported_at", {})
     now = time.monotonic()
@@ -349,12 +418,11 @@ def _report_model(rt: "hetsched.Runtime", name: str, bytes_in: int) -> None:
         t is not None and k in reported and abs(t - reported[k]) > _REPORT_CHANGE * reported[k]
         for k, t in times.items()
     )
-    if new_kind or (moved and now - last.get(name, 0.0) >= _REPORT_EVERY):
-        last[name] = now
-        reported.update({k: t for k, t in times.items() if t is not None})
-        _node_agent().learn.remote(name, times)
-        if new_kind:
-            rt.save_models()
+    if not new_kind and not (moved and now - last.get(name, 0.0) >= _REPORT_EVERY):
+        return None
+    last[name] = now
+    reported.update({k: t for k, t in times.items() if t is not None})
+    return new_kind
 
 
 _remote_run = None
@@ -438,32 +506,78 @@ def node_rate(
 
 
 class _Placer:
-    """The driver's view of the nodes: summaries (refreshed every
-    :data:`SUMMARY_TTL`) and the calls it has in flight on each."""
+    """The driver's view of the nodes: their summaries and the calls it has
+    in flight on each, kept fresh by a thread of its own (every
+    :data:`SUMMARY_TTL`), so that choosing a node never waits on Ray."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.summaries: Dict[str, Dict[str, Any]] = {}
-        self.at = 0.0
+        self.refreshed_at = 0.0
+        self.chosen_at = 0.0
+        #: Ticks of the thread that found the driver idle (for tests).
+        self.idle_ticks = 0
         self.inflight: Dict[str, List[Any]] = {}
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._failing = False
 
-    def forget(self) -> None:
+    def start(self) -> None:
+        """Reads the summaries once, then keeps them fresh until :meth:`stop`."""
+        self._refresh()
+        if self._thread is None:
+            self._stop.clear()
+            # A daemon thread so that a driver that never calls shutdown()
+            # can still exit; shutdown() stops and joins it.
+            self._thread = threading.Thread(target=self._loop, name="hetsched-ray-placer", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the refreshing thread and forgets the nodes."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join()
         with self.lock:
-            self.summaries, self.at, self.inflight = {}, 0.0, {}
+            self.summaries, self.inflight, self.refreshed_at = {}, {}, 0.0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SUMMARY_TTL):
+            with self.lock:
+                idle = time.monotonic() - self.chosen_at > PLACER_IDLE
+            if idle:
+                self.idle_ticks += 1
+                continue
+            try:
+                self._refresh()
+                self._failing = False
+            except Exception as e:  # a node agent gone, Ray shutting down
+                if not self._failing:
+                    _log.warning("hetsched.ray: cannot refresh the nodes' summaries: %s", e)
+                self._failing = True
 
     def _refresh(self) -> None:
-        if time.monotonic() - self.at < SUMMARY_TTL and self.summaries:
-            return
-        self.summaries = nodes()
-        self.at = time.monotonic()
-        for nid, refs in self.inflight.items():
-            if refs:
-                _, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
-                self.inflight[nid] = pending
+        summaries = nodes()
+        with self.lock:
+            snapshot = {nid: list(refs) for nid, refs in self.inflight.items() if refs}
+        finished = set()
+        for refs in snapshot.values():
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            finished.update(done)
+        with self.lock:
+            self.summaries = summaries
+            self.refreshed_at = time.monotonic()
+            for nid in snapshot:
+                self.inflight[nid] = [r for r in self.inflight[nid] if r not in finished]
 
     def choose(self, name: str, kinds: List[str]) -> str:
+        now = time.monotonic()
         with self.lock:
+            stale = now - self.refreshed_at > PLACER_IDLE
+            self.chosen_at = now
+        if stale:
             self._refresh()
+        with self.lock:
             if not self.summaries:
                 raise hetsched.HetschedError("no node runs a hetsched daemon: call hetsched.ray.init()")
             times: Dict[str, float] = {}
@@ -532,13 +646,20 @@ class RemoteTask:
             _internal_kv_put(self._spec_key, cloudpickle.dumps(self._spec), namespace=NAMESPACE)
             self._stored = True
         nid = _placer.choose(self.name, self.kinds)
-        fn = self._by_node.get(nid)
-        if fn is None:
-            fn = self._by_node[nid] = _remote_body().options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
-                **self._options,
-            )
-        ref = fn.remote(self._spec_key, *args)
+        if self._options:
+            fn = self._by_node.get(nid)
+            if fn is None:
+                fn = self._by_node[nid] = _remote_body().options(
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+                    **self._options,
+                )
+            ref = fn.remote(self._spec_key, *args)
+        else:
+            with _state_lock:
+                executor = _executors.get(nid)
+            if executor is None:
+                raise hetsched.HetschedError(f"no hetsched executor on Ray node {nid}: call hetsched.ray.init()")
+            ref = executor.run.remote(self._spec_key, *args)
         _placer.sent(nid, ref)
         return ref
 
@@ -554,8 +675,13 @@ def task(
     **ray_options: Any,
 ) -> RemoteTask:
     """A hetsched task on the Ray cluster, named `name` (it keys the learned
-    model). Implementations are as for :class:`hetsched.Task`; other
-    keywords are Ray task options (``num_cpus``, ``max_retries`` …)."""
+    model). Implementations are as for :class:`hetsched.Task`.
+
+    Without other keywords a call runs on its node's executor (an actor
+    call: cheap, and as many calls wait on the node's units as it has
+    threads). Other keywords are Ray task options (``num_cpus``,
+    ``max_retries`` …): the call is then a plain Ray task pinned to the
+    chosen node, and Ray holds the resources it asks for while it runs."""
     impls: Dict[str, Any] = {}
     if cpu is not None:
         impls["cpu"] = cpu

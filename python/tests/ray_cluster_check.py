@@ -36,6 +36,10 @@ def node_config(node):
     return GPU.format(kind="gpu-wimpy", speed=10.0)
 
 
+def in_an_actor():
+    return ray.get_runtime_context().get_actor_id() is not None
+
+
 def checksum(n):
     return sum(i * i for i in range(n)) % 1_000_003
 
@@ -127,6 +131,11 @@ def main():
 
         report["decorated_name"] = decorated.name
         report["decorated_wrong"] = sum(r != checksum(n) for r, n in zip(ray.get([decorated.remote(n) for n in inputs[:20]]), inputs))
+        # Where calls run: on the node's executor (an actor) by default, as
+        # a plain Ray task when the task has Ray options.
+        where = hray.task(name="where", cpu=in_an_actor)
+        report["plain_call_in_actor"] = ray.get(where.remote())
+        report["option_call_in_actor"] = ray.get(where.options(num_cpus=0.25).remote())
         summaries = hray.nodes()
         report["models"] = {s["units"][1]["name"]: s["models"].get("checksum", {}) for s in summaries.values()}
         report["gpu_busy"] = {

@@ -47,6 +47,11 @@ def test_every_node_runs_a_daemon_and_every_result_is_right(report) -> None:
     assert report["decorated_name"].endswith("decorated")
 
 
+def test_calls_run_on_the_node_executor_unless_given_ray_options(report) -> None:
+    assert report["plain_call_in_actor"] is True
+    assert report["option_call_in_actor"] is False
+
+
 def test_tasks_use_both_nodes_gpus(report) -> None:
     # Each node's workers learned the task's time on the node's own GPU.
     models = report["models"]

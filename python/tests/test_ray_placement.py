@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from conftest import wait_until
+
 pytest.importorskip("ray")
 import hetsched.ray as hray  # noqa: E402
 
@@ -46,7 +48,7 @@ def test_an_unmeasured_kind_is_estimated_from_relative_speed_or_tried() -> None:
 def placer_with(summaries):
     p = hray._Placer()
     p.summaries = summaries
-    p.at = time.monotonic() + 3600  # no refresh: no cluster here
+    p.refreshed_at = time.monotonic() + 3600  # no refresh: no cluster here
     return p
 
 
@@ -74,8 +76,35 @@ def test_an_untried_node_gets_one_call_at_a_time() -> None:
 
 def test_no_daemon_is_a_clear_error() -> None:
     p = placer_with({})
-    p.at = 0.0
+    p.refreshed_at = 0.0
     with pytest.raises(hray.hetsched.HetschedError, match="hetsched.ray.init"):
         p.summaries = {}
         p._refresh = lambda: None  # type: ignore[method-assign]
         p.choose("t", ["cpu"])
+
+
+def test_the_placer_refreshes_while_it_places_and_rests_when_idle(monkeypatch) -> None:
+    reads = []
+    monkeypatch.setattr(hray, "nodes", lambda: reads.append(time.monotonic()) or {"A": dict(FAST, models={})})
+    monkeypatch.setattr(hray, "PLACER_IDLE", 0.2)
+    p = hray._Placer()
+    p.start()
+    try:
+        assert len(reads) == 1  # read once by start()
+        assert p.choose("t", ["gpu-big"]) == "A"
+        # Placing: its thread keeps the summaries fresh.
+        wait_until("three refreshes by the placer's thread", lambda: len(reads) >= 4, timeout=10)
+
+        # Idle for longer than PLACER_IDLE: the thread's ticks stop reading.
+        wait_until("the placer to go idle", lambda: p.idle_ticks >= 1, timeout=10)
+        before, ticks = len(reads), p.idle_ticks
+        wait_until("three idle ticks", lambda: p.idle_ticks >= ticks + 3, timeout=10)
+        assert len(reads) == before
+        # Stale summaries are read again before the next choice.
+        before = len(reads)
+        p.refreshed_at = 0.0
+        p.choose("t", ["gpu-big"])
+        assert len(reads) == before + 1
+    finally:
+        p.stop()
+    assert p._thread is None and p.summaries == {}
