@@ -41,11 +41,9 @@ Ray is imported only when this module is.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -85,13 +83,6 @@ def _executor_name(node_id: str) -> str:
     return f"hetsched-exec-{node_id}"
 
 
-def _die_with_parent() -> None:
-    """In the daemon's child process: SIGTERM when the agent that started it dies."""
-    PR_SET_PDEATHSIG = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 def _binary(explicit: Optional[str]) -> str:
     path = explicit or os.environ.get("HETSCHED_BIN") or shutil.which("hetsched")
     if not path:
@@ -114,10 +105,11 @@ class _NodeAgent:
         config_path.write_text(f'state_file = "{self.work}/state.json"\n' + config)
         self.log = self.work / "daemon.log"
         self.daemon = subprocess.Popen(
-            [binary, "daemon", "--config", str(config_path), "--socket", self.socket_path],
+            # --parent-pid: the daemon stops when this agent dies, even by SIGKILL.
+            [binary, "daemon", "--config", str(config_path), "--socket", self.socket_path]
+            + ["--parent-pid", str(os.getpid())],
             stdout=self.log.open("w"),
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
         )
         self.client = self._connect()
         self.units = self.client.units()

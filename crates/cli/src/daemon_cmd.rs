@@ -20,6 +20,11 @@ pub struct DaemonArgs {
     /// State file where shares survive restarts (overrides the config).
     #[arg(long)]
     state: Option<PathBuf>,
+    /// Stop (as on SIGTERM) when the daemon's parent, process PID, exits:
+    /// for supervisors that may die without stopping it. Refused when the
+    /// parent is not PID (it has already exited).
+    #[arg(long, value_name = "PID")]
+    parent_pid: Option<u32>,
 }
 
 #[derive(Args)]
@@ -48,6 +53,9 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let cleanup: Cleanup = Arc::default();
     let _on_return = CleanUpOnDrop(Arc::clone(&cleanup));
     clean_up_on_signal(Arc::clone(&cleanup))?;
+    if let Some(pid) = args.parent_pid {
+        exit_with_parent(pid)?;
+    }
     let (setup, platform) = launch::prepare(&cfg)?;
     for note in &platform.notes {
         eprintln!("hetsched daemon: note: {note}");
@@ -77,6 +85,22 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         socket.display()
     );
     server.run().context("serving")?;
+    Ok(())
+}
+
+/// SIGTERM when the parent exits. The parent is checked after the signal is
+/// armed: had it exited before, the daemon would have a new parent and the
+/// signal would never come.
+fn exit_with_parent(pid: u32) -> Result<()> {
+    use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+    set_parent_process_death_signal(Some(Signal::TERM))
+        .context("arming the parent-death signal")?;
+    let parent = getppid().map_or(0, |p| p.as_raw_nonzero().get().unsigned_abs());
+    if parent != pid {
+        anyhow::bail!(
+            "--parent-pid {pid}: the daemon's parent is process {parent}, so {pid} has exited or is not its parent"
+        );
+    }
     Ok(())
 }
 

@@ -735,3 +735,58 @@ fn four_connections_of_one_process_share_one_entitlement() {
     // Per connection (the old accounting) the gap would be 60 pp.
     assert!(gap.abs() <= 5.0, "{report}");
 }
+
+/// `--parent-pid`: a daemon whose supervisor is SIGKILLed stops as on
+/// SIGTERM (its socket removed); a wrong parent pid is refused at start.
+#[test]
+fn a_daemon_with_parent_pid_stops_when_its_parent_dies() {
+    let d = TestDaemon::start("parent-pid", ONE_GPU);
+    let socket = d.dir.join("child.sock");
+    let config = d.dir.join("hetsched.toml");
+
+    let wrong = std::process::Command::new(common::BIN)
+        .args(["daemon", "--parent-pid", "1", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        err.contains("--parent-pid 1: the daemon's parent is process"),
+        "{err}"
+    );
+
+    // The parent: a shell that starts the daemon, then becomes `sleep`.
+    let script = format!(
+        "{bin} daemon --parent-pid $$ --config {config} --socket {socket} 2>/dev/null & exec sleep 600",
+        bin = common::BIN,
+        config = config.display(),
+        socket = socket.display()
+    );
+    let parent = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
+    let mut parent = common::Reaped(parent);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let connect = || Client::connect(ClientOptions::observer("test").socket(&socket));
+    while connect().is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the child daemon did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    parent.0.kill().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon outlived its parent by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(connect().is_err());
+}
