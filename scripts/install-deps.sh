@@ -54,6 +54,7 @@ need_pip=()
 "$PYTHON" -c 'import numpy' 2>/dev/null || need_pip+=(numpy)
 "$PYTHON" -c 'import pyopencl' 2>/dev/null || need_pip+=(pyopencl)
 "$PYTHON" -c 'import ray' 2>/dev/null || need_pip+=('ray==2.60.0')
+"$PYTHON" -c 'import prometheus_client' 2>/dev/null || need_pip+=(prometheus_client)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "install-deps: pip install ${need_pip[*]}"
     "$PYTHON" -m pip install -q --root-user-action=ignore "${need_pip[@]}"

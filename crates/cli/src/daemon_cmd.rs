@@ -25,6 +25,10 @@ pub struct DaemonArgs {
     /// parent is not PID (it has already exited).
     #[arg(long, value_name = "PID")]
     parent_pid: Option<u32>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, e.g.
+    /// 127.0.0.1:9464 (overrides `metrics_listen`; port 0 picks one).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args)]
@@ -45,6 +49,9 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     if let Some(s) = args.state {
         cfg.state_file = Some(s);
     }
+    if let Some(m) = args.metrics {
+        cfg.metrics_listen = Some(m);
+    }
     // Shared with the signal thread, which exits without returning; here,
     // returning (or a panic) cleans up. The handlers go in before the
     // platform is discovered: a device library loaded then (PoCL) puts its
@@ -64,6 +71,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let places = exclusive::Places::system(&setup.state_path);
     let server = Server::bind(setup)?;
     let socket = server.socket().to_path_buf();
+    let metrics = server.metrics_addr();
     {
         // Set up with the lock held: a signal meanwhile waits, then undoes
         // whatever was done.
@@ -84,6 +92,9 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         std::process::id(),
         socket.display()
     );
+    if let Some(addr) = metrics {
+        eprintln!("hetsched daemon: metrics on http://{addr}/metrics");
+    }
     server.run().context("serving")?;
     Ok(())
 }

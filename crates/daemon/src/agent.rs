@@ -3,6 +3,7 @@
 //! slot and the work holding one. Agents never talk to sockets; they
 //! return what must be told to whom through an [`Outbox`].
 
+use crate::metrics::ledger::{UnitServed, WaitHistogram};
 use crate::outbox::{KernelStart, Outbox, QueuedKernel};
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::{PolicyKind, Request, ShareClass, UnitPolicy};
@@ -118,6 +119,19 @@ pub struct ClientUse {
     pub busy_ns: u64,
     /// Requests that finished (their slot time is in `busy_ns`).
     pub completed: u64,
+    /// How long its requests waited for a slot.
+    pub wait: WaitHistogram,
+}
+
+impl ClientUse {
+    /// Its counters, as `/metrics` adds them up.
+    pub fn served(&self) -> UnitServed {
+        UnitServed {
+            tasks: self.completed,
+            busy_ns: self.busy_ns,
+            wait: self.wait,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -129,6 +143,8 @@ pub struct Agent {
     holding: HashMap<(ClientId, TaskId), Holding>,
     uses: HashMap<ClientId, ClientUse>,
     busy_ns_total: u64,
+    /// Requests that finished here, whoever sent them.
+    tasks_total: u64,
 }
 
 /// Why an agent refused a request.
@@ -154,6 +170,7 @@ impl Agent {
             holding: HashMap::new(),
             uses: HashMap::new(),
             busy_ns_total: 0,
+            tasks_total: 0,
         }
     }
 
@@ -180,6 +197,10 @@ impl Agent {
 
     pub fn busy_ns_total(&self) -> u64 {
         self.busy_ns_total
+    }
+
+    pub fn tasks_total(&self) -> u64 {
+        self.tasks_total
     }
 
     /// Waiting requests by class (CUSTOM, NORMAL, BACKGROUND), given each
@@ -295,6 +316,9 @@ impl Agent {
             if !self.time_shared() {
                 self.free_slots -= 1;
             }
+            if let Some(u) = self.uses.get_mut(&req.client) {
+                u.wait.observe(now.saturating_sub(w.submitted_at));
+            }
             self.holding.insert(
                 key,
                 Holding {
@@ -394,6 +418,7 @@ impl Agent {
             self.free_slots += 1;
         }
         self.busy_ns_total += held;
+        self.tasks_total += 1;
         if !orphaned {
             let u = self.uses.entry(client).or_default();
             u.outstanding = u.outstanding.saturating_sub(1);

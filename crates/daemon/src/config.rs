@@ -130,6 +130,10 @@ pub struct DaemonConfig {
     /// and each of `unit_credits` are 1..=1000000; `cpu_cap` is a
     /// positive number of cores, at most the machine's.
     pub domains: Vec<DomainSpec>,
+    /// Serve Prometheus metrics over HTTP at `http://ADDR/metrics`
+    /// (`"127.0.0.1:9464"`; off by default). They name the clients and
+    /// units: keep the address on loopback or behind a firewall.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonConfig {
@@ -163,6 +167,7 @@ impl Default for DaemonConfig {
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
             accelerator_binding: false,
             domains: Vec::new(),
+            metrics_listen: None,
         }
     }
 }

@@ -140,8 +140,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
             gathered,
             crate::procfs::cpu_time_ns,
         );
+        let solves = coordinator.solves();
+        let started = std::time::Instant::now();
         coordinator.update(now);
-        store(&shared, &coordinator, &tracked);
+        let solved_in = (coordinator.solves() != solves).then(|| started.elapsed());
+        store(&shared, &coordinator, &tracked, solved_in);
     }
 }
 
@@ -286,9 +289,17 @@ fn step(
 }
 
 /// Stores the targets for the timer's next publish and the status summary.
-fn store(shared: &Shared, coordinator: &Coordinator, tracked: &BTreeMap<ClientId, Tracked>) {
+fn store(
+    shared: &Shared,
+    coordinator: &Coordinator,
+    tracked: &BTreeMap<ClientId, Tracked>,
+    solved_in: Option<std::time::Duration>,
+) {
     let mut state = shared.lock();
     let st = &mut *state;
+    if let Some(d) = solved_in {
+        st.last_solve_ns = Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
     for u in 0..st.monitor.agents().len() {
         st.monitor.set_short_first(u, coordinator.short_first(u));
     }

@@ -194,6 +194,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         },
         kind_of_cpu,
         kernel_backends: crate::kernel_exec::Backends::new(backends),
+        metrics_listen: cfg.metrics_listen,
     };
     Ok((setup, platform))
 }

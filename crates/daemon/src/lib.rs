@@ -20,6 +20,7 @@ pub mod domains;
 pub mod exclusive;
 pub mod kernel_exec;
 pub mod launch;
+pub mod metrics;
 pub mod monitor;
 pub mod nice_map;
 pub mod outbox;

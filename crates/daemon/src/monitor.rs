@@ -6,6 +6,7 @@
 use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
 use crate::cpu_cgroups::{self, CgroupTarget, DomainTarget};
 use crate::domains::{self, DomainSpec};
+use crate::metrics::ledger::Ledger;
 use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::{Outbox, QueuedKernel};
 use crate::privilege::{Peer, may_change};
@@ -167,6 +168,8 @@ pub struct Monitor {
     /// Clients that did something since [`Monitor::take_stirred`] was last
     /// called (repeats allowed).
     stirred: Vec<ClientId>,
+    /// What departed clients were served, by name (`/metrics`).
+    ledger: Ledger,
 }
 
 /// Weight of the newest measure in a kernel's cost per byte.
@@ -184,7 +187,9 @@ impl Monitor {
             })
             .collect();
         let domains = cfg.domains.clone();
+        let ledger = Ledger::new(units.len());
         Monitor {
+            ledger,
             cfg,
             agents: units.into_iter().map(Agent::new).collect(),
             clients: BTreeMap::new(),
@@ -284,6 +289,11 @@ impl Monitor {
         self.associations
             .get(&client)
             .map(|s| self.agents[s.unit].id())
+    }
+
+    /// What departed clients were served, by name.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     pub fn agents(&self) -> &[Agent] {
@@ -404,6 +414,9 @@ impl Monitor {
                 };
                 settings.push(got);
             }
+        }
+        if role == Role::Application {
+            self.ledger.register(&name);
         }
         self.clients.insert(
             id,
@@ -1029,7 +1042,9 @@ impl Monitor {
         self.associations.remove(&client);
         self.user_kernels.remove_client(client);
         if entry.role == Role::Application {
-            for agent in &mut self.agents {
+            for (u, agent) in self.agents.iter_mut().enumerate() {
+                self.ledger
+                    .fold(&entry.name, u, &agent.use_of(client).served());
                 agent.remove_client(client, now, out);
             }
             let still_connected = self

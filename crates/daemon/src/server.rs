@@ -16,6 +16,7 @@
 
 use crate::agent::UnitSetup;
 use crate::kernel_exec::{ExecJob, KernelJob};
+use crate::metrics::http::MetricsListener;
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
@@ -64,6 +65,8 @@ pub struct DaemonSetup {
     /// The devices of the units the daemon runs kernels on; the server
     /// starts one executor thread for each.
     pub kernel_backends: crate::kernel_exec::Backends,
+    /// Where `/metrics` is served over HTTP, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +86,8 @@ pub enum DaemonError {
     Doorbell(#[from] hetsched_views::doorbell::DoorbellError),
     #[error("no units to manage: enable CPU discovery or declare [[emulated]] units")]
     NoUnits,
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::http::MetricsBindError),
 }
 
 /// A client connection as the state knows it.
@@ -124,6 +129,8 @@ pub(crate) struct State {
     pub targets: BTreeMap<ClientId, hetsched_views::Targets>,
     /// The coordinator's state for `status` (`None` when it is off).
     pub coordination: Option<hetsched_protocol::CoordinationStatus>,
+    /// How long the coordinator's last solve took, ns (`/metrics`).
+    pub last_solve_ns: Option<u64>,
     /// Where each served unit's executor takes its calls.
     pub kernel_jobs: HashMap<hetsched_core::ids::UnitId, Sender<ExecJob>>,
     /// Which private pages the timer rewrites each tick.
@@ -251,6 +258,7 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
+    metrics: Option<MetricsListener>,
 }
 
 impl Server {
@@ -270,6 +278,10 @@ impl Server {
             .collect();
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let doorbell = Doorbell::create()?;
+        let metrics = setup
+            .metrics_listen
+            .map(MetricsListener::bind)
+            .transpose()?;
         let listener = bind_socket(&setup.socket)?;
         crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
         // Only once no other daemon answers: recovery moves files aside
@@ -302,6 +314,7 @@ impl Server {
             demand_reports: BTreeMap::new(),
             targets: BTreeMap::new(),
             coordination: None,
+            last_solve_ns: None,
             kernel_jobs: HashMap::new(),
             pages: Default::default(),
             ring_holders: Default::default(),
@@ -317,11 +330,18 @@ impl Server {
                 store_writer,
             }),
             listener,
+            metrics,
         })
     }
 
     pub fn socket(&self) -> &std::path::Path {
         &self.shared.setup.socket
+    }
+
+    /// Where `/metrics` is served (with the port chosen when configured
+    /// with port 0).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().and_then(MetricsListener::local_addr)
     }
 
     /// For whoever stops the daemon: waits until the latest settings are
@@ -354,6 +374,12 @@ impl Server {
             std::thread::Builder::new()
                 .name("hetsched-coord".into())
                 .spawn(move || crate::coordinator::run(coordinator))?;
+        }
+        if let Some(metrics) = self.metrics {
+            let shared = Arc::clone(&self.shared);
+            std::thread::Builder::new()
+                .name("hetsched-metrics".into())
+                .spawn(move || metrics.serve(&shared))?;
         }
         crate::reactor::serve(&self.shared, self.listener)
     }

@@ -1,0 +1,208 @@
+//! What `/metrics` shows, taken from the monitor under the state lock and
+//! rendered after it is released ([`super::exposition`]).
+
+use super::ledger::UnitServed;
+use crate::monitor::Monitor;
+use hetsched_core::ids::{ClientId, Ns};
+use hetsched_core::policy::ShareClass;
+use hetsched_protocol::{CoordinationStatus, Role};
+use std::collections::BTreeMap;
+
+/// One unit now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitMetrics {
+    pub name: String,
+    pub kind: String,
+    pub class: &'static str,
+    /// Moving average of the capacity in use, 0..=1.
+    pub utilization: f64,
+    pub queued: u32,
+    pub running: u32,
+    /// Requests that finished here since the daemon started.
+    pub tasks_total: u64,
+    /// Slot time held since the daemon started, ns.
+    pub busy_ns_total: u64,
+}
+
+/// What the clients of one name were served on each unit (in unit
+/// order), those gone and those connected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServedByName {
+    pub client: String,
+    pub units: Vec<UnitServed>,
+}
+
+/// The connected clients of one name and class on one unit, summed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Standing {
+    pub client: String,
+    pub class: &'static str,
+    pub unit: usize,
+    /// Connected clients counted here.
+    pub clients: u32,
+    /// Their shares (CUSTOM: percent; NORMAL: relative; BACKGROUND: 0).
+    pub shares: u64,
+    /// Fraction of the unit they are guaranteed while it is contended.
+    pub guaranteed: f64,
+    /// Fraction of the unit they used recently.
+    pub achieved: f64,
+}
+
+/// The coordinator's latest solve.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoordinationMetrics {
+    pub solves: u64,
+    pub floor: Option<f64>,
+    pub floor_feasible: Option<bool>,
+    /// How long the last allocation took to solve, ns.
+    pub last_solve_ns: Option<u64>,
+    /// Per client name and unit, the fraction of its calls the targets
+    /// send there (averaged over that name's coordinated clients).
+    pub targets: Vec<Target>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub client: String,
+    pub unit: usize,
+    pub fraction: f64,
+}
+
+/// Everything one scrape shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsSnapshot {
+    pub version: &'static str,
+    pub uptime_ns: u64,
+    pub units: Vec<UnitMetrics>,
+    pub applications: u32,
+    pub observers: u32,
+    pub served: Vec<ServedByName>,
+    pub standings: Vec<Standing>,
+    pub coordination: Option<CoordinationMetrics>,
+}
+
+pub fn class_label(class: ShareClass) -> &'static str {
+    match class {
+        ShareClass::Custom { .. } => "custom",
+        ShareClass::Normal { .. } => "normal",
+        ShareClass::Background => "background",
+    }
+}
+
+fn shares_of(class: ShareClass) -> u64 {
+    match class {
+        ShareClass::Custom { shares } | ShareClass::Normal { shares } => u64::from(shares),
+        ShareClass::Background => 0,
+    }
+}
+
+impl MetricsSnapshot {
+    /// The monitor's figures now (pure: the caller holds the lock and
+    /// passes the clock and the coordinator's state).
+    pub fn of(
+        monitor: &Monitor,
+        coordination: Option<(&CoordinationStatus, Option<u64>)>,
+        uptime_ns: Ns,
+        now: Ns,
+    ) -> MetricsSnapshot {
+        let units = monitor
+            .agents()
+            .iter()
+            .zip(monitor.unit_publications(now))
+            .map(|(a, p)| UnitMetrics {
+                name: a.setup.unit.name.clone(),
+                kind: a.setup.kind_name.clone(),
+                class: a.setup.unit.class.name(),
+                utilization: p.view.busy_fraction,
+                queued: p.view.queued,
+                running: p.view.running,
+                tasks_total: a.tasks_total(),
+                busy_ns_total: p.busy_ns_total,
+            })
+            .collect();
+        let ledger = monitor.ledger();
+        let mut served: BTreeMap<&str, Vec<UnitServed>> =
+            ledger.names().map(|(n, u)| (n, u.to_vec())).collect();
+        let mut standings: BTreeMap<(&str, &'static str, usize), Standing> = BTreeMap::new();
+        let (mut applications, mut observers) = (0, 0);
+        for c in monitor.clients() {
+            if c.role != Role::Application {
+                observers += 1;
+                continue;
+            }
+            applications += 1;
+            let label = ledger.label(&c.name);
+            let totals = served
+                .entry(label)
+                .or_insert_with(|| vec![UnitServed::default(); monitor.agents().len()]);
+            for (u, a) in monitor.agents().iter().enumerate() {
+                totals[u].add(&a.use_of(c.id).served());
+                let Some(settings) = c.settings.get(u) else {
+                    continue;
+                };
+                let view = a.policy().client_view(c.id, now);
+                let class = class_label(settings.class);
+                let s = standings
+                    .entry((label, class, u))
+                    .or_insert_with(|| Standing {
+                        client: label.to_string(),
+                        class,
+                        unit: u,
+                        clients: 0,
+                        shares: 0,
+                        guaranteed: 0.0,
+                        achieved: 0.0,
+                    });
+                s.clients += 1;
+                s.shares += shares_of(settings.class);
+                s.guaranteed += view.guaranteed;
+                s.achieved += view.current_utilisation;
+            }
+        }
+        MetricsSnapshot {
+            version: env!("CARGO_PKG_VERSION"),
+            uptime_ns,
+            units,
+            applications,
+            observers,
+            served: served
+                .into_iter()
+                .map(|(client, units)| ServedByName {
+                    client: client.to_string(),
+                    units,
+                })
+                .collect(),
+            standings: standings.into_values().collect(),
+            coordination: coordination.map(|(c, solve_ns)| CoordinationMetrics {
+                solves: c.solves,
+                floor: c.floor,
+                floor_feasible: c.floor_feasible,
+                last_solve_ns: solve_ns,
+                targets: targets_by_name(monitor, c),
+            }),
+        }
+    }
+}
+
+/// The coordinator's unit fractions, averaged per client name.
+fn targets_by_name(monitor: &Monitor, c: &CoordinationStatus) -> Vec<Target> {
+    let name_of = |id: ClientId| monitor.client(id).map(|e| monitor.ledger().label(&e.name));
+    let mut sums: BTreeMap<(&str, usize), (f64, u32)> = BTreeMap::new();
+    for app in &c.apps {
+        let Some(name) = name_of(app.client) else {
+            continue;
+        };
+        for (u, f) in app.fractions.iter().enumerate() {
+            let e = sums.entry((name, u)).or_default();
+            e.0 += f;
+            e.1 += 1;
+        }
+    }
+    sums.into_iter()
+        .map(|((client, unit), (sum, n))| Target {
+            client: client.to_string(),
+            unit,
+            fraction: sum / f64::from(n),
+        })
+        .collect()
+}
