@@ -2,7 +2,7 @@
 CARGO ?= cargo
 PYTHON ?= python3
 
-.PHONY: demo test deps fmt lint unit python python-test bench sim-all sim-demo
+.PHONY: demo test deps fmt lint unit python python-test bench sim-all sim-demo install uninstall install-check
 
 ## The main job: Rinnegan Table 3 apps as real processes sharing a real
 ## daemon's CPUs and emulated GPUs, native placement against hetsched.
@@ -26,6 +26,68 @@ unit:
 	$(CARGO) test --workspace --all-features
 	$(MAKE) -C crates/capi/c check
 	$(MAKE) -C integrations/starpu check PROFILE=debug
+	./packaging/check-install.sh
+
+## Install: the binary, libhetsched (.so, .a), its header and pkg-config
+## file, the StarPU policy (where StarPU is installed), the example config
+## as $(SYSCONFDIR)/hetsched/hetsched.toml (kept if present), the systemd
+## unit, shell completions and man pages. A release build unless PROFILE=debug.
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+PROFILE ?= release
+BINDIR = $(PREFIX)/bin
+LIBDIR = $(PREFIX)/lib
+INCLUDEDIR = $(PREFIX)/include
+DATADIR = $(PREFIX)/share
+SYSTEMDUNITDIR ?= $(LIBDIR)/systemd/system
+BUILT = target/$(PROFILE)
+PROFILE_FLAG = $(if $(filter release,$(PROFILE)),--release,)
+HAVE_STARPU := $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo yes)
+
+install:
+	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched --features opencl
+	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched-capi --features opencl
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
+	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/hetsched $(DESTDIR)$(DATADIR)/man/man1 \
+	    $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \
+	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d
+	install -m 755 $(BUILT)/hetsched $(DESTDIR)$(BINDIR)/hetsched
+	install -m 755 $(BUILT)/libhetsched.so $(DESTDIR)$(LIBDIR)/libhetsched.so
+	install -m 644 $(BUILT)/libhetsched.a $(DESTDIR)$(LIBDIR)/libhetsched.a
+	install -m 644 crates/capi/include/hetsched.h $(DESTDIR)$(INCLUDEDIR)/hetsched.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e "s|@VERSION@|$$(sed -n 's/^version = \"\(.*\)\"/\1/p' Cargo.toml | head -1)|" \
+	    crates/capi/c/hetsched.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/hetsched.pc
+	sed -e 's|/usr/local/bin/hetsched|$(BINDIR)/hetsched|' -e 's|/etc/hetsched/|$(SYSCONFDIR)/hetsched/|' \
+	    packaging/systemd/hetsched.service > $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml ] || \
+	    install -m 644 config/hetsched.example.toml $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml
+	$(BUILT)/hetsched manpages $(DESTDIR)$(DATADIR)/man/man1
+	$(BUILT)/hetsched completions bash > $(DESTDIR)$(DATADIR)/bash-completion/completions/hetsched
+	$(BUILT)/hetsched completions zsh > $(DESTDIR)$(DATADIR)/zsh/site-functions/_hetsched
+	$(BUILT)/hetsched completions fish > $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/hetsched.fish
+ifeq ($(HAVE_STARPU),yes)
+	$(MAKE) -C integrations/starpu PROFILE=$(PROFILE) RPATH=$(LIBDIR) OUT=$(CURDIR)/$(BUILT)/starpu-install \
+	    $(CURDIR)/$(BUILT)/starpu-install/libhetsched_starpu.so
+	install -d $(DESTDIR)$(LIBDIR)/hetsched
+	install -m 755 $(BUILT)/starpu-install/libhetsched_starpu.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so
+endif
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hetsched $(DESTDIR)$(LIBDIR)/libhetsched.so $(DESTDIR)$(LIBDIR)/libhetsched.a \
+	    $(DESTDIR)$(INCLUDEDIR)/hetsched.h $(DESTDIR)$(LIBDIR)/pkgconfig/hetsched.pc \
+	    $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service $(DESTDIR)$(DATADIR)/man/man1/hetsched*.1 \
+	    $(DESTDIR)$(DATADIR)/bash-completion/completions/hetsched $(DESTDIR)$(DATADIR)/zsh/site-functions/_hetsched \
+	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/hetsched.fish $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so
+	@echo "kept $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml and /var/lib/hetsched (remove them by hand)"
+
+## `make install` into a scratch DESTDIR (debug build), then checks what
+## it installed: the unit file with systemd-analyze, a C program built
+## with the installed pkg-config file, the man pages and completions.
+install-check:
+	./packaging/check-install.sh
 
 ## The Python package, built from python/ and installed (release build).
 python: deps

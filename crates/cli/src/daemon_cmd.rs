@@ -95,6 +95,15 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     if let Some(addr) = metrics {
         eprintln!("hetsched daemon: metrics on http://{addr}/metrics");
     }
+    // The socket listens: clients may connect (systemd's Type=notify
+    // waits for this; nothing is sent without NOTIFY_SOCKET).
+    let status = format!("listening on {}", socket.display());
+    if let Err(e) = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ]) {
+        eprintln!("hetsched daemon: cannot tell systemd it is ready: {e}");
+    }
     server.run().context("serving")?;
     Ok(())
 }
@@ -176,6 +185,8 @@ fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
         .name("hetsched-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
+                // Under systemd (Type=notify); nothing without NOTIFY_SOCKET.
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
                 lock(&cleanup).stop();
                 eprintln!("hetsched daemon: signal {sig}, exiting");
                 std::process::exit(0);

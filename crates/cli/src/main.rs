@@ -32,7 +32,7 @@ mod spin_kernel;
 mod values;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write as _;
 
 #[derive(Parser)]
@@ -88,6 +88,17 @@ enum Command {
     /// One worker of `hetsched bench balance`.
     #[command(hide = true)]
     BalanceWork(bench_balance::WorkArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(CompletionsArgs),
+    /// Write the man pages (hetsched.1, hetsched-daemon.1 …) into DIR, for `make install`
+    #[command(hide = true)]
+    Manpages { dir: std::path::PathBuf },
+}
+
+#[derive(clap::Args)]
+struct CompletionsArgs {
+    /// The shell to complete for.
+    shell: clap_complete::Shell,
 }
 
 /// Standard output was closed before everything was written (the reader
@@ -124,6 +135,26 @@ fn main() -> Result<()> {
     }
 }
 
+/// `hetsched.1` and one page per visible subcommand (`hetsched-daemon.1`).
+fn write_manpages(dir: &std::path::Path) -> Result<()> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let top = Cli::command();
+    let mut pages = vec![("hetsched".to_string(), top.clone())];
+    for sub in top.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let name = format!("hetsched-{}", sub.get_name());
+        let bin = format!("hetsched {}", sub.get_name());
+        pages.push((name.clone(), sub.clone().display_name(name).bin_name(bin)));
+    }
+    for (name, cmd) in pages {
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out)?;
+        std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn run(command: Command) -> Result<()> {
     match command {
         Command::Daemon(args) => daemon_cmd::run(args),
@@ -140,5 +171,11 @@ fn run(command: Command) -> Result<()> {
         Command::DemoApp(args) => demo::app_process::run(args),
         Command::Balance(args) => balance_cmd::run(args),
         Command::BalanceWork(args) => bench_balance::work(args),
+        Command::Completions(args) => {
+            let mut out = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "hetsched", &mut out);
+            write_out(&String::from_utf8_lossy(&out))
+        }
+        Command::Manpages { dir } => write_manpages(&dir),
     }
 }

@@ -790,3 +790,48 @@ fn a_daemon_with_parent_pid_stops_when_its_parent_dies() {
     }
     assert!(connect().is_err());
 }
+
+/// Under systemd (Type=notify): READY=1 once the socket takes
+/// connections, STOPPING=1 on SIGTERM.
+#[test]
+fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
+    use std::os::unix::net::UnixDatagram;
+    let d = TestDaemon::start("notify", ONE_GPU);
+    let notify = d.dir.join("notify.sock");
+    let socket = d.dir.join("notified.sock");
+    let listener = UnixDatagram::bind(&notify).unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let child = std::process::Command::new(common::BIN)
+        .args(["daemon", "--config"])
+        .arg(d.dir.join("hetsched.toml"))
+        .arg("--socket")
+        .arg(&socket)
+        .env("NOTIFY_SOCKET", &notify)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = common::Reaped(child);
+    let mut buf = [0u8; 4096];
+    let n = listener.recv(&mut buf).expect("no READY from the daemon");
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
+    assert!(
+        msg.contains(&format!("STATUS=listening on {}", socket.display())),
+        "{msg}"
+    );
+    // Ready means ready: a client gets in at once.
+    Client::connect(ClientOptions::observer("after-ready").socket(&socket)).unwrap();
+
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let n = listener
+        .recv(&mut buf)
+        .expect("no STOPPING from the daemon");
+    assert_eq!(String::from_utf8_lossy(&buf[..n]).trim(), "STOPPING=1");
+    assert!(child.0.wait().unwrap().success());
+}
