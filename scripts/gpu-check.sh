@@ -112,7 +112,7 @@ reason() {
     fi
     line=$(grep -hE -A1 'panicked at' "$step_err" "$step_out" | head -n 4 || true)
     [ -n "$line" ] || line=$(grep -hE -m2 '^error(\[E[0-9]+\])?: ' "$step_err" "$step_out" || true)
-    [ -n "$line" ] || line=$(grep -hE '^Error: ' "$step_err" "$step_out" | tail -n 1 || true)
+    [ -n "$line" ] || line=$(grep -hE '^(Error|hetsched): ' "$step_err" "$step_out" | tail -n 1 || true)
     [ -n "$line" ] || line=$(cat "$step_err" "$step_out" | grep -v '^[[:space:]]*$' | tail -n 1 || true)
     line=$(printf '%s' "$line" | tr '\n' ' ')
     printf '%s' "${line:0:600}"

@@ -19,6 +19,10 @@ pkg-config --exists starpu-1.3 2>/dev/null || need_apt+=(libstarpu-dev)
 if command -v dpkg >/dev/null 2>&1; then
     dpkg -s starpu-examples >/dev/null 2>&1 || need_apt+=(starpu-examples)
 fi
+# `hetsched top` is tested the way a person uses it, under tmux; the
+# installed systemd unit is checked with systemd-analyze.
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: missing ${need_apt[*]}; run as root or install them" >&2

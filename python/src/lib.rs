@@ -18,6 +18,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // The runtime's warnings reach stderr (RUST_LOG for more).
+    hetsched_runtime::logging::init("warn");
     m.add_class::<client::Client>()?;
     m.add_class::<client::Grant>()?;
     m.add_class::<units::Unit>()?;

@@ -215,6 +215,8 @@ pub unsafe extern "C" fn hs_runtime_connect_with(
     out: *mut HsRuntime,
 ) -> HsStatus {
     guard(|| {
+        // The runtime's warnings reach stderr (RUST_LOG for more).
+        hetsched_runtime::logging::init("warn");
         // SAFETY: the caller's promise on `name`.
         let name = unsafe { name_and_out(name, "name", out) }?;
         if opts.is_null() {

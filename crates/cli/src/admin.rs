@@ -1,7 +1,7 @@
 //! `hetsched status`, `hetsched shares set`, `hetsched domains` and
 //! `hetsched run`.
 
-use crate::{shown, write_out};
+use crate::{shown, status_csv, write_out};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_core::ids::{ClientId, UnitId};
@@ -22,7 +22,7 @@ pub struct SocketArg {
 }
 
 impl SocketArg {
-    fn observer(&self, name: &str) -> Result<Client> {
+    pub(crate) fn observer(&self, name: &str) -> Result<Client> {
         let mut opts = ClientOptions::observer(name);
         if let Some(s) = &self.socket {
             opts = opts.socket(s);
@@ -35,17 +35,51 @@ impl SocketArg {
 pub struct StatusArgs {
     #[command(flatten)]
     socket: SocketArg,
-    /// Print the full report as JSON.
-    #[arg(long, conflicts_with = "prometheus")]
+    /// Print the full report as JSON (the same as --format json).
+    #[arg(long, conflicts_with_all = ["prometheus", "format"])]
     json: bool,
-    /// Print Prometheus text exposition format.
-    #[arg(long)]
+    /// Print Prometheus text exposition format (for a scraper, prefer the
+    /// daemon's own endpoint: `hetsched daemon --metrics ADDR`).
+    #[arg(long, conflicts_with = "format")]
     prometheus: bool,
+    /// table (the default), json, or csv (one row per unit; with
+    /// --clients, per client and unit; columns from --fields).
+    #[arg(long, value_enum)]
+    format: Option<StatusFormat>,
+    /// With --format csv: the columns, comma-separated, in order
+    /// (`--fields help` lists them).
+    #[arg(long, value_delimiter = ',', requires = "format")]
+    fields: Option<Vec<String>>,
+    /// With --format csv: one row per client and unit.
+    #[arg(long, requires = "format")]
+    clients: bool,
+    /// Print again every SECS seconds until interrupted (the table
+    /// redraws in place on a terminal; CSV repeats its rows, not its header).
+    #[arg(long, value_name = "SECS", value_parser = parse_interval, conflicts_with_all = ["json", "prometheus"])]
+    watch: Option<std::time::Duration>,
     /// List every client in the table, however many there are (past a
     /// screenful the table otherwise summarises them; --json and
     /// --prometheus always give every client).
     #[arg(long)]
     all: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+/// `--watch SECS`: at least 0.1 s, at most a day.
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.1..=86_400.0).contains(&v) {
+        return Err(format!("{s} s: the interval is 0.1 to 86400 seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
 }
 
 #[derive(Subcommand)]
@@ -91,26 +125,71 @@ pub struct RunArgs {
 }
 
 pub fn status(args: StatusArgs) -> Result<()> {
+    let format = match (args.format, args.json) {
+        (Some(f), _) => f,
+        (None, true) => StatusFormat::Json,
+        (None, false) => StatusFormat::Table,
+    };
+    if format != StatusFormat::Csv && (args.fields.is_some() || args.clients) {
+        bail!("--fields and --clients go with --format csv");
+    }
+    if let Some(f) = &args.fields
+        && f.iter().any(|x| x == "help")
+    {
+        return write_out(&status_csv::help(args.clients));
+    }
+    let csv = (format == StatusFormat::Csv)
+        .then(|| status_csv::CsvLayout::new(args.clients, args.fields.as_deref()))
+        .transpose()?;
     let mut client = args.socket.observer("hetsched-status")?;
-    let report = client.status()?;
-    let domains = client.domains()?;
-    let _ = client.goodbye();
-    if args.json {
-        // serde escapes every string itself.
-        write_out(&(serde_json::to_string_pretty(&status_json(&report, &domains)?)? + "\n"))
-    } else if args.prometheus {
-        write_out(&prometheus(&shown::report(&report)))
+    let listed = if args.all {
+        Listing::All
     } else {
-        let listed = if args.all {
-            Listing::All
+        Listing::Screenful(screenful())
+    };
+    let render = |client: &mut Client, first: bool| -> Result<String> {
+        let report = client.status()?;
+        let domains = client.domains()?;
+        Ok(match (&csv, format) {
+            (Some(layout), _) => {
+                let rows = layout.rows(&shown::report(&report), &domains)?;
+                if first {
+                    layout.header()? + &rows
+                } else {
+                    rows
+                }
+            }
+            // serde escapes every string itself.
+            (None, StatusFormat::Json) => {
+                serde_json::to_string_pretty(&status_json(&report, &domains)?)? + "\n"
+            }
+            _ if args.prometheus => prometheus(&shown::report(&report)),
+            _ => table(&shown::report(&report), &shown::domains(&domains), listed),
+        })
+    };
+    let Some(every) = args.watch else {
+        let out = render(&mut client, true)?;
+        let _ = client.goodbye();
+        return write_out(&out);
+    };
+    use std::io::IsTerminal;
+    let redraw = csv.is_none() && std::io::stdout().is_terminal();
+    let mut first = true;
+    loop {
+        let out = render(&mut client, first)?;
+        if redraw {
+            // Home and clear, then the table: it stays in place.
+            write_out(&format!(
+                "\x1b[H\x1b[2J{out}(every {:.1} s; Ctrl-C to stop)\n",
+                every.as_secs_f64()
+            ))?;
+        } else if csv.is_some() {
+            write_out(&out)?;
         } else {
-            Listing::Screenful(screenful())
-        };
-        write_out(&table(
-            &shown::report(&report),
-            &shown::domains(&domains),
-            listed,
-        ))
+            write_out(&format!("{}{out}", if first { "" } else { "\n" }))?;
+        }
+        first = false;
+        std::thread::sleep(every);
     }
 }
 

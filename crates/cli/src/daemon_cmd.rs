@@ -65,7 +65,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     let (setup, platform) = launch::prepare(&cfg)?;
     for note in &platform.notes {
-        eprintln!("hetsched daemon: note: {note}");
+        tracing::info!("{note}");
     }
     let serves = exclusive::Serves::of(&cfg, &setup.units);
     let places = exclusive::Places::system(&setup.state_path);
@@ -78,7 +78,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         let mut state = lock(&cleanup);
         state.socket = Some(socket.clone());
         state.store = Some(server.store_flusher());
-        let mut log = |line: String| eprintln!("hetsched daemon: {line}");
+        let mut log = |line: String| tracing::info!("{line}");
         if cfg.exclusive_devices {
             state.devices = Some(exclusive::take(&places, serves, &mut log)?);
         } else {
@@ -86,14 +86,14 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         }
     }
     eprint!("{}", platform.summary_table());
-    eprintln!(
+    tracing::info!(
         "hetsched daemon {} (pid {}) listening on {}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
         socket.display()
     );
     if let Some(addr) = metrics {
-        eprintln!("hetsched daemon: metrics on http://{addr}/metrics");
+        tracing::info!("metrics on http://{addr}/metrics");
     }
     // The socket listens: clients may connect (systemd's Type=notify
     // waits for this; nothing is sent without NOTIFY_SOCKET).
@@ -102,7 +102,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status(&status),
     ]) {
-        eprintln!("hetsched daemon: cannot tell systemd it is ready: {e}");
+        tracing::warn!("cannot tell systemd it is ready: {e}");
     }
     server.run().context("serving")?;
     Ok(())
@@ -142,8 +142,8 @@ impl CleanupState {
         if let Some(store) = self.store.take()
             && !store.flush(STOP_FLUSH)
         {
-            eprintln!(
-                "hetsched daemon: the last settings changes were not written within {:?}",
+            tracing::warn!(
+                "the last settings changes were not written within {:?}",
                 STOP_FLUSH
             );
         }
@@ -188,7 +188,7 @@ fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
                 // Under systemd (Type=notify); nothing without NOTIFY_SOCKET.
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
                 lock(&cleanup).stop();
-                eprintln!("hetsched daemon: signal {sig}, exiting");
+                tracing::info!("signal {sig}, exiting");
                 std::process::exit(0);
             }
         })?;
@@ -226,7 +226,7 @@ pub fn units(args: UnitsArgs) -> Result<()> {
     if args.json {
         #[cfg(feature = "cuda")]
         {
-            let mut v = serde_json::to_value(&platform)?;
+            let mut v = hetsched_sim::output::versioned(&platform)?;
             if let Some(o) = v.as_object_mut() {
                 o.insert("gpus".into(), serde_json::to_value(&gpus.gpus)?);
                 o.insert("gpu_notes".into(), serde_json::to_value(&gpus.notes)?);
@@ -237,7 +237,7 @@ pub fn units(args: UnitsArgs) -> Result<()> {
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let mut v = serde_json::to_value(&platform)?;
+            let mut v = hetsched_sim::output::versioned(&platform)?;
             if let Some(o) = v.as_object_mut() {
                 o.insert("served".into(), serde_json::to_value(&served)?);
                 o.insert("devices".into(), serde_json::to_value(&devices)?);

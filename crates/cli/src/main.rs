@@ -29,6 +29,8 @@ mod shown;
 mod sim_cmd;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod spin_kernel;
+mod status_csv;
+mod top;
 mod values;
 
 use anyhow::Result;
@@ -53,6 +55,8 @@ enum Command {
     Daemon(daemon_cmd::DaemonArgs),
     /// Show units, clients, shares, utilisation and queues.
     Status(admin::StatusArgs),
+    /// A live view of the daemon: units, clients, coordination (q quits)
+    Top(top::TopArgs),
     /// Change a client's class, shares or priority.
     #[command(subcommand)]
     Shares(admin::SharesCommand),
@@ -124,15 +128,39 @@ pub(crate) fn write_out(text: &str) -> Result<()> {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // The daemon reports what it does; other commands only what went wrong.
+    hetsched_runtime::logging::init(match cli.command {
+        Command::Daemon(_) => "info",
+        _ => "warn",
+    });
     match run(cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
         // Nobody reads any more: stop, as a command killed by SIGPIPE would,
         // without a message (and with success, so `set -o pipefail` scripts
         // that cut the output short do not fail).
-        Err(e) if e.chain().any(|c| c.is::<StdoutClosed>()) => Ok(()),
-        other => other,
+        Err(e) if e.chain().any(|c| c.is::<StdoutClosed>()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hetsched: {}", one_sentence(&e));
+            std::process::ExitCode::FAILURE
+        }
     }
+}
+
+/// An error and its causes on one line, each cause said once (a message
+/// that already quotes its cause is not followed by it again), and no
+/// backtrace: these are conditions people meet, not bugs.
+fn one_sentence(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// `hetsched.1` and one page per visible subcommand (`hetsched-daemon.1`).
@@ -159,6 +187,7 @@ fn run(command: Command) -> Result<()> {
     match command {
         Command::Daemon(args) => daemon_cmd::run(args),
         Command::Status(args) => admin::status(args),
+        Command::Top(args) => top::run(args),
         Command::Shares(cmd) => admin::shares(cmd),
         Command::Run(args) => admin::run(args),
         Command::Domains(args) => admin::domains(args),

@@ -4,6 +4,7 @@ use crate::write_out;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_sim::balance::{self, BalanceReport};
+use hetsched_sim::output::versioned;
 use hetsched_sim::pegasus::{self, PegasusReport};
 use hetsched_sim::report::ScenarioReport;
 use hetsched_sim::{catalog, output, run};
@@ -120,18 +121,14 @@ enum Simulated {
 impl Simulated {
     fn to_value(&self) -> Result<serde_json::Value> {
         Ok(match self {
-            Simulated::Tasks(r) => serde_json::to_value(r)?,
-            Simulated::Threads(r) => serde_json::to_value(r)?,
-            Simulated::Backend(r) => serde_json::to_value(r)?,
+            Simulated::Tasks(r) => versioned(r)?,
+            Simulated::Threads(r) => versioned(r)?,
+            Simulated::Backend(r) => versioned(r)?,
         })
     }
 
     fn to_json(&self) -> Result<String> {
-        Ok(match self {
-            Simulated::Tasks(r) => serde_json::to_string_pretty(r)?,
-            Simulated::Threads(r) => serde_json::to_string_pretty(r)?,
-            Simulated::Backend(r) => serde_json::to_string_pretty(r)?,
-        })
+        Ok(serde_json::to_string_pretty(&self.to_value()?)?)
     }
 
     fn render_table(&self) -> String {
@@ -216,8 +213,11 @@ fn simulate_threads(name: &str, common: &CommonArgs) -> Result<BalanceReport> {
         let written = output::write_outputs(&report.to_scenario_report(), dir)
             .with_context(|| format!("writing results to {}", dir.display()))?;
         let json = dir.join(output::REPORT_JSON);
-        std::fs::write(&json, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing {}", json.display()))?;
+        std::fs::write(
+            &json,
+            serde_json::to_string_pretty(&versioned(&report)?)? + "\n",
+        )
+        .with_context(|| format!("writing {}", json.display()))?;
         for path in written {
             eprintln!("wrote {}", path.display());
         }

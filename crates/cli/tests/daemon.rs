@@ -835,3 +835,45 @@ fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
     assert_eq!(String::from_utf8_lossy(&buf[..n]).trim(), "STOPPING=1");
     assert!(child.0.wait().unwrap().success());
 }
+
+/// The daemon logs one line per client connecting and leaving (pid, uid,
+/// name) and per settings change, at info level.
+#[test]
+fn the_daemon_logs_clients_and_settings_changes() {
+    use hetsched_protocol::{SettingsRequest, WireClass};
+    let d = TestDaemon::start_logged("logging", ONE_GPU);
+    let mut c = d.app("logged \"app\"");
+    c.set_settings(
+        None,
+        None,
+        SettingsRequest {
+            class: Some(WireClass::Normal(7)),
+            priority: None,
+        },
+    )
+    .unwrap();
+    drop(c);
+    let pid = std::process::id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let log = d.log_text();
+        let lines: Vec<String> = log
+            .lines()
+            .filter(|l| l.contains(r#"name="logged \"app\"""#) || l.contains("settings changed"))
+            .map(str::to_string)
+            .collect();
+        if lines.iter().any(|l| l.contains("client disconnected")) {
+            break lines;
+        }
+        assert!(Instant::now() < deadline, "no disconnect line in: {log}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(
+        lines[0].contains("INFO") && lines[0].contains("client connected"),
+        "{lines:#?}"
+    );
+    assert!(lines[0].contains(&format!("pid={pid}")) && lines[0].contains("uid="));
+    assert!(lines[1].contains("settings changed") && lines[1].contains("Normal(7)"));
+    assert!(lines[2].contains("client disconnected"), "{lines:#?}");
+}

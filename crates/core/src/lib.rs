@@ -5,6 +5,12 @@
 //! no thread: the daemon, the runtime, the balancer and the simulator all
 //! drive the same code, passing time in as an argument.
 
+/// The version of every JSON document hetsched writes for people's
+/// scripts (`schema_version`: `hetsched status --json`, `units --json`, the
+/// simulator's and the demo's reports). Within one version, fields are only
+/// added, never removed or changed in meaning.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
 pub mod backend_policy;
 pub mod balance;
 pub mod coordination;

@@ -155,6 +155,11 @@ impl ConnIo {
                 Ok(None) => return Served::Open,
                 Err(e) => {
                     // Framing is lost: say why and drop this client only.
+                    tracing::info!(
+                        client = self.client.map(|c| c.0),
+                        pid = self.peer.pid,
+                        "bad frame, closing the connection: {e}"
+                    );
                     send_now(
                         &self.stream,
                         &DaemonMsg::Error {
@@ -217,6 +222,7 @@ impl ConnIo {
         let mut state = shared.lock();
         let mut out = Outbox::default();
         let now = shared.now();
+        let name = state.monitor.client(id).map(|c| c.name.clone());
         state.monitor.disconnect(id, gone, now, &mut out);
         for executor in state.kernel_jobs.values() {
             let _ = executor.send(ExecJob::Forget(id));
@@ -228,6 +234,14 @@ impl ConnIo {
         shared.save_store(&mut state);
         drop(state);
         shared.wake();
+        tracing::info!(
+            client = id.0,
+            pid = self.peer.pid,
+            name = ?name.unwrap_or_default(),
+            goodbye = self.said_goodbye,
+            process_gone = gone,
+            "client disconnected"
+        );
     }
 }
 
@@ -269,6 +283,8 @@ fn hello(
     };
     let mut state = shared.lock();
     let now = shared.now();
+    let logged_name = name.clone();
+    let asked = (!requested.is_empty()).then(|| format!("{requested:?}"));
     let (id, welcome) = state
         .monitor
         .hello(peer.clone(), name, role, requested, now);
@@ -299,6 +315,15 @@ fn hello(
     state.conns.insert(id, conn);
     shared.save_store(&mut state);
     drop(state);
+    tracing::info!(
+        client = id.0,
+        pid = peer.pid,
+        uid = peer.uid,
+        name = ?logged_name,
+        ?role,
+        asked = asked.as_deref(),
+        "client connected"
+    );
     if sent.is_err() {
         // Registered but unreachable: the read loop sees the closed socket
         // and disconnects it.
@@ -451,6 +476,8 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
     let now = shared.now();
     let mut out = Outbox::default();
     let mut wake = false;
+    // Logged once the lock is released.
+    let mut changed: Option<String> = None;
     let st = &mut *state;
     match msg {
         ClientMsg::Hello { .. } => refuse(
@@ -532,7 +559,14 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                 &procfs::LiveProcesses,
                 now,
             ) {
-                Ok(reply) => out.push(id, reply),
+                Ok(reply) => {
+                    changed = Some(format!(
+                        "{settings:?} for pid {} on {}",
+                        target_pid.map_or_else(|| "(own)".into(), |p| p.to_string()),
+                        unit.map_or_else(|| "every unit".into(), |u| format!("unit {}", u.0))
+                    ));
+                    out.push(id, reply);
+                }
                 Err(r) => refuse(&mut out, id, r, None),
             }
             shared.save_store(st);
@@ -603,11 +637,24 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
         }
         ClientMsg::Goodbye => {}
     }
+    let refused = out.refusals_to(id);
+    let pid = if refused.is_empty() && changed.is_none() {
+        0
+    } else {
+        st.monitor.client(id).map_or(0, |c| c.peer.pid)
+    };
     st.deliver(&mut out);
     let served = st.conns.get(&id).is_some_and(|c| !c.cut_off);
     drop(state);
     if wake {
         shared.wake();
+    }
+    if let Some(change) = changed {
+        tracing::info!(client = id.0, pid, "settings changed: {change}");
+    }
+    for (code, message) in refused {
+        // Debug: a client that keeps asking wrongly must not fill the log.
+        tracing::debug!(client = id.0, pid, ?code, "refused: {message}");
     }
     served
 }

@@ -26,8 +26,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
     } else if may_renice() {
         Some(Renicer::default())
     } else {
-        eprintln!(
-            "hetsched daemon: cpu_nice_from_shares needs root (only root can give a thread \
+        tracing::warn!(
+            "cpu_nice_from_shares needs root (only root can give a thread \
              its priority back); nice levels are left alone"
         );
         None
@@ -35,12 +35,12 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut cgroups = if shared.setup.cpu_cgroups {
         match CpuCgroups::open() {
             Ok(cg) => {
-                eprintln!("hetsched daemon: cpu_cgroups: {}", cg.describe());
+                tracing::info!("cpu_cgroups: {}", cg.describe());
                 Some(cg)
             }
             Err(why) => {
-                eprintln!(
-                    "hetsched daemon: cpu_cgroups: {why}; client CPU shares are not enforced \
+                tracing::warn!(
+                    "cpu_cgroups: {why}; client CPU shares are not enforced \
                      through cgroups"
                 );
                 None

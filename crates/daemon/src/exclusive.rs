@@ -316,7 +316,7 @@ impl ExclusiveGuard {
 
 impl Drop for ExclusiveGuard {
     fn drop(&mut self) {
-        self.restore(&mut |line| eprintln!("hetsched daemon: {line}"));
+        self.restore(&mut |line| tracing::info!("{line}"));
     }
 }
 

@@ -226,13 +226,13 @@ fn gated_device_units(
         return Vec::new();
     }
     let mut served: Vec<&String> = served_kinds.iter().collect();
-    crate::devices::discover(&mut |note| eprintln!("hetsched daemon: {note}"))
+    crate::devices::discover(&mut |note| tracing::info!("{note}"))
         .into_iter()
         .filter(|d| match served.iter().position(|k| **k == d.kind) {
             Some(i) => {
                 served.remove(i);
-                eprintln!(
-                    "hetsched daemon: {} is served by the daemon too: its served unit's agent \
+                tracing::info!(
+                    "{} is served by the daemon too: its served unit's agent \
                      arbitrates both",
                     d.name
                 );
@@ -304,7 +304,7 @@ fn served_opencl_units(
     let backends = match crate::kernel_exec::opencl::open_all(cfg.max_region_mb << 20) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("hetsched daemon: opencl_units = true, but no OpenCL device is served: {e}");
+            tracing::warn!("opencl_units = true, but no OpenCL device is served: {e}");
             return Vec::new();
         }
     };
@@ -324,8 +324,8 @@ fn served_opencl_units(
             format!("opencl:{}", info.name.trim()),
             backend.kernels(),
         );
-        eprintln!(
-            "hetsched daemon: serving OpenCL device {} as {}",
+        tracing::info!(
+            "serving OpenCL device {} as {}",
             info.name.trim(),
             setup.unit.name
         );
@@ -362,7 +362,7 @@ fn served_cuda_units(
     let backends = match crate::kernel_exec::cuda::open_all() {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("hetsched daemon: cuda_units = true, but no CUDA device is served: {e}");
+            tracing::warn!("cuda_units = true, but no CUDA device is served: {e}");
             return Vec::new();
         }
     };
@@ -377,8 +377,8 @@ fn served_cuda_units(
             format!("cuda:{}", info.name.trim()),
             backend.kernels(),
         );
-        eprintln!(
-            "hetsched daemon: serving CUDA device {} ({}) as {}",
+        tracing::info!(
+            "serving CUDA device {} ({}) as {}",
             info.ordinal,
             info.name.trim(),
             setup.unit.name

@@ -2,8 +2,8 @@
 //! kernel calls the units' policies started, handed to their executors.
 
 use hetsched_core::ids::{ClientId, UnitId};
-use hetsched_protocol::DaemonMsg;
 use hetsched_protocol::kernel_call::KernelCall;
+use hetsched_protocol::{DaemonMsg, ErrorCode};
 use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
 
@@ -50,6 +50,20 @@ impl Outbox {
 
     pub fn drain(&mut self) -> std::vec::Drain<'_, (ClientId, DaemonMsg)> {
         self.msgs.drain(..)
+    }
+
+    /// The errors decided so far for `client` (code and message), to log
+    /// once the state lock is released.
+    pub fn refusals_to(&self, client: ClientId) -> Vec<(ErrorCode, String)> {
+        self.msgs
+            .iter()
+            .filter_map(|(to, m)| match m {
+                DaemonMsg::Error { code, message, .. } if *to == client => {
+                    Some((*code, message.clone()))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn is_empty(&self) -> bool {

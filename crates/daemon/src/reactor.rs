@@ -135,7 +135,7 @@ impl Reactor {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => {
-                    eprintln!("hetsched daemon: epoll_wait failed: {e}");
+                    tracing::error!("epoll_wait failed: {e}");
                     std::thread::sleep(ACCEPT_PAUSE);
                     continue;
                 }
@@ -176,7 +176,7 @@ impl Reactor {
             epoll::EventData::new_u64(LISTENER),
             one_shot_in(),
         ) {
-            eprintln!("hetsched daemon: cannot re-arm the listening socket: {e}");
+            tracing::error!("cannot re-arm the listening socket: {e}");
         }
     }
 
@@ -188,7 +188,7 @@ impl Reactor {
         let conn = match ConnIo::new(stream, ticket, shared.setup.max_frame_bytes) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("hetsched daemon: no peer credentials, dropping connection: {e}");
+                tracing::warn!("no peer credentials, dropping connection: {e}");
                 return;
             }
         };
@@ -211,7 +211,7 @@ impl Reactor {
             None => return,
         };
         if let Err(e) = added {
-            eprintln!("hetsched daemon: cannot watch a new connection: {e}");
+            tracing::warn!("cannot watch a new connection: {e}");
             lock(&self.conns).remove(&token);
         }
     }
@@ -288,7 +288,7 @@ fn admit(admission: &Admission, stream: &UnixStream) -> Option<Admitted> {
     let uid = match rustix::net::sockopt::socket_peercred(stream) {
         Ok(cred) => cred.uid.as_raw(),
         Err(e) => {
-            eprintln!("hetsched daemon: no peer credentials, dropping connection: {e}");
+            tracing::warn!("no peer credentials, dropping connection: {e}");
             return None;
         }
     };
@@ -321,17 +321,14 @@ struct ErrorBurst {
 impl ErrorBurst {
     fn failed(&mut self, e: &std::io::Error) {
         if self.count == 0 {
-            eprintln!("hetsched daemon: accept failed: {e} (retrying every 10 ms)");
+            tracing::error!("accept failed: {e} (retrying every 10 ms)");
         }
         self.count += 1;
     }
 
     fn ended(&mut self) {
         if self.count > 1 {
-            eprintln!(
-                "hetsched daemon: accepting again after {} failed attempts",
-                self.count
-            );
+            tracing::info!("accepting again after {} failed attempts", self.count);
         }
         self.count = 0;
     }
@@ -353,8 +350,8 @@ pub(crate) fn raise_descriptor_limit(max_connections: u32) {
     };
     let wanted = 2 * u64::from(max_connections) + 64;
     if let Some(now) = now.filter(|&n| n < wanted) {
-        eprintln!(
-            "hetsched daemon: the open-file limit is {now}; {max_connections} connections \
+        tracing::warn!(
+            "the open-file limit is {now}; {max_connections} connections \
              (max_connections) need about {wanted}: raise LimitNOFILE / `ulimit -n`"
         );
     }

@@ -286,7 +286,7 @@ impl Server {
         crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
-        let mut log = |line: String| eprintln!("hetsched daemon: {line}");
+        let mut log = |line: String| tracing::warn!("{line}");
         let mut store = match SettingsStore::load_or_recover(&setup.state_path, &mut log) {
             Ok((store, _)) => store,
             Err(e) => {

@@ -213,16 +213,13 @@ fn write_until_stopped(inner: &Inner) {
                 slot.writes += 1;
                 not_before = started + inner.interval;
                 if failing.take().is_some() {
-                    eprintln!(
-                        "hetsched daemon: state file {} written again",
-                        inner.path.display()
-                    );
+                    tracing::info!("state file {} written again", inner.path.display());
                 }
             }
             Err(e) => {
                 let message = e.to_string();
                 if failing.as_deref() != Some(&message) {
-                    eprintln!("hetsched daemon: {message}; trying again in {RETRY_AFTER:?}");
+                    tracing::error!("{message}; trying again in {RETRY_AFTER:?}");
                 }
                 failing = Some(message);
                 not_before = Instant::now() + RETRY_AFTER;

@@ -77,7 +77,10 @@ impl ClientOptions {
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the hetsched daemon at {path}: {source} (is `hetsched daemon` running?)")]
+    #[error(
+        "cannot reach the hetsched daemon at {path}: {source} (is `hetsched daemon` running? \
+         A daemon on another socket: --socket PATH or HETSCHED_SOCKET)"
+    )]
     Connect { path: PathBuf, source: io::Error },
     /// The default socket's directory is missing or not safe to use.
     #[error("no safe place for the hetsched socket: {0}")]

@@ -35,5 +35,5 @@ pub use message::{
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};
 pub use socket::{recv_with_fds, send_with_fds};
-pub use status_json::{domain_of, status_json};
+pub use status_json::{SCHEMA_VERSION, domain_of, status_json};
 pub use unit_view::UnitView;

@@ -58,8 +58,8 @@ fn join_throttle(dir: &std::path::Path, worker: usize) {
     if let Err(e) = hetsched_platform::slow_cores::join_throttle(dir, tid)
         && worker == 0
     {
-        eprintln!(
-            "hetsched runtime: cannot join {} ({e}); this slow kind runs at full speed",
+        tracing::warn!(
+            "cannot join {} ({e}); this slow kind runs at full speed",
             dir.display()
         );
     }

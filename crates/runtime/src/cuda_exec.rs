@@ -35,17 +35,21 @@ pub(crate) fn unit_name(ordinal: usize) -> String {
 /// why, where CUDA is unusable.
 pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
     if std::env::var(DISABLE_ENV).is_ok_and(|v| v == "0") {
-        eprintln!("hetsched runtime: no CUDA units: disabled by {DISABLE_ENV}=0");
+        crate::notes::once("no-cuda", || {
+            format!("no CUDA units: disabled by {DISABLE_ENV}=0")
+        });
         return Vec::new();
     }
     let count = match crate::cuda::probe() {
         Ok(0) => {
-            eprintln!("hetsched runtime: no CUDA units: the CUDA driver reports no device");
+            crate::notes::once("no-cuda", || {
+                "no CUDA units: the CUDA driver reports no device".into()
+            });
             return Vec::new();
         }
         Ok(n) => n,
         Err(e) => {
-            eprintln!("hetsched runtime: no CUDA units: {e}");
+            crate::notes::once("no-cuda", || format!("no CUDA units: {e}"));
             return Vec::new();
         }
     };
@@ -54,7 +58,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
         let device = match CudaDevice::open(ordinal) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("hetsched runtime: cannot open CUDA device {ordinal}: {e}");
+                tracing::warn!("cannot open CUDA device {ordinal}: {e}");
                 continue;
             }
         };
@@ -64,8 +68,8 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
                 Err(e) => {
                     // The model still learns kernel times; placement just
                     // cannot charge copies it has no figures for.
-                    eprintln!(
-                        "hetsched runtime: CUDA device {ordinal} not calibrated ({e}); \
+                    tracing::warn!(
+                        "CUDA device {ordinal} not calibrated ({e}); \
                          its launch and copy costs count as 0"
                     );
                     (0, LinkCost::FREE, LinkCost::FREE)

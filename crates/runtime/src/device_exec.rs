@@ -75,7 +75,7 @@ pub(crate) fn start(sched: &Arc<Scheduler>, q: &mut Queues, u: usize) {
             if e.is_disconnect() || !client.is_connected() {
                 spawn_failover(sched);
             } else {
-                eprintln!("hetsched runtime: cannot submit to {}: {e}", info.name);
+                tracing::warn!("cannot submit to {}: {e}", info.name);
             }
             return;
         }
@@ -256,19 +256,17 @@ pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
                 match sched.link.failover() {
                     Ok(_) => {
                         if sched.link.recovered() {
-                            eprintln!(
-                                "hetsched runtime: the daemon is back; device calls run again"
-                            );
+                            tracing::warn!("the daemon is back; device calls run again");
                         }
                         break;
                     }
                     Err(e) => {
                         if let Some(why) = sched.link.give_up(since, &e) {
-                            eprintln!("hetsched runtime: {why}");
+                            tracing::warn!("{why}");
                             fail_daemon_calls(&sched, &why);
                         } else if sched.link.gave_up().is_none() {
-                            eprintln!(
-                                "hetsched runtime: failover failed ({e}); retrying in {:.2} s",
+                            tracing::warn!(
+                                "failover failed ({e}); retrying in {:.2} s",
                                 sched.link.retry_every().as_secs_f64()
                             );
                         }
@@ -281,6 +279,6 @@ pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
             sched.pump(&mut q);
         });
     if let Err(e) = spawned {
-        eprintln!("hetsched runtime: cannot start failover: {e}");
+        tracing::warn!("cannot start failover: {e}");
     }
 }

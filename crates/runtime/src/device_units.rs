@@ -61,10 +61,13 @@ impl<'m> DeviceUnits<'m> {
                     // Not the same device (another ICD order or device
                     // list than the daemon's), or one the daemon runs
                     // kernels on itself: keep the names apart.
-                    eprintln!(
-                        "hetsched runtime: the monitor's {} is {}, not this process's {}; \
+                    tracing::warn!(
+                        "the monitor's {} is {}, not this process's {}; \
                          driving the device unarbitrated as {}-own",
-                        m.name, m.kind, info.kind, info.name
+                        m.name,
+                        m.kind,
+                        info.kind,
+                        info.name
                     );
                     info.name = format!("{}-own", info.name);
                 }

@@ -75,7 +75,7 @@ impl Embedded {
             .name("hetsched-embedded".into())
             .spawn(move || {
                 if let Err(e) = server.run() {
-                    eprintln!("hetsched runtime: embedded monitor stopped: {e}");
+                    tracing::error!("embedded monitor stopped: {e}");
                 }
             })?;
         Ok(Embedded { dir })

@@ -62,7 +62,10 @@ mod gate_exec;
 mod handle;
 mod job;
 mod link;
+pub mod logging;
 pub mod model_store;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+mod notes;
 #[cfg(feature = "opencl")]
 mod opencl_exec;
 mod optimizer;

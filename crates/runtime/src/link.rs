@@ -67,8 +67,8 @@ impl Link {
                             ClientError::UntrustedDaemon { .. } | ClientError::SocketDir(_)
                         )
                     ) {
-                        eprintln!(
-                            "hetsched runtime: not using the daemon ({e}); running with an \
+                        tracing::warn!(
+                            "not using the daemon ({e}); running with an \
                              embedded monitor"
                         );
                     }
@@ -180,9 +180,7 @@ impl Link {
             MonitorMode::Auto => match self.reconnect_daemon() {
                 Ok(c) => c,
                 Err(e) => {
-                    eprintln!(
-                        "hetsched runtime: daemon unavailable ({e}); continuing with an embedded monitor"
-                    );
+                    tracing::warn!("daemon unavailable ({e}); continuing with an embedded monitor");
                     start_embedded(&self.opts, Some(&self.units))?
                 }
             },

@@ -24,7 +24,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
     let infos = match hetsched_opencl::devices() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("hetsched runtime: no OpenCL units: {e}");
+            crate::notes::once("no-opencl", || format!("no OpenCL units: {e}"));
             return Vec::new();
         }
     };
@@ -33,10 +33,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
         let device = match OpenClDevice::open(info.index) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!(
-                    "hetsched runtime: cannot open OpenCL device {}: {e}",
-                    info.name
-                );
+                tracing::warn!("cannot open OpenCL device {}: {e}", info.name);
                 continue;
             }
         };

@@ -175,7 +175,7 @@ fn apply(
         Action::Spread(on) => sched.set_spreading(on),
         Action::SetShares(shares) => {
             if let Err(e) = set_shares(sched, shares) {
-                eprintln!("hetsched optimizer: the monitor refused more shares ({e})");
+                tracing::warn!("the monitor refused more shares ({e})");
                 let previous = opt.shares().saturating_sub(goal.config.share_step);
                 opt.shares_refused(previous);
             }

@@ -124,7 +124,7 @@ impl Runtime {
             let path = model_store::model_path(&opts.resolved_model_dir(), &opts.name);
             let got = model_store::load(&path, &sched.kinds);
             if let Some(w) = &got.warning {
-                eprintln!("hetsched runtime: {w}");
+                tracing::warn!("{w}");
             }
             (got.models, Some(path))
         } else {
@@ -381,7 +381,7 @@ impl Drop for Runtime {
             let _ = w.join();
         }
         if let Err(e) = self.save_models() {
-            eprintln!("hetsched runtime: cannot save task models: {e}");
+            tracing::warn!("cannot save task models: {e}");
         }
     }
 }

@@ -311,8 +311,8 @@ impl Scheduler {
                 .map(|u| u.id);
             if found.is_none() {
                 let names: Vec<&str> = infos[..n_monitor].iter().map(|u| u.name.as_str()).collect();
-                eprintln!(
-                    "hetsched-runtime: native unit {name:?} is not one of the monitor's units ({}); not declared",
+                tracing::warn!(
+                    "native unit {name:?} is not one of the monitor's units ({}); not declared",
                     names.join(", ")
                 );
             }
@@ -717,8 +717,8 @@ impl Scheduler {
             if let Err(e) = client.run_device(at, 0, 0, buffer.bytes()) {
                 // The contents are host memory in emulation; only the
                 // modelled transfer time is lost.
-                eprintln!(
-                    "hetsched runtime: copy back from {} not modelled: {e}",
+                tracing::warn!(
+                    "copy back from {} not modelled: {e}",
                     self.units[at.index()].name
                 );
             }

@@ -200,6 +200,7 @@ pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<Str
         })
         .collect();
     let json = serde_json::json!({
+        "schema_version": hetsched_core::JSON_SCHEMA_VERSION,
         "runs": runs.iter().map(|(p, ratios)| {
             let mut run = serde_json::Map::new();
             for (_, s) in p {

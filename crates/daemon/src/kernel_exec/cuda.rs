@@ -130,7 +130,7 @@ pub fn open_all() -> Result<Vec<CudaBackend>, String> {
     for ordinal in 0..count {
         match CudaBackend::open(ordinal) {
             Ok(b) => out.push(b),
-            Err(e) => eprintln!("hetsched daemon: CUDA device {ordinal} is not served: {e}"),
+            Err(e) => tracing::warn!("CUDA device {ordinal} is not served: {e}"),
         }
     }
     Ok(out)

@@ -100,10 +100,7 @@ pub fn open_all(max_kept_bytes: u64) -> Result<Vec<OpenClBackend>, String> {
     for info in infos {
         match OpenClBackend::open(info.index, max_kept_bytes) {
             Ok(b) => out.push(b),
-            Err(e) => eprintln!(
-                "hetsched daemon: OpenCL device {} is not served: {e}",
-                info.name.trim()
-            ),
+            Err(e) => tracing::warn!("OpenCL device {} is not served: {e}", info.name.trim()),
         }
     }
     Ok(out)

@@ -385,7 +385,7 @@ impl<T: Clone + Send + 'static> Controller<T> {
                     });
                 }
                 Err(e) => {
-                    eprintln!("hetsched pipeline: keeping the old assignment: {e}");
+                    tracing::warn!("keeping the old assignment: {e}");
                     *replanner = Replanner::new(from, replanner.config());
                 }
             }

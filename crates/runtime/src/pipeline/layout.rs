@@ -392,7 +392,7 @@ fn open_opencl(name: &str) -> Option<hetsched_opencl::OpenClDevice> {
     match hetsched_opencl::OpenClDevice::open(index) {
         Ok(d) => Some(d),
         Err(e) => {
-            eprintln!("hetsched pipeline: cannot open {name} for its stages: {e}");
+            tracing::warn!("cannot open {name} for its stages: {e}");
             None
         }
     }
@@ -539,8 +539,8 @@ fn serve<T>(
 fn join_throttle(dir: &std::path::Path) {
     let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
     if let Err(e) = hetsched_platform::slow_cores::join_throttle(dir, tid) {
-        eprintln!(
-            "hetsched pipeline: cannot join {} ({e}); this lane runs at full speed",
+        tracing::warn!(
+            "cannot join {} ({e}); this lane runs at full speed",
             dir.display()
         );
     }

@@ -53,9 +53,23 @@ pub fn write_outputs(report: &ScenarioReport, dir: &Path) -> io::Result<Vec<Path
 
 /// The full report as pretty JSON (non-finite numbers become `null`).
 fn render_report_json(report: &ScenarioReport) -> io::Result<String> {
-    let mut json = serde_json::to_string_pretty(report)?;
+    let mut json = serde_json::to_string_pretty(&versioned(report)?)?;
     json.push('\n');
     Ok(json)
+}
+
+/// `value` as a JSON object with `schema_version`
+/// ([`hetsched_core::JSON_SCHEMA_VERSION`]) added; a value that is not an
+/// object is returned as it is.
+pub fn versioned<T: serde::Serialize>(value: &T) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(value)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "schema_version".into(),
+            hetsched_core::JSON_SCHEMA_VERSION.into(),
+        );
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

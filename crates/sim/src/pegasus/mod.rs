@@ -283,7 +283,8 @@ impl PegasusReport {
         let json = dir.join("report.json");
         std::fs::write(
             &json,
-            serde_json::to_string_pretty(self).map_err(std::io::Error::other)?,
+            serde_json::to_string_pretty(&crate::output::versioned(self)?)
+                .map_err(std::io::Error::other)?,
         )?;
         let svg = dir.join("relative.svg");
         std::fs::write(&svg, plot::relative_svg(self)?)?;
