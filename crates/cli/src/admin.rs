@@ -375,6 +375,8 @@ fn unit_width(r: &StatusReport) -> usize {
 /// Longest a unit's kind is shown: OpenCL and CUDA kinds carry the whole
 /// device name.
 const KIND_SHOWN: usize = 24;
+/// Longest client name the table shows whole.
+const NAME_SHOWN: usize = 32;
 
 /// `text`, cut to `max` characters with an ellipsis when longer.
 fn shorten(text: &str, max: usize) -> String {
@@ -474,9 +476,17 @@ fn table(r: &StatusReport, domains: &[DomainInfo], listing: Listing) -> String {
             listed.len()
         );
     }
+    // Names as wide as the longest listed (up to NAME_SHOWN), so that the
+    // columns after them line up.
+    let nw = listed
+        .iter()
+        .map(|c| c.name.chars().count().min(NAME_SHOWN))
+        .max()
+        .unwrap_or(0)
+        .max(4);
     let _ = writeln!(
         s,
-        "\n{:<6} {:>8} {:>6} {:<16} {:<uw$} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9}",
+        "\n{:<6} {:>8} {:>6} {:<nw$} {:<uw$} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9}",
         "CLIENT",
         "PID",
         "UID",
@@ -494,11 +504,11 @@ fn table(r: &StatusReport, domains: &[DomainInfo], listing: Listing) -> String {
             let unit = unit_name(r, cu.unit);
             let _ = writeln!(
                 s,
-                "{:<6} {:>8} {:>6} {:<16} {:<uw$} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9.3}",
+                "{:<6} {:>8} {:>6} {:<nw$} {:<uw$} {:<14} {:>5} {:>6} {:>6} {:>5} {:>9.3}",
                 c.id.0,
                 c.pid,
                 c.uid,
-                c.name,
+                shorten(&c.name, NAME_SHOWN),
                 unit,
                 cu.settings.class.to_string(),
                 cu.settings.priority,

@@ -77,7 +77,12 @@ pub struct DaemonConfig {
     pub policies: BTreeMap<String, PolicyKind>,
     /// Discover the CPUs as units (off: emulated units only).
     pub include_cpus: bool,
-    /// Cache of the CPU calibration.
+    /// Where the CPU calibration (dispatch latency, memcpy bandwidth per
+    /// kind) is kept, so that it is measured once per machine rather than
+    /// at every start. Default: `/var/cache/hetsched/calibration.json` for
+    /// root, `$XDG_CACHE_HOME/hetsched/calibration.json` otherwise; `""`
+    /// measures afresh every time. A cache made on another CPU set is
+    /// measured again.
     pub calibration_cache: Option<PathBuf>,
     /// Emulated devices (`[[emulated]]` tables). Their numbers are
     /// bounded too: `streams` 1..=64, `speed` in (0, 1e6], `copy_gbps`
@@ -321,6 +326,23 @@ impl DaemonConfig {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
             .unwrap_or_else(std::env::temp_dir);
         base.join("hetsched/state.json")
+    }
+
+    /// [`DaemonConfig::calibration_cache`], or its default; `None` when
+    /// set to `""`.
+    pub fn calibration_cache_path(&self) -> Option<PathBuf> {
+        match &self.calibration_cache {
+            Some(p) if p.as_os_str().is_empty() => None,
+            Some(p) => Some(p.clone()),
+            None if rustix::process::getuid().is_root() => {
+                Some(PathBuf::from("/var/cache/hetsched/calibration.json"))
+            }
+            None => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|base| base.join("hetsched/calibration.json")),
+        }
     }
 
     pub fn socket_path(&self) -> PathBuf {

@@ -67,7 +67,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     let platform = hetsched_platform::discover(&PlatformConfig {
         emulated: cfg.emulated.clone(),
         include_cpus: cfg.include_cpus,
-        calibration_cache: cfg.calibration_cache.clone(),
+        calibration_cache: cfg.calibration_cache_path(),
         slow_cores: cfg.slow_cores.clone(),
     })?;
     let throttles = set_up_throttles(cfg, &platform)?;

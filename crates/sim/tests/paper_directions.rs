@@ -69,7 +69,7 @@ fn starpu_comparison_orders_hetsched_dmda_eager() {
 #[test]
 fn shares_are_tracked_within_three_points() {
     let r = run("rinnegan-shares", 1);
-    let on_gpu_b = &policy(&r, "native").unit_time["gpu-b"];
+    let on_gpu_b = &policy(&r, "native").unit_time["gpu-big"];
     for (app, share) in [
         ("histogram", 25.0),
         ("grep", 25.0),
