@@ -128,7 +128,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut coordinator = Coordinator::new(shared.setup.coordinator, supply.clone());
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
     loop {
-        std::thread::sleep(shared.setup.tick);
+        if !shared.stop.pause(shared.setup.tick) {
+            return;
+        }
         let gathered = gather(&shared);
         let now = gathered.at;
         step(

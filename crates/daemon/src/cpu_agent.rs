@@ -55,7 +55,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
             let targets = shared.lock().monitor.cpu_cgroup_targets();
             cg.apply(&targets);
         }
-        std::thread::sleep(shared.setup.cpu_scan);
+        if !shared.stop.pause(shared.setup.cpu_scan) {
+            return;
+        }
     }
 }
 

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 /// The listener's token; connections count from 1.
 const LISTENER: u64 = 0;
+/// The stop eventfd's token.
+const STOP: u64 = u64::MAX;
 
 /// How often pending handshakes are checked (a silent connection lives at
 /// most the deadline plus this).
@@ -75,9 +77,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serves `listener` until the process ends: starts the workers and
-/// becomes one of them.
-pub(crate) fn serve(shared: &Arc<Shared>, listener: UnixListener) -> std::io::Result<()> {
+/// Wakes every worker so that they stop: an eventfd in the epoll set,
+/// level-triggered, so every `epoll_wait` returns it once written.
+pub(crate) struct ReactorStop {
+    fd: OwnedFd,
+}
+
+impl ReactorStop {
+    pub fn stop(&self) {
+        // Only fails when the counter would overflow: it is written once.
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+}
+
+/// Serves `listener` from [`worker_count`] threads until [`ReactorStop`]
+/// is written: the handles to join, and the way to stop them.
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    listener: UnixListener,
+) -> std::io::Result<(Vec<std::thread::JoinHandle<()>>, ReactorStop)> {
     listener.set_nonblocking(true)?;
     let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
     epoll::add(
@@ -85,6 +103,16 @@ pub(crate) fn serve(shared: &Arc<Shared>, listener: UnixListener) -> std::io::Re
         &listener,
         epoll::EventData::new_u64(LISTENER),
         one_shot_in(),
+    )?;
+    let stop = rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+    )?;
+    epoll::add(
+        &epoll,
+        &stop,
+        epoll::EventData::new_u64(STOP),
+        epoll::EventFlags::IN,
     )?;
     let reactor = Arc::new(Reactor {
         epoll,
@@ -101,7 +129,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, listener: UnixListener) -> std::io::Re
         accept_errors: Mutex::new(ErrorBurst::default()),
     });
     let mut workers = Vec::new();
-    for i in 1..worker_count() {
+    for i in 0..worker_count() {
         let (reactor, shared) = (Arc::clone(&reactor), Arc::clone(shared));
         workers.push(
             std::thread::Builder::new()
@@ -109,11 +137,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, listener: UnixListener) -> std::io::Re
                 .spawn(move || reactor.work(&shared))?,
         );
     }
-    reactor.work(shared);
-    for w in workers {
-        let _ = w.join();
-    }
-    Ok(())
+    Ok((workers, ReactorStop { fd: stop }))
 }
 
 fn one_shot_in() -> epoll::EventFlags {
@@ -142,6 +166,7 @@ impl Reactor {
             }
             for event in &events {
                 match event.data.u64() {
+                    STOP => return,
                     LISTENER => self.accept_all(shared),
                     token => self.serve_conn(shared, token, &mut buf),
                 }

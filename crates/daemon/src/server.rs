@@ -216,6 +216,8 @@ pub(crate) struct Shared {
     pub cpu_unit_slots: Vec<u32>,
     /// Writes the settings store off the lock ([`Shared::save_store`]).
     store_writer: StoreWriter,
+    /// Set when the server stops ([`RunningServer::stop`]).
+    pub(crate) stop: crate::stop::StopSignal,
 }
 
 impl Shared {
@@ -328,6 +330,7 @@ impl Server {
                 setup,
                 cpu_unit_slots,
                 store_writer,
+                stop: Default::default(),
             }),
             listener,
             metrics,
@@ -353,35 +356,112 @@ impl Server {
 
     /// Serves until the process ends.
     pub fn run(self) -> std::io::Result<()> {
+        self.spawn()?.wait();
+        Ok(())
+    }
+
+    /// Starts serving on threads of its own: the timer, the CPU agent,
+    /// one executor per served unit, the coordinator (when on), the
+    /// connection workers and the metrics listener. The handle stops and
+    /// joins every one of them ([`RunningServer::stop`], or dropping it).
+    pub fn spawn(self) -> std::io::Result<RunningServer> {
+        let mut running = RunningServer {
+            shared: Arc::clone(&self.shared),
+            threads: Vec::new(),
+            reactor: None,
+            unblock_metrics: None,
+        };
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(f)
+        };
         let timer = Arc::clone(&self.shared);
-        std::thread::Builder::new()
-            .name("hetsched-timer".into())
-            .spawn(move || crate::timer::run(&timer))?;
+        running.threads.push(spawn(
+            "hetsched-timer",
+            Box::new(move || crate::timer::run(&timer)),
+        )?);
         let agent = Arc::clone(&self.shared);
-        std::thread::Builder::new()
-            .name("hetsched-cpu".into())
-            .spawn(move || crate::cpu_agent::run(agent))?;
+        running.threads.push(spawn(
+            "hetsched-cpu",
+            Box::new(move || crate::cpu_agent::run(agent)),
+        )?);
         for (unit, backend) in self.shared.setup.kernel_backends.take() {
             let (tx, rx) = std::sync::mpsc::channel();
             self.shared.lock().kernel_jobs.insert(unit, tx);
             let shared = Arc::clone(&self.shared);
-            std::thread::Builder::new()
-                .name(format!("hetsched-exec{}", unit.0))
-                .spawn(move || crate::kernel_exec::run(&shared, unit, backend, rx))?;
+            running.threads.push(spawn(
+                &format!("hetsched-exec{}", unit.0),
+                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, rx)),
+            )?);
         }
         if self.shared.setup.coordination.is_on() {
             let coordinator = Arc::clone(&self.shared);
-            std::thread::Builder::new()
-                .name("hetsched-coord".into())
-                .spawn(move || crate::coordinator::run(coordinator))?;
+            running.threads.push(spawn(
+                "hetsched-coord",
+                Box::new(move || crate::coordinator::run(coordinator)),
+            )?);
         }
         if let Some(metrics) = self.metrics {
+            running.unblock_metrics = Some(Box::new(metrics.unblocker()));
             let shared = Arc::clone(&self.shared);
-            std::thread::Builder::new()
-                .name("hetsched-metrics".into())
-                .spawn(move || metrics.serve(&shared))?;
+            running.threads.push(spawn(
+                "hetsched-metrics",
+                Box::new(move || metrics.serve(&shared)),
+            )?);
         }
-        crate::reactor::serve(&self.shared, self.listener)
+        let (workers, stop) = crate::reactor::start(&self.shared, self.listener)?;
+        running.threads.extend(workers);
+        running.reactor = Some(stop);
+        Ok(running)
+    }
+}
+
+/// A server serving on its own threads; dropping it stops them.
+pub struct RunningServer {
+    shared: Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    reactor: Option<crate::reactor::ReactorStop>,
+    unblock_metrics: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("socket", &self.shared.setup.socket)
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+impl RunningServer {
+    /// Waits for the threads, which end only when stopped from elsewhere.
+    fn wait(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Tells every thread to stop, wakes those that sleep, and joins them.
+    /// Connections still open are closed; nothing is sent to them.
+    pub fn stop(&mut self) {
+        self.shared.stop.stop();
+        self.shared.wake();
+        if let Some(r) = &self.reactor {
+            r.stop();
+        }
+        if let Some(unblock) = &self.unblock_metrics {
+            unblock();
+        }
+        // Executors end when their queues close.
+        self.shared.lock().kernel_jobs.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -45,6 +45,9 @@ pub(crate) fn run(shared: &Shared) {
     let mut last_call: Option<Ns> = None;
     let mut state = shared.lock();
     loop {
+        if shared.stop.is_stopped() {
+            return;
+        }
         // Parked before the rings are drained: a call pushed after this
         // look rings the bell, and the sleep below returns at once.
         let seen = shared.doorbell.park();

@@ -6,7 +6,7 @@
 use hetsched_daemon::agent::UnitSetup;
 use hetsched_daemon::config::DaemonConfig;
 use hetsched_daemon::launch;
-use hetsched_daemon::server::{DaemonSetup, Server};
+use hetsched_daemon::server::{DaemonSetup, RunningServer, Server};
 use hetsched_protocol::UnitInfo;
 use std::path::{Path, PathBuf};
 
@@ -26,10 +26,12 @@ pub enum EmbeddedError {
     Io(#[from] std::io::Error),
 }
 
-/// A running embedded monitor. Its threads live as long as the process;
-/// dropping this removes its socket, so nobody else can reach it.
+/// A running embedded monitor. Dropping it stops and joins every thread
+/// it started, then removes its socket's directory.
 #[derive(Debug)]
 pub struct Embedded {
+    /// First field: stopped before the directory goes.
+    _server: RunningServer,
     dir: tempfile::TempDir,
 }
 
@@ -70,14 +72,10 @@ impl Embedded {
             .tempdir()?;
         setup.socket = dir.path().join("hetsched.sock");
         setup.state_path = dir.path().join("state.json");
-        let server = Server::bind(setup)?;
-        std::thread::Builder::new()
-            .name("hetsched-embedded".into())
-            .spawn(move || {
-                if let Err(e) = server.run() {
-                    tracing::error!("embedded monitor stopped: {e}");
-                }
-            })?;
-        Ok(Embedded { dir })
+        let server = Server::bind(setup)?.spawn()?;
+        Ok(Embedded {
+            _server: server,
+            dir,
+        })
     }
 }

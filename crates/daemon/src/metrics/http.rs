@@ -10,7 +10,7 @@ use tiny_http::{Header, Method, Response};
 
 /// A bound metrics listener, not yet serving.
 pub struct MetricsListener {
-    http: tiny_http::Server,
+    http: Arc<tiny_http::Server>,
 }
 
 impl std::fmt::Debug for MetricsListener {
@@ -31,7 +31,9 @@ pub struct MetricsBindError {
 impl MetricsListener {
     pub fn bind(addr: SocketAddr) -> Result<MetricsListener, MetricsBindError> {
         tiny_http::Server::http(addr)
-            .map(|http| MetricsListener { http })
+            .map(|http| MetricsListener {
+                http: Arc::new(http),
+            })
             .map_err(|e| MetricsBindError {
                 addr,
                 why: e.to_string(),
@@ -43,7 +45,13 @@ impl MetricsListener {
         self.http.server_addr().to_ip()
     }
 
-    /// Answers requests until the process ends.
+    /// Ends [`MetricsListener::serve`] (from another thread).
+    pub(crate) fn unblocker(&self) -> impl Fn() + Send + Sync + 'static {
+        let http = Arc::clone(&self.http);
+        move || http.unblock()
+    }
+
+    /// Answers requests until [`MetricsListener::unblocker`]'s call.
     pub(crate) fn serve(self, shared: &Arc<Shared>) {
         for request in self.http.incoming_requests() {
             let path = request.url().split('?').next().unwrap_or("");

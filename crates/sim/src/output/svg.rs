@@ -245,13 +245,15 @@ fn draw_relative(
     scenario: &str,
 ) -> DrawResult<()> {
     root.fill(&WHITE)?;
-    let finite = series
+    let finite: Vec<f64> = series
         .iter()
         .flat_map(|s| s.values.iter().copied())
-        .filter(|v| v.is_finite());
-    // Always show 0 and the native line at 1.0, whatever the data; the
-    // headroom above the tallest bar keeps the legend clear of the bars.
-    let (lowest, highest) = finite.fold((0.0_f64, 1.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        .filter(|v| v.is_finite())
+        .collect();
+    let scale = YScale::for_values(&finite);
+    // Always show the native line at 1.0, whatever the data; the headroom
+    // above the tallest bar keeps the legend clear of the bars.
+    let (lowest, highest) = scale.range(&finite);
     // Group g is centred on x = g * GROUP; its bars share 80 % of the slot.
     let x_range = -GROUP / 2..groups.len() as i32 * GROUP - GROUP / 2;
     let group_centres: Vec<i32> = (0..groups.len() as i32).map(|g| g * GROUP).collect();
@@ -272,15 +274,17 @@ fn draw_relative(
         .y_label_area_size(56)
         .build_cartesian_2d(
             x_range.clone().with_key_points(group_centres),
-            lowest..highest * 1.3,
+            lowest..highest,
         )?;
+    let y_label = |y: &f64| scale.label(*y);
     chart
         .configure_mesh()
         .disable_x_mesh()
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 13))
         .x_label_formatter(&group_label)
-        .y_desc("relative throughput (× native)")
+        .y_label_formatter(&y_label)
+        .y_desc(scale.description())
         .draw()?;
 
     let bar_width = GROUP * 8 / 10 / series.len().max(1) as i32;
@@ -295,7 +299,7 @@ fn draw_relative(
                 let left = g as i32 * GROUP - GROUP * 4 / 10 + k as i32 * bar_width;
                 // A 10 % gap between neighbouring bars keeps similar colours apart.
                 Rectangle::new(
-                    [(left, 0.0), (left + bar_width * 9 / 10, v)],
+                    [(left, lowest), (left + bar_width * 9 / 10, scale.y(v))],
                     colour.filled(),
                 )
             });
@@ -306,7 +310,7 @@ fn draw_relative(
     }
     chart
         .draw_series(DashedLineSeries::new(
-            [(x_range.start, 1.0), (x_range.end, 1.0)],
+            [(x_range.start, scale.y(1.0)), (x_range.end, scale.y(1.0))],
             6,
             4,
             BLACK.stroke_width(1),
@@ -315,7 +319,7 @@ fn draw_relative(
         .legend(|(x, y)| PathElement::new([(x, y), (x + 12, y)], BLACK));
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font((FONT, 13))
@@ -323,10 +327,103 @@ fn draw_relative(
     Ok(())
 }
 
+/// The relative-throughput axis: linear from 0, or logarithmic when the
+/// bars span more than [`LOG_SPAN`]× (a 30× bar would flatten every bar
+/// near 1 into the axis). On a log axis bars are drawn as log10 of their
+/// value, and the labels show the values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum YScale {
+    Linear,
+    Log,
+}
+
+/// Largest ratio between the tallest and the shortest bar on a linear axis.
+const LOG_SPAN: f64 = 30.0;
+
+impl YScale {
+    fn for_values(values: &[f64]) -> YScale {
+        let positive = values.iter().copied().filter(|v| *v > 0.0);
+        let (lo, hi) = positive.fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+        if hi > 0.0 && hi / lo > LOG_SPAN {
+            YScale::Log
+        } else {
+            YScale::Linear
+        }
+    }
+
+    /// Where value `v` is drawn.
+    fn y(self, v: f64) -> f64 {
+        match self {
+            YScale::Linear => v,
+            YScale::Log => v.max(1e-9).log10(),
+        }
+    }
+
+    /// The axis range, in drawn units, with 1.0 always inside.
+    fn range(self, values: &[f64]) -> (f64, f64) {
+        match self {
+            YScale::Linear => {
+                let (lo, hi) = values
+                    .iter()
+                    .fold((0.0_f64, 1.0_f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                (lo, hi * 1.3)
+            }
+            YScale::Log => {
+                let (lo, hi) = values
+                    .iter()
+                    .filter(|v| **v > 0.0)
+                    .fold((1.0_f64, 1.0_f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                // Whole decades below, and room for the legend above.
+                (lo.log10().floor(), hi.log10() + 1.0)
+            }
+        }
+    }
+
+    /// The value a grid line at drawn height `y` stands for.
+    fn label(self, y: f64) -> String {
+        match self {
+            YScale::Linear => format!("{y:.1}"),
+            YScale::Log => {
+                let v = 10f64.powf(y);
+                if v >= 10.0 {
+                    format!("{v:.0}")
+                } else if v >= 1.0 {
+                    format!("{v:.1}")
+                } else {
+                    format!("{v:.2}")
+                }
+            }
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            YScale::Linear => "relative throughput (× native)",
+            YScale::Log => "relative throughput (× native, log scale)",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::output::tests::{poisoned_report, sample_report};
+
+    #[test]
+    fn bars_spanning_thirty_times_get_a_log_axis_with_one_inside() {
+        assert_eq!(YScale::for_values(&[0.5, 1.0, 12.0]), YScale::Linear);
+        let values = [0.3, 1.0, 32.0];
+        let log = YScale::for_values(&values);
+        assert_eq!(log, YScale::Log);
+        let (lo, hi) = log.range(&values);
+        assert!(lo <= log.y(0.3) && hi > log.y(32.0) && lo < log.y(1.0));
+        assert_eq!(log.label(log.y(20.0)), "20");
+        assert_eq!(log.label(log.y(3.16)), "3.2");
+        assert_eq!(log.label(log.y(0.5)), "0.50");
+        assert_eq!(YScale::Linear.range(&[0.5, 2.0]), (0.0, 2.6));
+    }
     use std::collections::BTreeMap;
 
     /// plotters writes each label as `<text ...>\nLABEL\n</text>`.

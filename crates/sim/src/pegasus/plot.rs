@@ -29,7 +29,7 @@ fn draw(r: &PegasusReport, out: &mut String) -> Result<(), Box<dyn std::error::E
     let slot = per as i32 + 1;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("{}: throughput relative to `none`", r.scenario),
+            format!("{}: throughput relative to policy none", r.scenario),
             ("sans-serif", 18),
         )
         .margin(12)
