@@ -25,6 +25,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 budget=${GPU_CHECK_BUDGET_S:-480}
 export CARGO_TERM_COLOR=never
+# On the GPU machine a test that finds no CUDA device fails instead of
+# skipping (crates/platform/src/test_support.rs).
+export HETSCHED_TEST_REQUIRE=cuda
 
 fragments=() # "key": value pairs of the report, in order
 summary=()   # one line per step for the end

@@ -224,7 +224,7 @@ mod tests {
         let avail = match Availability::probe() {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("skipped: {e}");
+                hetsched_platform::test_support::available("perf", Err(e.to_string()));
                 return;
             }
         };
@@ -267,7 +267,7 @@ mod tests {
         let avail = match Availability::probe() {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("skipped: {e}");
+                hetsched_platform::test_support::available("perf", Err(e.to_string()));
                 return;
             }
         };

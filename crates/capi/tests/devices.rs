@@ -140,14 +140,19 @@ fn embedded_runtime(dir: &std::path::Path) -> HsRuntime {
 
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 /// Runs `probe` through `hs_accelerate`; `None` when no unit can take it
-/// (the machine has no such device).
-fn run(rt: HsRuntime, task: HsTask, probe: &mut Probe) -> Option<(HsStatus, HsRunInfo)> {
+/// (the machine has no `device`: a skip, or a failure where required).
+fn run(
+    rt: HsRuntime,
+    task: HsTask,
+    probe: &mut Probe,
+    device: &str,
+) -> Option<(HsStatus, HsRunInfo)> {
     let mut call: HsCall = 0;
     let args = (probe as *mut Probe).cast::<c_void>();
     // SAFETY: `probe` outlives the call, which is waited for below.
     let st = unsafe { hs_accelerate(rt, task, args, HS_SYNC, &mut call) };
     if st == HsStatus::HsErrNoImplementation {
-        println!("skipping: {}", last_error());
+        hetsched_platform::test_support::available(device, Err(last_error()));
         return None;
     }
     assert_eq!(st, HsStatus::HsOk, "{}", last_error());
@@ -195,7 +200,7 @@ fn runs_on_the_device(
             handles_set: false,
             index: u32::MAX,
         };
-        let Some((st, info)) = run(rt, task, &mut p) else {
+        let Some((st, info)) = run(rt, task, &mut p, prefix) else {
             assert_eq!(hs_runtime_close(rt), HsStatus::HsOk);
             return;
         };
@@ -213,14 +218,14 @@ fn runs_on_the_device(
         handles_set: false,
         index: 0,
     };
-    let (st, _) = run(rt, task, &mut p).expect("the device is still there");
+    let (st, _) = run(rt, task, &mut p, prefix).expect("the device is still there");
     assert_eq!(st, HsStatus::HsErrTaskFailed);
     let msg = last_error();
     assert!(msg.contains(failure), "{msg}");
     assert!(msg.contains(&format!("devices-{prefix}")), "{msg}");
     // Only that call failed: the next one runs.
     p.fail = 0;
-    let (st, _) = run(rt, task, &mut p).expect("the device is still there");
+    let (st, _) = run(rt, task, &mut p, prefix).expect("the device is still there");
     assert_eq!(st, HsStatus::HsOk, "{}", last_error());
     assert_eq!(p.output, 3);
     assert_eq!(hs_task_free(task), HsStatus::HsOk);

@@ -429,15 +429,10 @@ fn cpu_shares_split_a_contended_cpu() {
     use std::path::Path;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: cpu_cgroups needs root to create cgroups");
+    if !hetsched_platform::test_support::root_and_cgroup_v1() {
         return;
     }
     let v1 = Path::new("/sys/fs/cgroup/cpu");
-    if !v1.join("cpu.shares").exists() {
-        eprintln!("skipped: no cgroup v1 cpu controller at {}", v1.display());
-        return;
-    }
     let config = format!(
         "include_cpus = true\ncpu_cgroups = true\ncpu_scan_ms = 100\ncoordination = \"off\"\n{}\
          [policies]\ngpu0 = \"xc\"\n",

@@ -187,14 +187,19 @@ fn allowed_cpus(pid: u32) -> String {
 
 #[test]
 fn real_moves_pin_threads_and_an_emulated_little_core_throttles_them() {
-    let cpu_root = Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
-    if !rustix::process::getuid().is_root() || !cpu_root.exists() {
-        eprintln!("skipped: needs root and the cgroup v1 cpu controller");
+    if !hetsched_platform::test_support::root_and_cgroup_v1() {
         return;
     }
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    if !online.trim().starts_with("0-") {
-        eprintln!("skipped: needs CPUs 0 and 1 (online: {online})");
+    let two_cpus = if online.trim().starts_with("0-") {
+        Ok(())
+    } else {
+        Err(format!(
+            "CPUs 0 and 1 are not both online ({})",
+            online.trim()
+        ))
+    };
+    if !hetsched_platform::test_support::available("cpus-0-1", two_cpus) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

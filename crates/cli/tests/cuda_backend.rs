@@ -85,7 +85,10 @@ fn the_daemon_serves_cuda_devices_or_says_why_not() {
             assert_eq!(lines.len(), 1, "one line saying why: {log:?}");
             let reason = lines[0].split_once(said).map_or("", |(_, r)| r.trim());
             assert!(!reason.is_empty(), "the line says why: {:?}", lines[0]);
-            eprintln!("skipping the GPU part: no CUDA device here; the daemon said: {reason}");
+            hetsched_platform::test_support::available(
+                "cuda",
+                Err(format!("no CUDA device here; the daemon said: {reason}")),
+            );
         }
         None => {
             assert!(
@@ -136,7 +139,7 @@ fn units_lists_served_cuda_devices() {
     match no_gpu() {
         Some(why) => {
             assert!(served.is_empty(), "{served:?}");
-            eprintln!("skipping the GPU part: no CUDA device ({why})");
+            hetsched_platform::test_support::available("cuda", Err(why.to_string()));
         }
         None => assert!(served.contains(&SERVED), "{v}"),
     }

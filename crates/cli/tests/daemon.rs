@@ -118,8 +118,9 @@ fn a_killed_client_gives_its_grant_back_within_a_second() {
 
 #[test]
 fn privileges_and_impossible_shares_are_refused_with_a_reason() {
-    if !rustix::process::getuid().is_root() {
-        eprintln!("skipped: needs root to start clients as another user (uid 65534)");
+    // Root starts clients as another user (uid 65534).
+    if !hetsched_platform::test_support::available("root", hetsched_platform::test_support::root())
+    {
         return;
     }
     let d = TestDaemon::start("privilege", ONE_GPU);
@@ -524,8 +525,9 @@ fn thread_nices(pid: u32) -> Vec<i32> {
 
 #[test]
 fn the_cpu_agent_renices_background_clients() {
-    if !rustix::process::getuid().is_root() {
-        eprintln!("skipped: only root may give threads their priority back");
+    // Only root may give threads their priority back.
+    if !hetsched_platform::test_support::available("root", hetsched_platform::test_support::root())
+    {
         return;
     }
     let config = format!(

@@ -14,17 +14,10 @@ use common::{BIN, Reaped, TestDaemon, load_report, unit_s};
 
 const V1: &str = "/sys/fs/cgroup/cpu";
 
-/// Whether this machine lets the test make cgroups; says why not.
+/// Whether this machine lets the test make cgroups (root and cgroup v1);
+/// says why not (`hetsched_platform::test_support`).
 fn cgroups_usable() -> bool {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: making a test container cgroup needs root");
-        return false;
-    }
-    if !Path::new(V1).join("cpu.shares").exists() {
-        eprintln!("skipped: no cgroup v1 cpu controller at {V1}");
-        return false;
-    }
-    true
+    hetsched_platform::test_support::root_and_cgroup_v1()
 }
 
 /// A cgroup standing in for a container, removed (its processes sent to

@@ -19,16 +19,13 @@ const SERVED: &str = "served-opencl0";
 /// A daemon serving the OpenCL devices under `policy`, or `None` (with a
 /// line saying why) where OpenCL has no device.
 fn served_daemon(name: &str, policy: &str) -> Option<TestDaemon> {
-    match hetsched_opencl::devices() {
-        Ok(d) if !d.is_empty() => {}
-        Ok(_) => {
-            eprintln!("skipped: OpenCL has no device here");
-            return None;
-        }
-        Err(e) => {
-            eprintln!("skipped: no OpenCL here: {e}");
-            return None;
-        }
+    let found = match hetsched_opencl::devices() {
+        Ok(d) if !d.is_empty() => Ok(()),
+        Ok(_) => Err("OpenCL has no device here".to_string()),
+        Err(e) => Err(format!("no OpenCL here: {e}")),
+    };
+    if !hetsched_platform::test_support::available("opencl", found) {
+        return None;
     }
     let config =
         format!("include_cpus = false\nopencl_units = true\n[policies]\n{SERVED} = \"{policy}\"\n");

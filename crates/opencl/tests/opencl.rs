@@ -14,7 +14,7 @@ fn device() -> Option<OpenClDevice> {
     match OpenClDevice::first() {
         Ok(device) => Some(device),
         Err(e) if e.is_unavailable() => {
-            println!("skipping: {e}");
+            hetsched_platform::test_support::available("opencl", Err(e.to_string()));
             None
         }
         Err(e) => panic!("OpenCL is present but unusable: {e}"),

@@ -19,6 +19,8 @@ pub mod platform;
 pub mod slow_cores;
 mod summary;
 pub mod sysfs;
+#[doc(hidden)]
+pub mod test_support;
 pub mod thread;
 
 pub use calibrate::{Calibration, CalibrationOptions, Fingerprint, KindCalibration};

@@ -25,7 +25,7 @@ fn gpu() -> Option<CudaDevice> {
         },
         Err(e) => e,
     };
-    eprintln!("skipping: no CUDA device ({why})");
+    hetsched_platform::test_support::available("cuda", Err(why));
     None
 }
 

@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 #[test]
 fn opencl_and_cpu_give_the_same_histograms() {
-    if let Err(e) = hetsched_runtime::opencl::devices() {
-        eprintln!("skipping: {e}");
+    let found = hetsched_runtime::opencl::devices()
+        .map(drop)
+        .map_err(|e| e.to_string());
+    if !hetsched_platform::test_support::available("opencl", found) {
         return;
     }
     let opts = RuntimeOptions::new("opencl-test")

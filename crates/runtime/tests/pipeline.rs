@@ -554,8 +554,10 @@ mod opencl {
     }
 
     fn runtime(dir: &std::path::Path, name: &str) -> Option<hetsched_runtime::Runtime> {
-        if let Err(e) = hetsched_runtime::opencl::devices() {
-            eprintln!("skipping: {e}");
+        let found = hetsched_runtime::opencl::devices()
+            .map(drop)
+            .map_err(|e| e.to_string());
+        if !hetsched_platform::test_support::available("opencl", found) {
             return None;
         }
         let rt = embedded(dir, name, "fifo", Models::None);
@@ -660,8 +662,10 @@ mod opencl {
 /// cgroup v1 cpu controller; skips, saying why, elsewhere.
 #[test]
 fn lanes_on_a_slow_kind_join_its_throttle() {
-    if let Some(why) = common::slow_core_unsupported() {
-        eprintln!("skipping: {why}");
+    if !hetsched_platform::test_support::available(
+        "cgroup-v1",
+        common::slow_core_unsupported().map_or(Ok(()), Err),
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -264,12 +264,15 @@ mod tests {
         let mut backends = match open_all() {
             Ok(b) if !b.is_empty() => b,
             Ok(_) => {
-                eprintln!("skipping: no CUDA device opened");
+                hetsched_platform::test_support::available(
+                    "cuda",
+                    Err("no CUDA device opened".into()),
+                );
                 return;
             }
             Err(e) => {
                 assert!(!e.is_empty());
-                eprintln!("skipping: no CUDA device ({e})");
+                hetsched_platform::test_support::available("cuda", Err(e));
                 return;
             }
         };
