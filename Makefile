@@ -45,9 +45,11 @@ BUILT = target/$(PROFILE)
 PROFILE_FLAG = $(if $(filter release,$(PROFILE)),--release,)
 HAVE_STARPU := $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo yes)
 
+# Cargo feature flags of the installed binary and library (CUDA: add cuda).
+INSTALL_FEATURES ?= --features opencl
+
 install:
-	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched --features opencl
-	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched-capi --features opencl
+	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched -p hetsched-capi $(INSTALL_FEATURES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
 	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/hetsched $(DESTDIR)$(DATADIR)/man/man1 \
 	    $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \
