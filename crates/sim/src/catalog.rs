@@ -22,6 +22,17 @@ pub const BUILTIN: &[(&str, &str)] = builtin!(
     "pf-arrivals",
 );
 
+/// Every built-in scenario's name: task placement (TOML), thread balance
+/// and Pegasus's accelerator backend (`hetsched sim list` describes them).
+pub fn all_names() -> Vec<&'static str> {
+    BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(crate::balance::SCENARIOS.iter().map(|(n, _)| *n))
+        .chain(crate::pegasus::SCENARIOS.iter().map(|(n, _)| *n))
+        .collect()
+}
+
 /// Loads a built-in scenario by name, or a scenario file by path.
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
@@ -36,11 +47,7 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
             field: String::new(),
             message: format!(
                 "not a built-in scenario ({}) and not a readable file: {e}",
-                BUILTIN
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                all_names().join(", ")
             ),
         }),
     }
@@ -56,5 +63,14 @@ mod tests {
             let sc = scenario::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(&sc.name, name, "file name and `name` field agree");
         }
+    }
+
+    #[test]
+    fn an_unknown_name_lists_every_builtin_kind_of_scenario() {
+        let e = load("no-such-scenario").unwrap_err().to_string();
+        for name in ["rinnegan-contention", "kinship-usecase1", "pegasus-fig5"] {
+            assert!(e.contains(name), "{name} missing from: {e}");
+        }
+        assert_eq!(all_names().len(), BUILTIN.len() + 6);
     }
 }
