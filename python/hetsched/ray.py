@@ -223,7 +223,7 @@ def init(
 
     Each node also gets an executor (a Ray actor with `executor_threads`
     threads) that runs the calls of hetsched tasks declared without Ray
-    resource options.
+    options.
     """
     if executor_threads < 1:
         raise ValueError(f"executor_threads must be at least 1, not {executor_threads}")
