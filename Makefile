@@ -63,6 +63,7 @@ install:
 	    crates/capi/c/hetsched.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/hetsched.pc
 	sed -e 's|/usr/local/bin/hetsched|$(BINDIR)/hetsched|' -e 's|/etc/hetsched/|$(SYSCONFDIR)/hetsched/|' \
 	    packaging/systemd/hetsched.service > $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service
+	install -m 644 packaging/systemd/hetsched.socket $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.socket
 	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service
 	[ -e $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml ] || \
 	    install -m 644 config/hetsched.example.toml $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml
@@ -80,7 +81,8 @@ endif
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hetsched $(DESTDIR)$(LIBDIR)/libhetsched.so $(DESTDIR)$(LIBDIR)/libhetsched.a \
 	    $(DESTDIR)$(INCLUDEDIR)/hetsched.h $(DESTDIR)$(LIBDIR)/pkgconfig/hetsched.pc \
-	    $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service $(DESTDIR)$(DATADIR)/man/man1/hetsched*.1 \
+	    $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.socket \
+	    $(DESTDIR)$(DATADIR)/man/man1/hetsched*.1 \
 	    $(DESTDIR)$(DATADIR)/bash-completion/completions/hetsched $(DESTDIR)$(DATADIR)/zsh/site-functions/_hetsched \
 	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/hetsched.fish $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml and /var/lib/hetsched (remove them by hand)"

@@ -16,7 +16,7 @@ make -s install PROFILE=debug INSTALL_FEATURES=--all-features DESTDIR="$root" PR
 
 fail() { echo "install check: $*" >&2; exit 1; }
 for f in bin/hetsched lib/libhetsched.so lib/libhetsched.a include/hetsched.h lib/pkgconfig/hetsched.pc \
-         lib/systemd/system/hetsched.service share/man/man1/hetsched.1 share/man/man1/hetsched-daemon.1 \
+         lib/systemd/system/hetsched.service lib/systemd/system/hetsched.socket share/man/man1/hetsched.1 share/man/man1/hetsched-daemon.1 \
          share/bash-completion/completions/hetsched share/zsh/site-functions/_hetsched \
          share/fish/vendor_completions.d/hetsched.fish; do
     [ -s "$root$prefix/$f" ] || fail "$prefix/$f was not installed"
@@ -35,8 +35,9 @@ if command -v systemd-analyze >/dev/null; then
     mkdir -p "$stage/verify"
     sed "s|^ExecStart=$prefix/bin/hetsched|ExecStart=$root$prefix/bin/hetsched|" \
         "$root$prefix/lib/systemd/system/hetsched.service" > "$stage/verify/hetsched.service"
-    systemd-analyze verify --man=no "$stage/verify/hetsched.service" \
-        || fail "systemd-analyze verify refused the unit file"
+    cp "$root$prefix/lib/systemd/system/hetsched.socket" "$stage/verify/"
+    systemd-analyze verify --man=no "$stage/verify/hetsched.service" "$stage/verify/hetsched.socket" \
+        || fail "systemd-analyze verify refused the unit files"
 else
     echo "install check: systemd-analyze not found, unit file not verified" >&2
 fi

@@ -63,20 +63,26 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     if let Some(pid) = args.parent_pid {
         exit_with_parent(pid)?;
     }
+    // A socket systemd passed (hetsched.socket), taken before anything
+    // else may open descriptors.
+    let activated =
+        hetsched_daemon::activation::inherited_listener().map_err(anyhow::Error::msg)?;
+    let from_systemd = activated.is_some();
     let (setup, platform) = launch::prepare(&cfg)?;
     for note in &platform.notes {
         tracing::info!("{note}");
     }
     let serves = exclusive::Serves::of(&cfg, &setup.units);
     let places = exclusive::Places::system(&setup.state_path);
-    let server = Server::bind(setup)?;
+    let server = Server::bind_with(setup, activated)?;
     let socket = server.socket().to_path_buf();
     let metrics = server.metrics_addr();
     {
         // Set up with the lock held: a signal meanwhile waits, then undoes
         // whatever was done.
         let mut state = lock(&cleanup);
-        state.socket = Some(socket.clone());
+        // systemd owns a socket it passed: it stays when the daemon stops.
+        state.socket = (!from_systemd).then(|| socket.clone());
         state.store = Some(server.store_flusher());
         let mut log = |line: String| tracing::info!("{line}");
         if cfg.exclusive_devices {
@@ -87,10 +93,15 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     eprint!("{}", platform.summary_table());
     tracing::info!(
-        "hetsched daemon {} (pid {}) listening on {}",
+        "hetsched daemon {} (pid {}) listening on {}{}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
-        socket.display()
+        socket.display(),
+        if from_systemd {
+            " (socket from systemd)"
+        } else {
+            ""
+        }
     );
     if let Some(addr) = metrics {
         tracing::info!("metrics on http://{addr}/metrics");

@@ -917,3 +917,58 @@ fn the_daemon_logs_clients_and_settings_changes() {
     assert!(lines[1].contains("settings changed") && lines[1].contains("Normal(7)"));
     assert!(lines[2].contains("client disconnected"), "{lines:#?}");
 }
+
+/// systemd socket activation: the daemon serves the socket it is handed
+/// (`systemd-socket-activate` plays systemd), and leaves it in place when
+/// it stops.
+#[test]
+fn a_socket_systemd_passes_is_served_and_left_in_place() {
+    let tool = std::process::Command::new("systemd-socket-activate")
+        .arg("--version")
+        .output();
+    let found = match tool {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("systemd-socket-activate is not installed".to_string()),
+    };
+    if !hetsched_platform::test_support::available("systemd", found) {
+        return;
+    }
+    let d = TestDaemon::start("activation", ONE_GPU);
+    let socket = d.dir.join("activated.sock");
+    let log = d.dir.join("activated.log");
+    let child = std::process::Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&socket)
+        .args([common::BIN, "daemon", "--config"])
+        .arg(d.dir.join("hetsched.toml"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = common::Reaped(child);
+    // The first connection starts the daemon, which answers it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut obs = loop {
+        match Client::connect(ClientOptions::observer("activated").socket(&socket)) {
+            Ok(c) => break c,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "no daemon behind {}: {e}",
+                socket.display()
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = obs.status().unwrap();
+    assert_eq!(status.daemon.socket, socket.display().to_string());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("(socket from systemd)"), "{text}");
+    drop(obs);
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(child.0.wait().unwrap().success());
+    assert!(socket.exists(), "the daemon removed systemd's socket");
+}

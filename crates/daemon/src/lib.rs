@@ -8,6 +8,7 @@
 //!   hint, and the share → nice mapping of [`nice_map`] applied by
 //!   [`renice`]).
 
+pub mod activation;
 pub mod admission;
 pub mod agent;
 pub mod config;

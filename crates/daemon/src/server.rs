@@ -269,6 +269,16 @@ impl Server {
     /// a bad state file aside: [`SettingsStore::load_or_recover`]) and
     /// starts their writer thread.
     pub fn bind(setup: DaemonSetup) -> Result<Server, DaemonError> {
+        Self::bind_with(setup, None)
+    }
+
+    /// [`Server::bind`], on `listener` when one is given (systemd socket
+    /// activation: [`crate::activation`]); the socket path is then the
+    /// listener's.
+    pub fn bind_with(
+        mut setup: DaemonSetup,
+        listener: Option<UnixListener>,
+    ) -> Result<Server, DaemonError> {
         if setup.units.is_empty() {
             return Err(DaemonError::NoUnits);
         }
@@ -284,7 +294,19 @@ impl Server {
             .metrics_listen
             .map(MetricsListener::bind)
             .transpose()?;
-        let listener = bind_socket(&setup.socket)?;
+        let listener = match listener {
+            Some(l) => {
+                if let Some(path) = l
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(PathBuf::from))
+                {
+                    setup.socket = path;
+                }
+                l
+            }
+            None => bind_socket(&setup.socket)?,
+        };
         crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
