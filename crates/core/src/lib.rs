@@ -25,7 +25,8 @@ pub mod pipeline_replan;
 pub mod pipeline_table;
 pub mod placement;
 pub mod policy;
-pub mod replay;
+/// Task loops replayed to judge allocations (part of [`coordination`]).
+pub use coordination::replay;
 pub mod task_model;
 pub mod unit;
 pub mod view;

@@ -30,12 +30,12 @@
 //! [`REPLAY_FLOOR_CAP`] (above that, everyone is at native and only the
 //! sum matters), then the largest replayed `Σ w_i ln r_i`.
 
+use super::replay::{ReplayBudget, ReplayOutcome, replay};
 use super::{
     AppDemand, FairError, FairProblem, Targets, UnitSupply, exclusion_candidates, expected_wait_ns,
     fractions, native_estimate_replayed, problem, weights_of,
 };
 use crate::fairness::{NoLoserSolution, solve_no_loser_weighted};
-use crate::replay::{ReplayBudget, ReplayOutcome, replay};
 
 /// A replayed floor at or above this counts as met (1 % under native,
 /// the replay's own error). Measured on the random mixes: a cap of 1.0

@@ -1,0 +1,291 @@
+//! The [`Coordinator`]: the monitor's state of coordination, re-solved when
+//! applications come, go or their models move.
+
+use super::*;
+
+/// How the monitor re-solves.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoordinatorConfig {
+    /// Floor asked for, × native estimate (a little above 1 leaves a margin
+    /// for what the fluid model does not see: queueing, noise).
+    pub floor_goal: f64,
+    /// Least time between re-solves caused by model drift, ns. A change in
+    /// the set of apps re-solves at the next call whatever this says.
+    pub resolve_period_ns: Ns,
+    /// Relative change of a measured exec time that counts as drift.
+    pub model_change: f64,
+    /// Interference-aware rounds of [`solve_targets`] (0: plain fluid model).
+    pub interference_rounds: usize,
+    /// Add [`blocking_limits`] for queues.
+    pub blocking: bool,
+    /// Wait-aware rounds of [`solve_targets_waiting`] (0: off). Takes
+    /// precedence over `interference_rounds` and `blocking`.
+    pub wait_rounds: usize,
+    /// The exclusion step of [`solve_targets_waiting`] after the rounds
+    /// (only with `wait_rounds` > 0).
+    #[serde(default = "default_exclusion")]
+    pub exclusion: bool,
+    /// Judge the candidates by replaying them
+    /// ([`solve_targets_replayed`]) rather than by the fluid predictor
+    /// (only with `wait_rounds` > 0).
+    #[serde(default = "default_replay")]
+    pub replay: bool,
+}
+
+pub(super) fn default_replay() -> bool {
+    true
+}
+
+pub(super) fn default_exclusion() -> bool {
+    true
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            floor_goal: 1.05,
+            resolve_period_ns: 200_000_000,
+            model_change: 0.02,
+            interference_rounds: 0,
+            blocking: false,
+            wait_rounds: 3,
+            exclusion: true,
+            replay: true,
+        }
+    }
+}
+
+/// One client's share of the last solve.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ClientTargets {
+    fraction: Vec<f64>,
+    rate: f64,
+    /// Its native estimate (tasks/s) and predicted throughput relative to it.
+    estimate: Option<(f64, f64)>,
+}
+
+/// The monitor's side: apps' demands in, per-client targets out.
+#[derive(Clone, Debug)]
+pub struct Coordinator {
+    config: CoordinatorConfig,
+    units: Vec<UnitSupply>,
+    /// The supply the targets were last solved with.
+    solved_units: Option<Vec<UnitSupply>>,
+    /// Demand each app last reported, and the one the targets were solved with.
+    apps: BTreeMap<ClientId, (AppDemand, Option<AppDemand>)>,
+    /// What the last solve gave each client.
+    targets: BTreeMap<ClientId, ClientTargets>,
+    membership_changed: bool,
+    last_solve: Option<Ns>,
+    solves: u64,
+    floor: Option<(f64, bool)>,
+    /// Per unit, the queue order of the last solve (short-first or not).
+    short_first: Vec<bool>,
+}
+
+impl Coordinator {
+    pub fn new(config: CoordinatorConfig, units: Vec<UnitSupply>) -> Self {
+        // Arrival order until a solve chooses: passing while apps profile
+        // changes the models they measure (docs/sim.md, "Short-first
+        // queues").
+        let short_first = vec![false; units.len()];
+        Coordinator {
+            config,
+            units,
+            solved_units: None,
+            apps: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            membership_changed: false,
+            last_solve: None,
+            solves: 0,
+            floor: None,
+            short_first,
+        }
+    }
+
+    /// Records what the monitor measured for `client` (new or updated).
+    pub fn set_app(&mut self, client: ClientId, demand: AppDemand) {
+        match self.apps.get_mut(&client) {
+            Some(entry) => entry.0 = demand,
+            None => {
+                self.apps.insert(client, (demand, None));
+                self.membership_changed = true;
+            }
+        }
+    }
+
+    /// What each unit offers the coordinated apps now
+    /// ([`Coordinator::set_supply`]).
+    pub fn supply(&self) -> &[UnitSupply] {
+        &self.units
+    }
+
+    /// What the monitor last recorded for `client`.
+    pub fn demand(&self, client: ClientId) -> Option<&AppDemand> {
+        self.apps.get(&client).map(|entry| &entry.0)
+    }
+
+    /// Sets what each unit offers the coordinated apps (its slots less what
+    /// apps outside coordination use). A change beyond `model_change`
+    /// counts as drift. Ignored unless it has one entry per unit.
+    pub fn set_supply(&mut self, units: Vec<UnitSupply>) {
+        if units.len() == self.units.len() {
+            self.units = units;
+        }
+    }
+
+    /// `client` left (or stopped issuing).
+    pub fn remove_app(&mut self, client: ClientId) {
+        if self.apps.remove(&client).is_some() {
+            self.targets.remove(&client);
+            self.membership_changed = true;
+        }
+    }
+
+    fn drifted(&self) -> bool {
+        let tol = self.config.model_change;
+        let supply_moved = self.solved_units.as_ref().is_some_and(|old| {
+            old.iter()
+                .zip(&self.units)
+                .any(|(a, b)| (a.slots - b.slots).abs() > tol * a.slots.max(b.slots).max(1e-9))
+        });
+        supply_moved
+            || self.apps.values().any(|(now, solved)| match solved {
+                None => true,
+                Some(old) => now
+                    .exec_ns
+                    .iter()
+                    .zip(&old.exec_ns)
+                    .any(|(a, b)| match (a, b) {
+                        (Some(a), Some(b)) => (a - b).abs() > tol * b.abs(),
+                        (None, None) => false,
+                        _ => true,
+                    }),
+            })
+    }
+
+    /// Re-solves if the set of apps changed, or models drifted and the
+    /// period has passed. Returns whether targets were recomputed. On a
+    /// solver failure the previous targets stay (and apps without one use
+    /// plain placement).
+    pub fn update(&mut self, now: Ns) -> bool {
+        let due = self
+            .last_solve
+            .is_none_or(|t| now.saturating_sub(t) >= self.config.resolve_period_ns);
+        if !(self.membership_changed || (due && self.drifted())) {
+            return false;
+        }
+        self.membership_changed = false;
+        self.last_solve = Some(now);
+        // Only apps with at least one measured unit take part.
+        let ids: Vec<ClientId> = self
+            .apps
+            .iter()
+            .filter(|(_, (d, _))| d.fastest_unit().is_some())
+            .map(|(c, _)| *c)
+            .collect();
+        if ids.is_empty() {
+            self.targets.clear();
+            return true;
+        }
+        let demands: Vec<AppDemand> = ids.iter().map(|c| self.apps[c].0.clone()).collect();
+        let solved = if self.config.wait_rounds > 0 && self.config.replay {
+            // The targets in force, if they cover exactly these apps.
+            let incumbent = (ids.len() == self.targets.len()
+                && ids.iter().all(|c| self.targets.contains_key(c)))
+            .then(|| Plan {
+                fraction: ids
+                    .iter()
+                    .map(|c| self.targets[c].fraction.clone())
+                    .collect(),
+                rate: ids.iter().map(|c| self.targets[c].rate).collect(),
+                short_first: self.short_first.clone(),
+            });
+            solve_targets_replayed(
+                &demands,
+                &self.units,
+                self.config.floor_goal,
+                self.config.wait_rounds,
+                self.config.exclusion,
+                incumbent.as_ref(),
+            )
+        } else if self.config.wait_rounds > 0 {
+            solve_targets_waiting(
+                &demands,
+                &self.units,
+                self.config.floor_goal,
+                self.config.wait_rounds,
+                self.config.exclusion,
+            )
+        } else {
+            solve_targets(
+                &demands,
+                &self.units,
+                self.config.floor_goal,
+                self.config.interference_rounds,
+                self.config.blocking,
+            )
+        };
+        let Ok(t) = solved else {
+            return false;
+        };
+        self.solves += 1;
+        self.solved_units = Some(self.units.clone());
+        self.floor = Some((t.floor, t.floor_feasible));
+        self.short_first = t.short_first;
+        self.targets.clear();
+        for (i, ((c, fraction), rate)) in ids.iter().zip(t.fraction).zip(t.rate).enumerate() {
+            let estimate = t
+                .native
+                .get(i)
+                .copied()
+                .zip(t.predicted_relative.get(i).copied());
+            self.targets.insert(
+                *c,
+                ClientTargets {
+                    fraction,
+                    rate,
+                    estimate,
+                },
+            );
+            if let Some(entry) = self.apps.get_mut(c) {
+                entry.1 = Some(entry.0.clone());
+            }
+        }
+        true
+    }
+
+    /// The fraction of `client`'s tasks each unit should run, if solved.
+    pub fn target(&self, client: ClientId) -> Option<&[f64]> {
+        self.targets.get(&client).map(|t| t.fraction.as_slice())
+    }
+
+    /// The tasks per second `client` should issue at most, if solved.
+    pub fn rate(&self, client: ClientId) -> Option<f64> {
+        self.targets.get(&client).map(|t| t.rate)
+    }
+
+    /// `client`'s native throughput as the last solve estimated it
+    /// (tasks/s), and its predicted throughput relative to that: what the
+    /// floor is measured against, for status.
+    pub fn estimate(&self, client: ClientId) -> Option<(f64, f64)> {
+        self.targets.get(&client).and_then(|t| t.estimate)
+    }
+
+    /// `(floor, feasible)` of the last solve: what `status` reports.
+    pub fn floor(&self) -> Option<(f64, bool)> {
+        self.floor
+    }
+
+    /// Whether unit `u`'s queue should run short-first (as the last solve
+    /// chose; arrival order before any). The unit's agent applies it
+    /// ([`crate::policy::UnitPolicy::set_short_first`]).
+    pub fn short_first(&self, u: usize) -> bool {
+        self.short_first.get(u).copied().unwrap_or(false)
+    }
+
+    /// How many times the allocation was solved.
+    pub fn solves(&self) -> u64 {
+        self.solves
+    }
+}

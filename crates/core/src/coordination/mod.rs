@@ -1,0 +1,65 @@
+//! Proportional-fair coordination of decentralised placement (`hetsched-pf`).
+//!
+//! Selfish placement (every app sends each task where *it* finishes
+//! soonest) settles at an equilibrium that can be far below what the machine
+//! could give everyone, and can leave an app below its native throughput.
+//! This module closes that gap without a central dispatcher:
+//!
+//! * the monitor keeps a [`Coordinator`]: each app's *measured* task
+//!   durations per unit (the monitor times tasks at completion, so a client
+//!   that lies about its task times changes nothing), its copy/dispatch
+//!   overhead and its tasks in flight. When the set of apps changes, or
+//!   (at most once per `resolve_period_ns`) when a model moved by more than
+//!   `model_change`, it solves the proportional-fair allocation subject to
+//!   a floor (nobody below `floor_goal` × native, or the largest common floor
+//!   when that is infeasible, [`crate::fairness::solve_no_loser_with_goal`])
+//!   and publishes per-app *target fractions*: the share of the app's tasks
+//!   each unit should run;
+//! * each client follows its targets with a [`DeficitFollower`] (smooth
+//!   weighted round robin: every unit accrues its target as credit on each
+//!   task, the unit with most credit takes the task). The achieved mix
+//!   tracks the target within one task at any time, with no randomness, and
+//!   follows a new target at once. Apps the monitor has no target for yet
+//!   (still profiling) use plain placement.
+//!
+//! Stale views only delay when a client sees new targets; targets change
+//! only when apps come or go or models move, so a 10 ms delay costs a few
+//! tasks in the old mix. Pure: no I/O, clocks or threads; `now` is passed in.
+//!
+//! The parts, each building on those before it: [`supply`] and [`demand`]
+//! (what the units offer and the applications ask), [`follow`] (the
+//! client's side), [`limits`] (queueing constraints), [`replay`] (task
+//! loops played out, to judge allocations), [`solve`] and
+//! [`solve_targets_replayed`] (finding the allocation), [`coordinator`]
+//! (the monitor's side).
+
+use crate::fairness::{
+    FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
+};
+use crate::ids::{ClientId, Ns};
+use crate::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+mod replayed;
+pub use replayed::{
+    INCUMBENT_MARGIN, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SHORT_FIRST_MARGIN,
+    solve_targets_replayed,
+};
+
+pub mod coordinator;
+pub mod demand;
+pub mod follow;
+pub mod limits;
+pub mod replay;
+pub mod solve;
+pub mod supply;
+#[cfg(test)]
+mod tests;
+
+pub use coordinator::*;
+pub use demand::*;
+pub use follow::*;
+pub use limits::*;
+pub use solve::*;
+pub use supply::*;
