@@ -223,7 +223,10 @@ pub fn finish(out: &Path, runs: &[Run], warmup: f64, seconds: f64) -> Result<Str
         serde_json::to_string_pretty(&json)?,
     )?;
     if let Some((policies, _)) = runs.last() {
-        let svg = hetsched_sim::output::render_timeline_svg(&timeline_report(policies, seconds))?;
+        let svg = hetsched_sim::output::render_timeline_svg_with_warmup(
+            &timeline_report(policies, seconds),
+            Some(warmup),
+        )?;
         std::fs::write(out.join("timeline.svg"), svg)?;
     }
     writeln!(

@@ -16,7 +16,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use csv::{SYSTEM_ROW, render_results_csv, render_timeline_csv, render_unit_time_csv};
-pub use svg::{render_relative_svg, render_timeline_svg};
+pub use svg::{render_relative_svg, render_timeline_svg, render_timeline_svg_with_warmup};
 pub use table::render_table;
 
 // File names written by `write_outputs`; scripts depend on them, keep stable.

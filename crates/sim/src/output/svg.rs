@@ -53,6 +53,15 @@ fn to_io_error(e: Box<dyn Error>) -> io::Error {
 
 /// Rinnegan Fig. 3: which unit each app used over time, per policy.
 pub fn render_timeline_svg(report: &ScenarioReport) -> io::Result<String> {
+    render_timeline_svg_with_warmup(report, None)
+}
+
+/// [`render_timeline_svg`], with the first `warmup_s` seconds of every
+/// panel shaded (a warm-up the figures do not count).
+pub fn render_timeline_svg_with_warmup(
+    report: &ScenarioReport,
+    warmup_s: Option<f64>,
+) -> io::Result<String> {
     let apps = app_order(report);
     let units = unit_order(report);
     let panels: Vec<&PolicyResult> = report
@@ -61,12 +70,18 @@ pub fn render_timeline_svg(report: &ScenarioReport) -> io::Result<String> {
         .filter(|r| r.timeline.iter().any(|s| drawable(s).is_some()))
         .collect();
     let panel_height = PANEL_CHROME + LANE_HEIGHT * apps.len().max(1) as u32;
-    let height = LEGEND_HEIGHT + panel_height * panels.len().max(1) as u32;
+    let mut legend_items: Vec<String> = units.iter().map(|u| u.to_string()).collect();
+    if warmup_s.is_some() {
+        legend_items.push(WARMUP_LABEL.to_string());
+    }
+    let legend_height = LEGEND_HEIGHT * legend_rows(&legend_items).len().max(1) as u32;
+    let height = legend_height + panel_height * panels.len().max(1) as u32;
 
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (TIMELINE_WIDTH, height)).into_drawing_area();
-        draw_timeline(&root, &panels, &apps, &units).map_err(to_io_error)?;
+        draw_timeline(&root, &panels, &apps, &units, warmup_s, legend_height)
+            .map_err(to_io_error)?;
         root.present()
             .map_err(|e| io::Error::other(e.to_string()))?;
     }
@@ -78,10 +93,12 @@ fn draw_timeline(
     panels: &[&PolicyResult],
     apps: &[&str],
     units: &[&str],
+    warmup_s: Option<f64>,
+    legend_height: u32,
 ) -> DrawResult<()> {
     root.fill(&WHITE)?;
-    let (legend, body) = root.split_vertically(LEGEND_HEIGHT);
-    draw_swatch_legend(&legend, units)?;
+    let (legend, body) = root.split_vertically(legend_height);
+    draw_swatch_legend(&legend, units, warmup_s.is_some())?;
     if panels.is_empty() {
         body.draw(&Text::new("no timeline recorded", (20, 20), (FONT, 16)))?;
         return Ok(());
@@ -94,7 +111,7 @@ fn draw_timeline(
             range.start.min(start)..range.end.max(end)
         });
     for (area, policy) in body.split_evenly((panels.len(), 1)).iter().zip(panels) {
-        draw_timeline_panel(area, policy, apps, units, time_range.clone())?;
+        draw_timeline_panel(area, policy, apps, units, time_range.clone(), warmup_s)?;
     }
     Ok(())
 }
@@ -105,17 +122,47 @@ fn drawable(segment: &TimelineSegment) -> Option<(f64, f64)> {
     (start.is_finite() && end.is_finite() && end > start).then_some((start, end))
 }
 
-/// A row of coloured squares with unit names, drawn once for all panels.
-fn draw_swatch_legend(area: &Area, units: &[&str]) -> DrawResult<()> {
+/// The legend entry of the shaded warm-up.
+const WARMUP_LABEL: &str = "warm-up (not counted)";
+/// Grey of the warm-up shading.
+const WARMUP_SHADE: RGBColor = RGBColor(225, 225, 225);
+
+/// Where each legend entry goes: (row, x), wrapping before the right edge
+/// so that many units do not run off the figure.
+fn legend_rows(labels: &[String]) -> Vec<Vec<(usize, i32)>> {
+    let mut rows: Vec<Vec<(usize, i32)>> = vec![Vec::new()];
     let mut x = 20;
-    for (i, unit) in units.iter().enumerate() {
-        area.draw(&Rectangle::new(
-            [(x, 12), (x + 14, 26)],
-            palette(i).filled(),
-        ))?;
-        area.draw(&Text::new(unit.to_string(), (x + 20, 12), (FONT, 14)))?;
+    for (i, label) in labels.iter().enumerate() {
         // The naive font estimate is about 8 px per character at this size.
-        x += 20 + 8 * unit.chars().count() as i32 + 24;
+        let width = 20 + 8 * label.chars().count() as i32 + 24;
+        if x > 20 && x + width > TIMELINE_WIDTH as i32 - 20 {
+            rows.push(Vec::new());
+            x = 20;
+        }
+        rows.last_mut().expect("one row at least").push((i, x));
+        x += width;
+    }
+    rows
+}
+
+/// Coloured squares with unit names (and the warm-up shade), drawn once
+/// for all panels, in as many rows as they need.
+fn draw_swatch_legend(area: &Area, units: &[&str], warmup: bool) -> DrawResult<()> {
+    let mut labels: Vec<String> = units.iter().map(|u| u.to_string()).collect();
+    if warmup {
+        labels.push(WARMUP_LABEL.to_string());
+    }
+    for (row, entries) in legend_rows(&labels).iter().enumerate() {
+        let y = 12 + row as i32 * LEGEND_HEIGHT as i32;
+        for &(i, x) in entries {
+            let colour = if i < units.len() {
+                palette(i)
+            } else {
+                WARMUP_SHADE
+            };
+            area.draw(&Rectangle::new([(x, y), (x + 14, y + 14)], colour.filled()))?;
+            area.draw(&Text::new(labels[i].clone(), (x + 20, y), (FONT, 14)))?;
+        }
     }
     Ok(())
 }
@@ -126,6 +173,7 @@ fn draw_timeline_panel(
     apps: &[&str],
     units: &[&str],
     time_range: Range<f64>,
+    warmup_s: Option<f64>,
 ) -> DrawResult<()> {
     let lanes = apps.len().max(1);
     // The first app gets the top lane, as in the paper; lane i spans
@@ -149,7 +197,7 @@ fn draw_timeline_panel(
         .x_label_area_size(36)
         .y_label_area_size(name_column_width(apps))
         .build_cartesian_2d(
-            time_range,
+            time_range.clone(),
             (0..lanes as i32 * LANE).with_key_points(lane_centres),
         )?;
     chart
@@ -161,6 +209,13 @@ fn draw_timeline_panel(
         .y_label_formatter(&label_for_lane)
         .draw()?;
 
+    if let Some(w) = warmup_s.filter(|w| *w > time_range.start) {
+        let end = w.min(time_range.end);
+        chart.draw_series([Rectangle::new(
+            [(time_range.start, 0), (end, lanes as i32 * LANE)],
+            WARMUP_SHADE.filled(),
+        )])?;
+    }
     let bars = policy.timeline.iter().filter_map(|segment| {
         let (start, end) = drawable(segment)?;
         let bottom = lane_bottom(&segment.app)?;
@@ -410,6 +465,26 @@ impl YScale {
 mod tests {
     use super::*;
     use crate::output::tests::{poisoned_report, sample_report};
+
+    #[test]
+    fn a_long_legend_wraps_and_the_warm_up_is_shaded_and_named() {
+        let labels: Vec<String> = (0..12).map(|i| format!("emulated-unit-{i}")).collect();
+        let rows = legend_rows(&labels);
+        assert!(rows.len() > 1, "{rows:?}");
+        for row in &rows {
+            let &(last, x) = row.last().unwrap();
+            assert!(
+                x + 8 * labels[last].len() as i32 <= TIMELINE_WIDTH as i32,
+                "{row:?}"
+            );
+        }
+        assert_eq!(rows.iter().map(Vec::len).sum::<usize>(), labels.len());
+        let report = sample_report();
+        let plain = render_timeline_svg(&report).unwrap();
+        let shaded = render_timeline_svg_with_warmup(&report, Some(0.5)).unwrap();
+        assert!(!plain.contains(WARMUP_LABEL));
+        assert!(shaded.contains(WARMUP_LABEL));
+    }
 
     #[test]
     fn bars_spanning_thirty_times_get_a_log_axis_with_one_inside() {
