@@ -350,6 +350,18 @@ impl Monitor {
         }
     }
 
+    /// The processes whose settings are stored, for a caller that checks
+    /// which are gone without holding whatever guards the monitor.
+    pub fn stored_processes(&self) -> Vec<ProcessKey> {
+        self.store.keys()
+    }
+
+    /// Forgets the stored settings of processes that are `gone` (a
+    /// process's key is never reused, so a key found gone stays gone).
+    pub fn forget_processes(&mut self, gone: &std::collections::BTreeSet<ProcessKey>) {
+        self.forget_dead(|k| !gone.contains(&k));
+    }
+
     fn unit_index(&self, unit: UnitId) -> Result<usize, Refusal> {
         let i = unit.index();
         if i < self.agents.len() {

@@ -320,6 +320,11 @@ impl SettingsStore {
         before != self.processes.len()
     }
 
+    /// The processes with stored settings.
+    pub fn keys(&self) -> Vec<ProcessKey> {
+        self.processes.keys().copied().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.processes.len()
     }
@@ -543,6 +548,8 @@ mod tests {
         assert!(store.retain_alive(|k| k.pid != 2));
         assert_eq!(store.len(), 2);
         assert!(!store.retain_alive(|_| true));
+        let pids: Vec<u32> = store.keys().iter().map(|k| k.pid).collect();
+        assert_eq!(pids, [1, 3]);
     }
 
     fn settings() -> impl Strategy<Value = ClientSettings> {

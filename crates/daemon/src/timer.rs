@@ -66,7 +66,14 @@ pub(crate) fn run(shared: &Shared) {
             }
         }
         if now >= next_gc {
-            state.monitor.forget_dead(procfs::alive);
+            // Which stored processes are gone is read from /proc with the
+            // lock released.
+            let stored = state.monitor.stored_processes();
+            drop(state);
+            let gone: std::collections::BTreeSet<_> =
+                stored.into_iter().filter(|k| !procfs::alive(*k)).collect();
+            state = shared.lock();
+            state.monitor.forget_processes(&gone);
             shared.save_store(&mut state);
             next_gc = now + gc_every;
         }
