@@ -1,7 +1,7 @@
 //! What `hetsched top` shows, computed from two status reports (pure: the
 //! terminal code in [`super::view`] only draws it).
 
-use hetsched_protocol::{ClientStatus, StatusReport, WireClass};
+use hetsched_protocol::{ClientStatus, StatusReport};
 use std::collections::BTreeMap;
 
 /// How the clients are ordered.
@@ -108,7 +108,7 @@ pub fn screen(
                 pid: c.pid,
                 name: c.name.clone(),
                 unit: main.map_or_else(String::new, |m| unit_name(m.unit)),
-                class: main.map_or_else(String::new, |m| class_text(m.settings.class)),
+                class: main.map_or_else(String::new, |m| m.settings.class.to_string()),
                 achieved: main.map_or(0.0, |m| m.view.current_utilisation),
                 rate,
                 outstanding: c.units.iter().map(|u| u.outstanding).sum(),
@@ -180,10 +180,6 @@ pub fn screen(
         clients,
         coordination,
     }
-}
-
-fn class_text(c: WireClass) -> String {
-    c.to_string()
 }
 
 fn uptime(ns: u64) -> String {
