@@ -15,7 +15,9 @@ use crate::kernels::{KERNELS, Kernel, Runner};
 use crate::machine::CoreMap;
 use crate::power::{POWERCAP_ROOT, Rapl};
 use hetsched_core::balance::PowerModel;
-use hetsched_core::ips_model::{Features, IpsModel, N_FEATURES, PairModel, ThreadCounts, fit};
+use hetsched_core::ips_model::{
+    Features, IpsModel, KernelRun, N_FEATURES, PairModel, ThreadCounts, fit, fit_pairs,
+};
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::path::Path;
@@ -251,34 +253,28 @@ fn effective_ipc(m: &Measurement, hz: f64) -> Option<f64> {
 }
 
 fn fit_model(map: &CoreMap, m: &[Measurement], notes: &mut Vec<String>) -> IpsModel {
-    let n = map.kinds.len();
-    let mut pairs = vec![vec![None; n]; n];
-    for (from, row) in pairs.iter_mut().enumerate() {
-        for (to, slot) in row.iter_mut().enumerate() {
-            if from == to {
-                continue;
-            }
-            let samples: Vec<(Features, f64)> = KERNELS
-                .iter()
-                .filter_map(|kern| {
-                    let a = m.iter().find(|x| x.kernel == kern.name && x.kind == from)?;
-                    let b = m.iter().find(|x| x.kernel == kern.name && x.kind == to)?;
-                    Some((a.counts.features()?, effective_ipc(b, map.kinds[to].hz)?))
-                })
-                .collect();
-            match fit(&samples, 1e-3) {
-                Ok(p) => *slot = Some(p),
-                Err(e) => notes.push(format!(
-                    "{} → {}: {e}",
-                    map.kinds[from].name, map.kinds[to].name
-                )),
-            }
-        }
+    let runs: Vec<KernelRun<'_>> = m
+        .iter()
+        .filter_map(|x| {
+            Some(KernelRun {
+                kernel: &x.kernel,
+                kind: x.kind,
+                counts: x.counts,
+                ipc: effective_ipc(x, map.kinds[x.kind].hz)?,
+            })
+        })
+        .collect();
+    let fitted = fit_pairs(map.kinds.len(), &runs, 1e-3);
+    for f in &fitted.failures {
+        notes.push(format!(
+            "{} → {}: {}",
+            map.kinds[f.from].name, map.kinds[f.to].name, f.error
+        ));
     }
     IpsModel {
         kinds: map.kinds.iter().map(|k| k.name.clone()).collect(),
         hz: map.kinds.iter().map(|k| k.hz).collect(),
-        pairs,
+        pairs: fitted.pairs,
         power: map.kinds.iter().map(|k| k.power).collect(),
     }
 }

@@ -41,8 +41,20 @@ fn balance_scenarios_print_the_common_json_with_ips_per_watt() {
             .collect();
         assert_eq!(
             policies,
-            ["linux-default", "gts", "smartbalance", "kinship"]
+            [
+                "linux-default",
+                "gts",
+                "smartbalance",
+                "smartbalance-eq11",
+                "kinship"
+            ]
         );
+        for field in ["predictor_error_mean", "predictor_error_p95"] {
+            let e = v[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: {field}"));
+            assert!(e > 0.0 && e < 1.0, "{name}: {field} = {e}");
+        }
         for r in results {
             for field in [
                 "system_speedup",

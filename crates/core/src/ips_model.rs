@@ -13,6 +13,14 @@
 //! Counters a machine lacks (a VM without a PMU, an event the PMU does not
 //! have) are `None`; the features built from them are left out of the fit
 //! and of the prediction, so a model fitted without them still predicts.
+//!
+//! `Θ·X` can stand for the IPC on the target kind (Eq. 8 as written) or for
+//! its CPI ([`FitTarget`]). Stall cycles add up (a miss costs the same
+//! nanoseconds on every kind, so more cycles on a faster clock), which
+//! makes CPI nearly linear in the source kind's CPI and miss rates (the
+//! `cpi` and `llc_mpki` features) while IPC is not: memory-bound threads, whose IPC is small, are where an IPC
+//! fit goes furthest wrong. [`fit_best`] fits both and keeps the one with
+//! the smaller leave-one-out error.
 
 use crate::balance::PowerModel;
 use serde::{Deserialize, Serialize};
@@ -42,8 +50,10 @@ pub const FEATURE_NAMES: [&str; N_FEATURES] = [
     "cache_miss_rate",
     "l1d_mpki",
     "dtlb_mpki",
+    "llc_mpki",
+    "cpi",
 ];
-pub const N_FEATURES: usize = 8;
+pub const N_FEATURES: usize = 10;
 
 /// The characterisation vector `X` of Eq. 8; `None` where the counter
 /// behind a feature was not measured.
@@ -79,8 +89,21 @@ impl ThreadCounts {
             ratio(self.cache_misses, self.cache_references),
             per_kilo(self.l1d_misses),
             per_kilo(self.dtlb_misses),
+            per_kilo(self.cache_misses),
+            ratio(self.cycles, Some(instr)),
         ]))
     }
+}
+
+/// What `Θ·X` predicts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FitTarget {
+    /// Instructions per cycle on the target kind (SmartBalance Eq. 8).
+    #[default]
+    Ipc,
+    /// Cycles per instruction on the target kind; the IPC is its inverse.
+    Cpi,
 }
 
 /// Fitted `Θ` for one ordered pair of kinds: which features it uses and
@@ -90,25 +113,37 @@ pub struct PairModel {
     /// Indices into [`FEATURE_NAMES`].
     pub used: Vec<usize>,
     pub theta: Vec<f64>,
-    /// Mean absolute relative error of leave-one-out predictions on the
-    /// calibration samples (the figure SmartBalance reports as 4.2 %).
+    /// Mean absolute relative error of leave-one-out predictions of the
+    /// IPC on the calibration samples (the figure SmartBalance reports as
+    /// 4.2 %).
     pub loo_error: Option<f64>,
+    /// Models stored before the CPI fit existed predict IPC.
+    #[serde(default)]
+    pub target: FitTarget,
 }
+
+/// Smallest CPI a prediction may give: no core retires more than 16
+/// instructions a cycle, so anything below is a fit gone wrong, not a
+/// fast thread.
+const MIN_CPI: f64 = 1.0 / 16.0;
 
 impl PairModel {
     /// Predicted IPC on the target kind; `None` when a used feature is
-    /// missing from `x`.
+    /// missing from `x`, or when a CPI fit predicts an impossible CPI.
     pub fn predict(&self, x: &Features) -> Option<f64> {
-        let mut ipc = 0.0;
+        let mut y = 0.0;
         for (&f, &t) in self.used.iter().zip(&self.theta) {
-            ipc += t * x.0[f]?;
+            y += t * x.0[f]?;
         }
-        Some(ipc.max(0.0))
+        match self.target {
+            FitTarget::Ipc => Some(y.max(0.0)),
+            FitTarget::Cpi => (y >= MIN_CPI).then(|| 1.0 / y),
+        }
     }
 }
 
 /// Why a fit failed.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum FitError {
     #[error("{samples} samples cannot fit {features} coefficients")]
     TooFewSamples { samples: usize, features: usize },
@@ -116,10 +151,35 @@ pub enum FitError {
     NoFeatures,
 }
 
-/// Least-squares fit of `y ≈ Θ·X` over the features present in every
-/// sample, with a small ridge term so collinear features (two programs
-/// with the same branch share, say) do not make the system singular.
+/// Least-squares fit of `ipc ≈ Θ·X` (Eq. 8) over the features present in
+/// every sample, with a small ridge term so collinear features (two
+/// programs with the same branch share, say) do not make the system
+/// singular. Each sample is a characterisation and the IPC it gave.
 pub fn fit(samples: &[(Features, f64)], ridge: f64) -> Result<PairModel, FitError> {
+    fit_for(samples, ridge, FitTarget::Ipc)
+}
+
+/// The IPC fit and the CPI fit, whichever predicts the IPC of a left-out
+/// sample better; the IPC fit when neither has a leave-one-out error (too
+/// few samples to tell) or when a sample's IPC is not positive (no CPI).
+pub fn fit_best(samples: &[(Features, f64)], ridge: f64) -> Result<PairModel, FitError> {
+    let ipc = fit_for(samples, ridge, FitTarget::Ipc)?;
+    if samples.iter().any(|(_, y)| *y <= 0.0) {
+        return Ok(ipc);
+    }
+    let cpi = fit_for(samples, ridge, FitTarget::Cpi)?;
+    Ok(match (ipc.loo_error, cpi.loo_error) {
+        (Some(a), Some(b)) if b < a => cpi,
+        _ => ipc,
+    })
+}
+
+/// `fit` for a chosen target; samples' values are IPCs either way.
+pub fn fit_for(
+    samples: &[(Features, f64)],
+    ridge: f64,
+    target: FitTarget,
+) -> Result<PairModel, FitError> {
     let used: Vec<usize> = (0..N_FEATURES)
         .filter(|&f| {
             samples
@@ -136,14 +196,18 @@ pub fn fit(samples: &[(Features, f64)], ridge: f64) -> Result<PairModel, FitErro
             features: used.len(),
         });
     }
-    let theta = solve_normal_equations(samples, &used, ridge, None);
-    let mut model = PairModel {
+    let regressed: Vec<(Features, f64)> = match target {
+        FitTarget::Ipc => samples.to_vec(),
+        FitTarget::Cpi => samples.iter().map(|(x, y)| (*x, 1.0 / y)).collect(),
+    };
+    let theta = solve_normal_equations(&regressed, &used, ridge, None);
+    let loo_error = leave_one_out_error(samples, &regressed, &used, ridge, target);
+    Ok(PairModel {
         used,
         theta,
-        loo_error: None,
-    };
-    model.loo_error = leave_one_out_error(samples, &model.used, ridge);
-    Ok(model)
+        loo_error,
+        target,
+    })
 }
 
 fn row(x: &Features, used: &[usize]) -> Vec<f64> {
@@ -203,7 +267,15 @@ fn solve_normal_equations(
         .collect()
 }
 
-fn leave_one_out_error(samples: &[(Features, f64)], used: &[usize], ridge: f64) -> Option<f64> {
+/// Mean relative error of each sample's IPC predicted by the fit of the
+/// others; `regressed` holds the values the fit regresses on (IPC or CPI).
+fn leave_one_out_error(
+    samples: &[(Features, f64)],
+    regressed: &[(Features, f64)],
+    used: &[usize],
+    ridge: f64,
+    target: FitTarget,
+) -> Option<f64> {
     if samples.len() <= used.len() {
         return None;
     }
@@ -213,17 +285,73 @@ fn leave_one_out_error(samples: &[(Features, f64)], used: &[usize], ridge: f64) 
         if *y <= 0.0 {
             continue;
         }
-        let theta = solve_normal_equations(samples, used, ridge, Some(i));
+        let theta = solve_normal_equations(regressed, used, ridge, Some(i));
         let m = PairModel {
             used: used.to_vec(),
             theta,
             loo_error: None,
+            target,
         };
-        let predicted = m.predict(x)?;
-        total += (predicted - y).abs() / y;
+        // Every used feature is in every sample, so only an impossible CPI
+        // gives no prediction: count it as wholly wrong.
+        total += m.predict(x).map_or(1.0, |p| (p - y).abs() / y);
         counted += 1;
     }
     (counted > 0).then(|| total / counted as f64)
+}
+
+/// One calibration kernel's run on one kind: what its counters said and the
+/// IPC it achieved there (instructions over the cycles the kind delivered).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelRun<'a> {
+    pub kernel: &'a str,
+    pub kind: usize,
+    pub counts: ThreadCounts,
+    pub ipc: f64,
+}
+
+/// An ordered pair of kinds whose `Θ` could not be fitted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairFailure {
+    pub from: usize,
+    pub to: usize,
+    pub error: FitError,
+}
+
+/// The fitted pairs of `kinds` kinds: `pairs[from][to]`, `None` on the
+/// diagonal and where the fit failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FittedPairs {
+    pub pairs: Vec<Vec<Option<PairModel>>>,
+    pub failures: Vec<PairFailure>,
+}
+
+/// `Θ` for every ordered pair of kinds from calibration runs: a kernel's
+/// characterisation on `from` against the IPC it achieved on `to`, for
+/// every kernel run on both; IPC or CPI target per pair by [`fit_best`].
+pub fn fit_pairs(kinds: usize, runs: &[KernelRun<'_>], ridge: f64) -> FittedPairs {
+    let mut pairs = vec![vec![None; kinds]; kinds];
+    let mut failures = Vec::new();
+    for (from, row) in pairs.iter_mut().enumerate() {
+        for (to, slot) in row.iter_mut().enumerate() {
+            if from == to {
+                continue;
+            }
+            let samples: Vec<(Features, f64)> = runs
+                .iter()
+                .filter(|a| a.kind == from)
+                .filter_map(|a| {
+                    let b = runs.iter().find(|b| b.kind == to && b.kernel == a.kernel)?;
+                    Some((a.counts.features()?, b.ipc))
+                })
+                .collect();
+            match fit_best(&samples, ridge) {
+                Ok(p) => *slot = Some(p),
+                Err(error) => failures.push(PairFailure { from, to, error }),
+            }
+        }
+    }
+    FittedPairs { pairs, failures }
 }
 
 /// Θ for every ordered pair of kinds plus each kind's power model and
@@ -368,7 +496,7 @@ mod tests {
             samples.push((x, y));
         }
         let m = fit(&samples, 0.0).unwrap();
-        assert_eq!(m.used, vec![0, 1, 3, 4]);
+        assert_eq!(m.used, vec![0, 1, 3, 4, 9]);
         let x = counts(2000, 1600, 300, 12).features().unwrap();
         let want = 0.2 + 0.5 * 2000.0 / 1600.0 - 2.0 * 0.04;
         assert!((m.predict(&x).unwrap() - want).abs() < 1e-6);
@@ -397,6 +525,7 @@ mod tests {
                         used: vec![1],
                         theta: vec![0.5],
                         loo_error: None,
+                        target: FitTarget::Ipc,
                     }),
                 ],
                 vec![None, None],
@@ -428,5 +557,83 @@ mod tests {
             short.validate(),
             Err(ModelError::Shape { field: "hz", .. })
         ));
+    }
+
+    /// Counts of a thread whose CPI on a kind is `base_cpi + stall` per
+    /// LLC miss: the additive-stall shape the CPI fit is for.
+    fn stall_counts(base_cpi: f64, llc_mpki: f64, stall_cycles: f64) -> ThreadCounts {
+        let instr = 1_000_000u64;
+        let cpi = base_cpi + llc_mpki / 1000.0 * stall_cycles;
+        ThreadCounts {
+            task_ns: 1_000_000,
+            instructions: Some(instr),
+            cycles: Some((instr as f64 * cpi) as u64),
+            cache_misses: Some((llc_mpki * 1000.0) as u64),
+            ..ThreadCounts::default()
+        }
+    }
+
+    #[test]
+    fn the_cpi_fit_is_kept_where_stalls_add_up() {
+        // Source kind: 40 stall cycles per miss; target: twice as wide
+        // (half the base CPI) and 80 stall cycles (a faster clock).
+        let mut runs = Vec::new();
+        let names: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+        for (i, name) in names.iter().enumerate() {
+            let base = 0.4 + 0.15 * (i % 4) as f64;
+            let mpki = [0.5, 4.0, 15.0][i % 3] + i as f64;
+            let src = stall_counts(base, mpki, 40.0);
+            let dst = stall_counts(base / 2.0, mpki, 80.0);
+            runs.push(KernelRun {
+                kernel: name,
+                kind: 0,
+                ipc: src.ipc().unwrap(),
+                counts: src,
+            });
+            runs.push(KernelRun {
+                kernel: name,
+                kind: 1,
+                ipc: dst.ipc().unwrap(),
+                counts: dst,
+            });
+        }
+        let fitted = fit_pairs(2, &runs, 0.0);
+        assert!(fitted.failures.is_empty(), "{:?}", fitted.failures);
+        let there = fitted.pairs[0][1].as_ref().unwrap();
+        assert_eq!(there.target, FitTarget::Cpi);
+        assert!(there.loo_error.unwrap() < 0.01, "{there:?}");
+        let ipc_only = fit(
+            &runs
+                .chunks(2)
+                .map(|r| (r[0].counts.features().unwrap(), r[1].ipc))
+                .collect::<Vec<_>>(),
+            0.0,
+        )
+        .unwrap();
+        assert!(ipc_only.loo_error.unwrap() > there.loo_error.unwrap());
+        // A thread outside the calibration set.
+        let x = stall_counts(0.55, 7.0, 40.0).features().unwrap();
+        let want = stall_counts(0.275, 7.0, 80.0).ipc().unwrap();
+        assert!((there.predict(&x).unwrap() / want - 1.0).abs() < 0.01);
+        assert!(fitted.pairs[0][0].is_none());
+    }
+
+    #[test]
+    fn a_model_stored_before_the_cpi_fit_predicts_ipc() {
+        let old = r#"{"used":[0,1],"theta":[0.1,0.5],"loo_error":null}"#;
+        let p: PairModel = serde_json::from_str(old).unwrap();
+        assert_eq!(p.target, FitTarget::Ipc);
+        // An impossible CPI is no prediction, not an absurd IPC.
+        let cpi = PairModel {
+            target: FitTarget::Cpi,
+            ..p
+        };
+        let x = counts(2000, 1000, 200, 20).features().unwrap();
+        assert_eq!(cpi.predict(&x), Some(1.0 / 1.1));
+        let negative = PairModel {
+            theta: vec![-1.0, 0.0],
+            ..cpi
+        };
+        assert_eq!(negative.predict(&x), None);
     }
 }

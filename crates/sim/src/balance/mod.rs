@@ -9,6 +9,7 @@
 
 pub mod engine;
 pub mod model;
+pub mod predictor;
 pub mod scenarios;
 
 use crate::report::{AppResult, PolicyResult, ScenarioReport, TimelineSegment};
@@ -62,6 +63,11 @@ pub struct BalanceReport {
     pub apps: Vec<String>,
     /// The policy every `relative` is measured against.
     pub baseline: String,
+    /// Mean and 95th percentile of |predicted − true| / true IPS over
+    /// every prediction of the fitted `Θ` the policies were given (each
+    /// thread on every kind it was not running on, every measured epoch).
+    pub predictor_error_mean: f64,
+    pub predictor_error_p95: f64,
     pub results: Vec<BalanceResult>,
 }
 
@@ -109,9 +115,14 @@ impl BalanceReport {
     /// The energy table printed under the common one.
     pub fn render_energy_table(&self) -> String {
         let mut out = format!(
+            "predictor (fitted Θ): mean error {:.1} %, p95 {:.1} %\n\n",
+            self.predictor_error_mean * 100.0,
+            self.predictor_error_p95 * 100.0
+        );
+        out.push_str(&format!(
             "energy efficiency (useful IPS/W; relative to {})\n",
             self.baseline
-        );
+        ));
         let machines: Vec<&String> = self
             .results
             .first()
@@ -373,10 +384,26 @@ fn assemble(
             }
         })
         .collect();
+    let mut errors: Vec<f64> = outcomes
+        .iter()
+        .flatten()
+        .flat_map(|o| o.prediction_errors.iter().copied())
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let (predictor_error_mean, predictor_error_p95) = if errors.is_empty() {
+        (f64::NAN, f64::NAN)
+    } else {
+        (
+            errors.iter().sum::<f64>() / errors.len() as f64,
+            errors[(errors.len() * 95 / 100).min(errors.len() - 1)],
+        )
+    };
     BalanceReport {
         scenario: name.to_string(),
         description: description.to_string(),
         seed,
+        predictor_error_mean,
+        predictor_error_p95,
         measured_s: (EPOCHS - WARMUP_EPOCHS) as f64 * EPOCH_S,
         oracle_system_speedup,
         oracle_apps,
