@@ -198,6 +198,14 @@ mod tests {
             .arg("5")
             .spawn()
             .unwrap();
+        // Spawning returns once the exec has begun, possibly before the
+        // new program's arguments are set up: until then its `cmdline` is
+        // empty and it looks like a kernel thread.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !is_user_process(Path::new("/proc"), child.id()) {
+            assert!(std::time::Instant::now() < deadline, "sleep never started");
+            std::thread::yield_now();
+        }
         let got = Target::User(uid).threads(Path::new("/proc")).unwrap();
         let other = Target::User(uid.wrapping_add(4242))
             .threads(Path::new("/proc"))
