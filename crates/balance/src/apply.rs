@@ -5,8 +5,14 @@
 //! A thread whose affinity changed since the balancer last set it has
 //! been re-pinned by its own process (or an operator): the balancer then
 //! treats that set as the thread's allowed set and stops overriding it.
+//!
+//! Every change is recorded in a [`Journal`] before it is made, so that
+//! [`Applier::restore`] (on exit) or [`crate::restore::recover`] (after a
+//! crash) can take it back.
 
+use crate::journal::{Journal, JournalError};
 use crate::machine::CoreMap;
+use crate::restore::RestoreReport;
 use crate::targets::ThreadId;
 use rustix::process::Pid;
 use rustix::thread::CpuSet;
@@ -24,7 +30,6 @@ pub enum Outcome {
     Failed(String),
 }
 
-#[derive(Default)]
 pub struct Applier {
     /// CPU each thread was last pinned to by us.
     pinned: HashMap<ThreadId, usize>,
@@ -33,11 +38,49 @@ pub struct Applier {
     /// Where a thread was in the `cpu` controller before we moved it into
     /// a throttling cgroup.
     home_cgroup: HashMap<ThreadId, PathBuf>,
+    /// How every thread we changed was before, for the restore.
+    journal: Journal,
+}
+
+impl Default for Applier {
+    fn default() -> Self {
+        Applier::new()
+    }
 }
 
 impl Applier {
+    /// An applier whose journal is kept in memory only.
     pub fn new() -> Applier {
-        Applier::default()
+        Applier::with_journal(Journal::in_memory(Vec::new()))
+    }
+
+    pub fn with_journal(journal: Journal) -> Applier {
+        Applier {
+            pinned: HashMap::new(),
+            self_managed: HashSet::new(),
+            home_cgroup: HashMap::new(),
+            journal,
+        }
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Puts every thread this applier changed back as it was (see
+    /// [`crate::restore`]) and removes the state file; forgets them all.
+    pub fn restore(&mut self) -> Result<RestoreReport, JournalError> {
+        let report = crate::restore::restore(self.journal.contents());
+        self.journal.remove_file()?;
+        let throttles = self.journal.contents().throttles.clone();
+        self.journal = match self.journal.path() {
+            Some(p) => Journal::at(p, throttles),
+            None => Journal::in_memory(throttles),
+        };
+        self.pinned.clear();
+        self.self_managed.clear();
+        self.home_cgroup.clear();
+        Ok(report)
     }
 
     /// Whether `id` is pinned by the balancer to exactly `cpu` already.
@@ -56,16 +99,29 @@ impl Applier {
             if affinity != [cpu] {
                 self.self_managed.insert(id);
                 self.pinned.remove(&id);
+                self.journal.note_self_managed(id);
             }
         }
     }
 
-    /// Forgets threads no longer listed.
-    pub fn retain(&mut self, live: &[ThreadId]) {
+    /// Forgets threads no longer listed. The journal keeps them while
+    /// they live (a thread that left the target may still carry our pin),
+    /// and drops those that exited.
+    pub fn retain(&mut self, live: &[ThreadId]) -> Result<(), JournalError> {
         let keep = |id: &ThreadId| live.binary_search(id).is_ok();
         self.pinned.retain(|id, _| keep(id));
         self.self_managed.retain(keep);
         self.home_cgroup.retain(|id, _| keep(id));
+        if self
+            .journal
+            .contents()
+            .threads
+            .iter()
+            .any(|r| !keep(&r.id()))
+        {
+            self.journal.forget_exited()?;
+        }
+        Ok(())
     }
 
     /// Pins `id` to OS CPU `cpu` (of `map`) and puts it in or out of the
@@ -78,6 +134,12 @@ impl Applier {
             return Outcome::Failed(format!("CPU {cpu} is not in the core map"));
         };
         let throttle = map.kinds[map.cores[core].kind].throttle.as_deref();
+        // The undo first: a change is made only once it can be taken back.
+        match self.journal.note_pin(id, cpu) {
+            Ok(Some(())) => {}
+            Ok(None) => return Outcome::Gone,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        }
         if let Err(o) = self.set_cgroup(id, throttle) {
             return o;
         }
@@ -117,7 +179,7 @@ impl Applier {
 }
 
 /// The thread's directory in the cgroup v1 `cpu` hierarchy.
-fn cpu_cgroup_of(id: ThreadId) -> Option<PathBuf> {
+pub(crate) fn cpu_cgroup_of(id: ThreadId) -> Option<PathBuf> {
     let text = std::fs::read_to_string(format!("/proc/{}/task/{}/cgroup", id.pid, id.tid)).ok()?;
     let rel = text.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');

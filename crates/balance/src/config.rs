@@ -6,6 +6,7 @@
 //! objective = "ips-per-watt"      # or "throughput" (SmartBalance)
 //! min_gain = 0.05                 # hysteresis: apply only predicted gains above 5 %
 //! min_epochs_between_moves = 3    # … and move one thread at most every 3 epochs
+//! state_file = "/run/hetsched/balance-state.json"  # journal of changed threads
 //!
 //! [[slow_cores]]                  # emulated little core (as for the daemon)
 //! cpus = [1]
@@ -132,6 +133,10 @@ pub struct BalanceConfig {
     /// Calibrated predictor (`hetsched balance calibrate` writes it);
     /// default: `$XDG_CACHE_HOME/hetsched/balance-model.json`.
     pub model: Option<PathBuf>,
+    /// Where the balancer journals the threads it changed, for the
+    /// restore after a crash; default: `/run/hetsched/balance-state.json`
+    /// for root (see [`crate::journal::default_path`]).
+    pub state_file: Option<PathBuf>,
 }
 
 impl Default for BalanceConfig {
@@ -147,6 +152,7 @@ impl Default for BalanceConfig {
             power: BTreeMap::new(),
             hints: Vec::new(),
             model: None,
+            state_file: None,
         }
     }
 }
@@ -247,6 +253,12 @@ impl BalanceConfig {
             .iter()
             .filter(|h| comm.starts_with(&h.comm))
             .max_by_key(|h| h.comm.len())
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.state_file
+            .clone()
+            .unwrap_or_else(crate::journal::default_path)
     }
 
     pub fn model_path(&self) -> Option<PathBuf> {

@@ -1,5 +1,6 @@
-//! Which threads the balancer manages: every thread on the machine, the
-//! threads of a cgroup, or those of given processes. Listed afresh every
+//! Which threads the balancer manages: every user thread on the machine
+//! (only when asked with `--all`), the threads of a cgroup, of given
+//! processes, or of the processes a user owns. Listed afresh every
 //! epoch, so threads that start or exit between epochs are picked up or
 //! dropped without bookkeeping.
 
@@ -12,7 +13,7 @@ pub struct ThreadId {
     pub tid: u32,
 }
 
-/// What `--all`, `--cgroup` and `--pids` select.
+/// What `--all`, `--cgroup`, `--pids` and `--user` select.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Target {
     /// Every user thread except the balancer's own (kernel threads have
@@ -23,6 +24,8 @@ pub enum Target {
     Cgroup(PathBuf),
     /// Every thread of these processes.
     Pids(Vec<u32>),
+    /// Every thread of the processes whose real user id is this.
+    User(u32),
 }
 
 /// Why the target cannot be listed at all.
@@ -32,6 +35,29 @@ pub enum TargetError {
     Cgroup(PathBuf, std::io::Error),
     #[error("process {0} does not exist")]
     NoSuchProcess(u32),
+    #[error("there is no user `{0}` (neither a name in /etc/passwd nor a number)")]
+    NoSuchUser(String),
+}
+
+impl Target {
+    /// The `--user` target: a user id, or a name looked up in `/etc/passwd`.
+    pub fn user(name_or_uid: &str) -> Result<Target, TargetError> {
+        if let Ok(uid) = name_or_uid.parse() {
+            return Ok(Target::User(uid));
+        }
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        uid_in_passwd(&passwd, name_or_uid)
+            .map(Target::User)
+            .ok_or_else(|| TargetError::NoSuchUser(name_or_uid.into()))
+    }
+}
+
+fn uid_in_passwd(passwd: &str, name: &str) -> Option<u32> {
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
 }
 
 impl Target {
@@ -45,6 +71,18 @@ impl Target {
                 let mut out = Vec::new();
                 for pid in numeric_entries(proc_root) {
                     if pid != me && is_user_process(proc_root, pid) {
+                        out.extend(threads_of(proc_root, pid));
+                    }
+                }
+                out
+            }
+            Target::User(uid) => {
+                let mut out = Vec::new();
+                for pid in numeric_entries(proc_root) {
+                    if pid != me
+                        && is_user_process(proc_root, pid)
+                        && real_uid(proc_root, pid) == Some(*uid)
+                    {
                         out.extend(threads_of(proc_root, pid));
                     }
                 }
@@ -102,6 +140,18 @@ fn is_user_process(proc_root: &Path, pid: u32) -> bool {
     std::fs::read(proc_root.join(pid.to_string()).join("cmdline")).is_ok_and(|c| !c.is_empty())
 }
 
+/// The real user id of a process (the first `Uid:` field).
+fn real_uid(proc_root: &Path, pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn tgid_of(proc_root: &Path, tid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(proc_root.join(tid.to_string()).join("status")).ok()?;
     status
@@ -130,6 +180,41 @@ mod tests {
         assert!(all.iter().all(|t| t.pid != me));
         tx.send(()).unwrap();
         helper.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_user_target_lists_that_users_processes_only() {
+        let passwd = "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n";
+        assert_eq!(uid_in_passwd(passwd, "alice"), Some(1000));
+        assert_eq!(uid_in_passwd(passwd, "bob"), None);
+        assert_eq!(Target::user("1234").unwrap(), Target::User(1234));
+        assert!(matches!(
+            Target::user("no-such-user-here"),
+            Err(TargetError::NoSuchUser(_))
+        ));
+        // A child of ours runs as our user; the balancer itself is skipped.
+        let uid = rustix::process::getuid().as_raw();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        // Spawning returns once the exec has begun, possibly before the
+        // new program's arguments are set up: until then its `cmdline` is
+        // empty and it looks like a kernel thread.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !is_user_process(Path::new("/proc"), child.id()) {
+            assert!(std::time::Instant::now() < deadline, "sleep never started");
+            std::thread::yield_now();
+        }
+        let got = Target::User(uid).threads(Path::new("/proc")).unwrap();
+        let other = Target::User(uid.wrapping_add(4242))
+            .threads(Path::new("/proc"))
+            .unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(got.iter().any(|t| t.pid == child.id()), "{got:?}");
+        assert!(got.iter().all(|t| t.pid != std::process::id()));
+        assert!(other.iter().all(|t| t.pid != child.id()));
     }
 
     #[test]

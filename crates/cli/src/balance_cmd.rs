@@ -1,6 +1,7 @@
 //! `hetsched balance`: the thread balancer for unmodified programs, and
 //! `hetsched balance calibrate`, which fits its predictor.
 
+use crate::balance_stop::Stop;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use hetsched_balance::balancer::{Balancer, EpochReport};
@@ -8,7 +9,9 @@ use hetsched_balance::calibrate::{self, CalibrationReport};
 use hetsched_balance::config::{BalanceConfig, ObjectiveName, PolicyName};
 use hetsched_balance::counters::Availability;
 use hetsched_balance::machine::CoreMap;
+use hetsched_balance::restore::recover;
 use hetsched_balance::targets::Target;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -52,11 +55,26 @@ struct RunArgs {
     #[arg(long)]
     epochs: Option<u64>,
     /// Balance the threads of these processes (comma-separated pids).
-    #[arg(long, value_delimiter = ',', conflicts_with = "cgroup")]
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["cgroup", "user", "all"])]
     pids: Vec<u32>,
     /// Balance the threads of this cgroup directory.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["user", "all"])]
     cgroup: Option<PathBuf>,
+    /// Balance the threads of the processes this user (name or uid) runs.
+    #[arg(long, conflicts_with = "all")]
+    user: Option<String>,
+    /// Balance every user thread on the machine (never the default).
+    #[arg(long)]
+    all: bool,
+    /// Journal of the threads the balancer changed, restored on exit and,
+    /// after a crash, on the next start (overrides the config's
+    /// `state_file`; default /run/hetsched/balance-state.json for root).
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+    /// Restore what the state file lists (a balancer that crashed left
+    /// it), remove it and exit.
+    #[arg(long, conflicts_with_all = ["dry_run", "once", "epochs"])]
+    restore: bool,
     /// One JSON object per epoch instead of a table.
     #[arg(long)]
     json: bool,
@@ -108,7 +126,33 @@ fn balance(args: RunArgs) -> Result<()> {
     if let Some(ms) = args.epoch_ms {
         cfg.epoch_ms = ms;
     }
+    if let Some(p) = &args.state_file {
+        cfg.state_file = Some(p.clone());
+    }
     cfg.validate()?;
+    let state = cfg.state_path();
+    if args.restore {
+        return restore_only(&state);
+    }
+    let target = target_of(&args)?;
+    // The first change comes after the handlers are in: a signal from here
+    // on ends the loop and the restore runs.
+    let stop = Stop::on_signals()?;
+    if args.dry_run {
+        if state.exists() {
+            eprintln!(
+                "hetsched balance: {} lists threads a previous balancer changed; a dry run \
+                 leaves them (run without --dry-run, or with --restore, to restore them)",
+                state.display()
+            );
+        }
+    } else if let Some(report) = recover(&state)? {
+        eprintln!(
+            "hetsched balance: a previous balancer did not exit cleanly; from {}: {}",
+            state.display(),
+            report.summary()
+        );
+    }
     let map = if args.dry_run {
         // A dry run changes nothing, cgroups included.
         let mut topo = hetsched_platform::cpu::discover_cpus();
@@ -116,11 +160,6 @@ fn balance(args: RunArgs) -> Result<()> {
         CoreMap::from_topology(&topo, &cfg)?
     } else {
         CoreMap::discover(&cfg)?
-    };
-    let target = match (&args.cgroup, args.pids.is_empty()) {
-        (Some(dir), _) => Target::Cgroup(dir.clone()),
-        (None, false) => Target::Pids(args.pids.clone()),
-        (None, true) => Target::All,
     };
     let avail = match Availability::probe() {
         Ok(a) => Some(a),
@@ -149,12 +188,44 @@ fn balance(args: RunArgs) -> Result<()> {
              or [[core_caps]] in the config to emulate asymmetry)"
         );
     }
+    if !args.dry_run {
+        balancer.keep_state_in(&state);
+    }
     let limit = if args.once { Some(1) } else { args.epochs };
+    let result = run_epochs(&mut balancer, &args, limit, epoch, &stop);
+    // Whatever ended the loop (the epochs, a signal, an error), every
+    // thread the balancer changed goes back as it was.
+    if !args.dry_run {
+        match balancer.restore() {
+            Ok(r) => eprintln!("hetsched balance: on exit, {}", r.summary()),
+            Err(e) => {
+                eprintln!("hetsched balance: {e}");
+                result?;
+                return Err(e.into());
+            }
+        }
+    }
+    if let Some(sig) = stop.signal() {
+        eprintln!("hetsched balance: stopped by signal {sig}");
+    }
+    result
+}
+
+/// The epoch loop, until `limit` epochs have run or a signal stops it.
+fn run_epochs(
+    balancer: &mut Balancer,
+    args: &RunArgs,
+    limit: Option<u64>,
+    epoch: Duration,
+    stop: &Stop,
+) -> Result<()> {
     balancer.prime()?;
     let mut last = Instant::now();
     let mut done = 0u64;
     while limit.is_none_or(|l| done < l) {
-        std::thread::sleep(epoch.saturating_sub(last.elapsed()));
+        if !stop.pause(epoch.saturating_sub(last.elapsed())) {
+            break;
+        }
         let window = last.elapsed();
         last = Instant::now();
         let report = balancer.step(window.as_nanos() as u64, args.dry_run)?;
@@ -163,7 +234,43 @@ fn balance(args: RunArgs) -> Result<()> {
         } else {
             print_report(&report, balancer.map());
         }
+        // Seen at once by whoever follows the output (a test, a pipe).
+        std::io::stdout().flush()?;
         done += 1;
+    }
+    Ok(())
+}
+
+/// The threads to balance: exactly one of `--pids`, `--cgroup`, `--user`
+/// and `--all` (clap refuses two).
+fn target_of(args: &RunArgs) -> Result<Target> {
+    Ok(if let Some(dir) = &args.cgroup {
+        Target::Cgroup(dir.clone())
+    } else if !args.pids.is_empty() {
+        Target::Pids(args.pids.clone())
+    } else if let Some(u) = &args.user {
+        Target::user(u)?
+    } else if args.all {
+        Target::All
+    } else {
+        bail!(
+            "no threads to balance: name them with --pids, --cgroup or --user, or ask for every user thread with --all"
+        )
+    })
+}
+
+/// `--restore`: what a crashed balancer left, put back.
+fn restore_only(state: &Path) -> Result<()> {
+    match recover(state)? {
+        Some(r) => eprintln!(
+            "hetsched balance: from {}: {}",
+            state.display(),
+            r.summary()
+        ),
+        None => eprintln!(
+            "hetsched balance: no state file at {}: nothing to restore",
+            state.display()
+        ),
     }
     Ok(())
 }

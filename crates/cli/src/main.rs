@@ -4,6 +4,7 @@
 
 mod admin;
 mod balance_cmd;
+mod balance_stop;
 mod bench;
 mod bench_balance;
 mod bench_clients;

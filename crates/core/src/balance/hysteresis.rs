@@ -9,6 +9,10 @@
 use super::{Allocation, BalanceInput};
 use std::collections::BTreeMap;
 
+/// Relative objective changes this small are rounding, not a loss: a plan
+/// that swaps threads the objective cannot tell apart predicts 0.
+const OBJECTIVE_ROUNDING: f64 = 1e-9;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Hysteresis {
     /// Smallest predicted relative gain (0.05 = 5 %) worth a migration.
@@ -63,6 +67,28 @@ impl Hysteresis {
         state: &mut HysteresisState,
     ) -> Allocation {
         let worth = plan_gain >= self.min_relative_gain;
+        self.apply(input, proposed, epoch, state, |_| worth)
+    }
+
+    /// [`filter_plan`](Self::filter_plan) for a policy that ranks plans by
+    /// its own measure (Kinship's total kinship), which the objective
+    /// model does not share: the plan must clear the margin by that measure
+    /// (`plan_gain`) *and* the objective must predict no loss
+    /// (`objective_gain ≥ 0`, up to rounding). Kinship's greedy rematch can
+    /// raise its total by stacking two CPU-bound threads on one core and
+    /// leaving another idle (each newcomer weighs only its own share of
+    /// the core, not what it takes from the thread already there), a plan
+    /// the objective rightly predicts to be a loss.
+    pub fn filter_plan_guarded(
+        &self,
+        input: &BalanceInput,
+        proposed: &Allocation,
+        plan_gain: f64,
+        objective_gain: f64,
+        epoch: u64,
+        state: &mut HysteresisState,
+    ) -> Allocation {
+        let worth = plan_gain >= self.min_relative_gain && objective_gain >= -OBJECTIVE_ROUNDING;
         self.apply(input, proposed, epoch, state, |_| worth)
     }
 

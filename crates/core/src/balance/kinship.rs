@@ -484,4 +484,56 @@ mod tests {
         }
         assert_eq!(holders, vec![3, 5, 7, 3]);
     }
+
+    /// Issue 26 (b): the greedy rematch stacks two CPU-bound threads on
+    /// the big core (half of it, 2·1/2, beats the little core's 2·0.4 for
+    /// the second thread, which ignores what it takes from the first) and
+    /// its total kinship rises 25 % over the wrong-way-round start, while
+    /// throughput falls 28.6 %: the guarded plan filter keeps the start.
+    #[test]
+    fn a_stacking_plan_that_loses_throughput_is_not_applied() {
+        use crate::balance::objective::evaluate;
+        use crate::balance::{Hysteresis, HysteresisState, Throughput};
+        let mut inp = machine();
+        inp.kinds[1].relative_speed = 0.4;
+        inp.cores = vec![inp.cores[0], inp.cores[3]]; // fast with AES, slow without
+        let mut t = |id, on, cat, hint| {
+            let mut th = ThreadObs::new(id, vec![1e9, 4e8], 1.0);
+            th.current = Some(on);
+            th.category = cat;
+            th.hint = hint;
+            inp.threads.push(th);
+        };
+        t(1, 1, Category::CRYPTO, Hint::UNKNOWN);
+        t(2, 0, Category::GENERAL, Hint::MOSTLY_CPU);
+        let k = Kinship::default();
+        let now = inp.current_allocation();
+        let plan = k.allocate(&inp, &mut KinshipState::default()).unwrap();
+        assert_eq!(plan.core_of, vec![0, 0]);
+        let gain = |a: f64, b: f64| (b - a) / a.abs();
+        let kinship_gain = gain(k.total(&inp, &now), k.total(&inp, &plan));
+        let throughput_gain = gain(
+            evaluate(&inp, &Throughput, &now),
+            evaluate(&inp, &Throughput, &plan),
+        );
+        assert!(kinship_gain > 0.2 && throughput_gain < -0.28);
+        let h = Hysteresis::default();
+        let unguarded = h.filter_plan(
+            &inp,
+            &plan,
+            kinship_gain,
+            10,
+            &mut HysteresisState::default(),
+        );
+        assert_eq!(unguarded, plan, "what the balancer applied before");
+        let guarded = h.filter_plan_guarded(
+            &inp,
+            &plan,
+            kinship_gain,
+            throughput_gain,
+            10,
+            &mut HysteresisState::default(),
+        );
+        assert_eq!(guarded, now);
+    }
 }
