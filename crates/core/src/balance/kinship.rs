@@ -17,7 +17,9 @@
 //!   factor `MF = 1 + match_value · |CAT_v ∧ CAP_p|` and the fault value
 //!   `FV = 1` without faults, else `faults_TW · (−1 + emulated / (1 +
 //!   emulation_cost))`, which turns F negative and growing with the faults
-//!   of the moving window.
+//!   of the moving window. Faults are observed per core; a fault on one
+//!   core counts on every core with the same capabilities, since the same
+//!   instruction is missing there.
 //! - **C, allowed set** (Eq. 2): 0 inside the thread's allowed cores, −∞
 //!   outside; we skip those cores instead of adding −∞.
 //!
@@ -34,6 +36,7 @@
 //! which a thread balancer does not have.
 
 use super::{Allocation, BalanceError, BalanceInput, Category, Hint};
+use crate::unit::Capabilities;
 
 /// The weights of Eq. 2 and Eq. 4 and the fault model of Eq. 9b.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -95,7 +98,7 @@ pub struct Kinship {
 }
 
 /// Per-thread factors of K that do not depend on the core.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct ThreadTerms {
     /// w_E · w_cpu · EXP_cpu: multiplies the expected speed on the core.
     cpu: f64,
@@ -107,6 +110,28 @@ struct ThreadTerms {
     demand: f64,
     /// Per-fault value of Eq. 9b (negative), times w_F.
     fault_unit: f64,
+    /// Faults of the window summed per capability set of the cores they
+    /// were seen on; empty for the (usual) thread without faults.
+    faults_by_caps: Vec<(Capabilities, u32)>,
+}
+
+/// A thread's faults per capability set: what a core of that set would
+/// see. A handful of sets at most, so a list beats a map.
+fn faults_by_caps(input: &BalanceInput, faults: &[u32]) -> Vec<(Capabilities, u32)> {
+    let mut out: Vec<(Capabilities, u32)> = Vec::new();
+    for (c, &n) in faults.iter().enumerate() {
+        let Some(core) = input.cores.get(c) else {
+            break;
+        };
+        if n == 0 {
+            continue;
+        }
+        match out.iter_mut().find(|(caps, _)| *caps == core.caps) {
+            Some((_, sum)) => *sum = sum.saturating_add(n),
+            None => out.push((core.caps, n)),
+        }
+    }
+    out
 }
 
 /// Expected CPU and IO use from the hint (the paper's EXP): MOSTLY_CPU
@@ -185,6 +210,7 @@ impl Kinship {
                     category: t.category,
                     demand: u,
                     fault_unit,
+                    faults_by_caps: faults_by_caps(input, &t.faults),
                 }
             })
             .collect()
@@ -196,7 +222,7 @@ impl Kinship {
         let terms = self.terms(input);
         let speeds = Speeds::of(input);
         let served = Category::served_by(input.cores[c].caps);
-        self.k(&terms[i], input, i, c, served, speeds, load)
+        self.k(&terms[i], input, c, served, speeds, load)
     }
 
     /// Total kinship of an allocation: Σ over threads of K(thread, its
@@ -215,10 +241,9 @@ impl Kinship {
         terms
             .iter()
             .zip(&alloc.core_of)
-            .enumerate()
-            .map(|(i, (t, &c))| {
+            .map(|(t, &c)| {
                 let served = Category::served_by(input.cores[c].caps);
-                self.k(t, input, i, c, served, speeds, load[c] - t.demand)
+                self.k(t, input, c, served, speeds, load[c] - t.demand)
             })
             .sum()
     }
@@ -229,7 +254,6 @@ impl Kinship {
         &self,
         t: &ThreadTerms,
         input: &BalanceInput,
-        i: usize,
         c: usize,
         served: Category,
         speeds: Speeds,
@@ -241,21 +265,18 @@ impl Kinship {
         // The share of its demand the thread would get there: 1 while the
         // core has room for it, less as the core is oversubscribed.
         let e = (t.cpu * g + t.io) / (load + t.demand).max(1.0);
-        e + self.functional(t, input, i, core.kind, served)
+        e + self.functional(t, core.caps, served)
     }
 
     #[inline]
-    fn functional(
-        &self,
-        t: &ThreadTerms,
-        input: &BalanceInput,
-        i: usize,
-        kind: usize,
-        served: Category,
-    ) -> f64 {
+    fn functional(&self, t: &ThreadTerms, caps: Capabilities, served: Category) -> f64 {
         let matched = (t.category.0 & served.0).count_ones() as f64;
         let mf = 1.0 + self.weights.match_value * matched;
-        let faults = input.threads[i].faults_on(kind);
+        let faults = t
+            .faults_by_caps
+            .iter()
+            .find(|(c, _)| *c == caps)
+            .map_or(0, |(_, n)| *n);
         if faults == 0 {
             self.weights.functional * mf
         } else {
@@ -299,7 +320,7 @@ impl Kinship {
             .map(|i| {
                 let best = classes
                     .iter()
-                    .map(|&c| self.k(&terms[i], input, i, c, served[c], speeds, 0.0))
+                    .map(|&c| self.k(&terms[i], input, c, served[c], speeds, 0.0))
                     .fold(f64::NEG_INFINITY, f64::max);
                 let boost = if Some(input.threads[i].id) == token {
                     1.0 + self.weights.fairness_boost
@@ -323,7 +344,7 @@ impl Kinship {
                 if !input.may_run(t, c) {
                     continue;
                 }
-                let k = self.k(&terms[i], input, i, c, served[c], speeds, load[c]);
+                let k = self.k(&terms[i], input, c, served[c], speeds, load[c]);
                 // Ties go to the core the thread is on, then the lowest
                 // index: a rematch that changes nothing moves nothing.
                 if k > best || (k == best && t.current == Some(c)) {
@@ -457,16 +478,43 @@ mod tests {
     }
 
     #[test]
-    fn faults_push_a_thread_off_a_core_kind() {
+    fn faults_push_a_thread_off_the_cores_it_faulted_on() {
+        // A fast core without AES and a slow one with it: a thread with no
+        // declared category would take the fast core, until it faults there.
         let mut inp = machine();
-        inp.cores.truncate(2);
+        inp.cores = vec![inp.cores[2], inp.cores[1]];
+        inp.threads.push(ThreadObs::new(1, vec![2e9, 1e9], 1.0));
+        let k = Kinship::default();
+        let alloc = |inp: &BalanceInput| {
+            k.allocate(inp, &mut KinshipState::default())
+                .unwrap()
+                .core_of
+        };
+        assert_eq!(alloc(&inp), vec![0]);
+        inp.threads[0].faults = vec![5, 0];
+        assert_eq!(alloc(&inp), vec![1]);
+    }
+
+    #[test]
+    fn a_fault_on_one_core_counts_on_every_core_with_its_capabilities() {
+        // Fast AES, slow AES, fast without, slow without. The thread
+        // faulted on the slow core without AES: the fast one lacks the same
+        // instruction, so it must score below both AES cores.
+        let mut inp = machine();
         let mut th = ThreadObs::new(1, vec![2e9, 1e9], 1.0);
-        th.faults = vec![5, 0];
+        th.current = Some(3);
+        th.faults = vec![0, 0, 0, 4];
         inp.threads.push(th);
-        let alloc = Kinship::default()
-            .allocate(&inp, &mut KinshipState::default())
-            .unwrap();
-        assert_eq!(alloc.core_of, vec![1]);
+        let k = Kinship::default();
+        let total = |c: usize| k.total(&inp, &Allocation { core_of: vec![c] });
+        assert!(total(2) < total(1), "{} vs {}", total(2), total(1));
+        assert!(total(3) < total(1));
+        assert_eq!(
+            k.allocate(&inp, &mut KinshipState::default())
+                .unwrap()
+                .core_of,
+            vec![0]
+        );
     }
 
     #[test]

@@ -283,8 +283,9 @@ pub struct ThreadObs {
     /// faster core), when the caller measured it; `None` derives it from
     /// `ips` across kinds, or from the hint.
     pub cpu_intensity: Option<f64>,
-    /// Capability faults (unsupported instructions) seen per core kind in
-    /// the recent window; empty means none.
+    /// Capability faults (unsupported instructions, or fallbacks to a
+    /// software path) seen per core in the recent window, indexed like
+    /// [`BalanceInput::cores`]; empty means none.
     pub faults: Vec<u32>,
     /// Cores this thread may run on (its affinity / cpuset); `None` = all.
     pub allowed: Option<CoreSet>,
@@ -307,10 +308,10 @@ impl ThreadObs {
         }
     }
 
-    /// Faults in the window on cores of `kind`.
+    /// Faults in the window on core `core`.
     #[inline]
-    pub fn faults_on(&self, kind: usize) -> u32 {
-        self.faults.get(kind).copied().unwrap_or(0)
+    pub fn faults_on(&self, core: usize) -> u32 {
+        self.faults.get(core).copied().unwrap_or(0)
     }
 }
 

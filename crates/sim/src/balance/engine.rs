@@ -188,8 +188,7 @@ pub fn run_case(case: &Case, policy: Policy, seed: u64) -> CaseOutcome {
         // policy faces the same luck.
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (replica.wrapping_mul(0x9E37_79B9)));
         let mut current: Vec<usize> = (0..m).map(|_| rng.random_range(0..n)).collect();
-        let mut fault_window: Vec<Vec<[u32; FAULT_WINDOW]>> =
-            vec![vec![[0; FAULT_WINDOW]; case.kinds.len()]; m];
+        let mut fault_window: Vec<Vec<[u32; FAULT_WINDOW]>> = vec![vec![[0; FAULT_WINDOW]; n]; m];
         let mut state = PolicyState {
             kinship: KinshipState::default(),
             hysteresis: HysteresisState::default(),
@@ -224,11 +223,11 @@ pub fn run_case(case: &Case, policy: Policy, seed: u64) -> CaseOutcome {
                 let c = next[i];
                 let kind = case.cores[c].0;
                 let profile = &case.threads[i].1;
-                // The window's slot for this epoch: faults where it ran
-                // without the capability it needs, nothing elsewhere.
+                // The window's slot for this epoch: faults on the core it
+                // ran on when that lacks what it needs, nothing elsewhere.
                 let lacking = !profile.capable(&case.kinds[kind]);
-                for (k, w) in fault_window[i].iter_mut().enumerate() {
-                    w[epoch % FAULT_WINDOW] = if k == kind && lacking {
+                for (core, w) in fault_window[i].iter_mut().enumerate() {
+                    w[epoch % FAULT_WINDOW] = if core == c && lacking {
                         FAULTS_PER_EPOCH
                     } else {
                         0
