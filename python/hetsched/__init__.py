@@ -23,6 +23,7 @@ from ._native import (
     Unit,
     UnknownUnit,
     __version__,
+    report_capability_fallback,
 )
 from ._native import Client as _NativeClient
 from ._devices import Device
@@ -43,6 +44,7 @@ __all__ = [
     "Unit",
     "UnknownUnit",
     "__version__",
+    "report_capability_fallback",
 ]
 
 

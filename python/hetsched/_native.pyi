@@ -141,6 +141,12 @@ class Runtime:
     def __enter__(self) -> "Runtime": ...
     def __exit__(self, *exc: Any) -> None: ...
 
+def report_capability_fallback(category: str) -> None:
+    """Counts one fallback of the calling thread, on the CPU it runs on, for
+    ``"vector"``, ``"crypto"`` or ``"float64"`` work (a slower path taken
+    because the core lacks an instruction set extension); ``hetsched
+    balance`` keeps the thread off such cores. ValueError for another name."""
+
 def rust_empty_task_ns(runtime: Runtime, calls: int) -> float:
     """Mean ns of an empty CPU task submitted from Rust (python -m hetsched.bench)."""
 

@@ -5,6 +5,7 @@
 //! device timing, the device helpers handed to implementations, and Ray.
 
 mod bench;
+mod capability;
 mod client;
 mod closable;
 mod errors;
@@ -34,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DaemonError", py.get_type::<errors::DaemonError>())?;
     m.add("UnknownUnit", errors::unknown_unit_type(py)?)?;
     m.add("TaskFailed", py.get_type::<errors::TaskFailed>())?;
+    m.add_function(wrap_pyfunction!(capability::report_capability_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(bench::rust_empty_task_ns, m)?)?;
     m.add_function(wrap_pyfunction!(bench::rust_gate_ns, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

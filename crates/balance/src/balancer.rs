@@ -3,6 +3,7 @@
 use crate::apply::{Applier, Outcome};
 use crate::config::{BalanceConfig, ObjectiveName, PolicyName};
 use crate::counters::Availability;
+use crate::faults::FaultTracker;
 use crate::journal::{Journal, JournalError};
 use crate::machine::CoreMap;
 use crate::restore::RestoreReport;
@@ -14,6 +15,7 @@ use hetsched_core::balance::{
     PerCoreEfficiency, SmartBalance, SystemEfficiency, ThreadObs, Throughput, objective::evaluate,
 };
 use hetsched_core::ips_model::IpsModel;
+use hetsched_platform::fault_ledger;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +46,8 @@ pub struct ThreadLine {
     /// `moved`, `pinned` (kept where it was, now pinned there), `gone`,
     /// `self-managed`, `failed: …`, `dry-run` or `stays`.
     pub action: String,
+    /// Capability fallbacks it reported over the fault window, on any CPU.
+    pub faults: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -70,6 +74,9 @@ pub struct EpochReport {
     /// Time of the whole epoch step including sensing and applying, µs.
     pub step_us: f64,
     pub threads: Vec<ThreadLine>,
+    /// Things to tell the operator once (a fault ledger that was refused).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One epoch's choice: the current allocation and the one to apply, with
@@ -92,6 +99,7 @@ pub struct Balancer {
     hysteresis: Hysteresis,
     hstate: HysteresisState,
     kinship: KinshipState,
+    faults: FaultTracker,
     /// Affinity of each thread when first seen: its allowed set, since
     /// the balancer's own pins narrow what `sched_getaffinity` reports.
     allowed: HashMap<ThreadId, Vec<usize>>,
@@ -173,6 +181,7 @@ impl Balancer {
             hysteresis,
             hstate: HysteresisState::default(),
             kinship: KinshipState::default(),
+            faults: FaultTracker::new(fault_ledger::ledger_dir()),
             allowed: HashMap::new(),
             epoch: 0,
             notes,
@@ -215,6 +224,7 @@ impl Balancer {
         self.applier.retain(&threads)?;
         self.allowed
             .retain(|id, _| threads.binary_search(id).is_ok());
+        let notes = self.faults.observe(&threads, &self.proc_root);
         let samples = self.sensor.sample(&threads, window_ns);
         let sensed = samples.len();
         let t_decide = Instant::now();
@@ -268,6 +278,7 @@ impl Balancer {
                 ips_now: input.threads[i].ips[kind_of(from)],
                 ips_next: input.threads[i].ips[kind_of(to)],
                 action,
+                faults: self.faults.window(s.id).map_or(0, |w| w.total()),
             });
         }
         Ok(EpochReport {
@@ -288,6 +299,7 @@ impl Balancer {
             decide_us,
             step_us: t0.elapsed().as_secs_f64() * 1e6,
             threads: lines,
+            notes,
         })
     }
 
@@ -439,6 +451,21 @@ impl Balancer {
                 obs.hint = h.hint();
             } else {
                 obs.hint = Hint::from_demand(utilisation);
+            }
+            if let Some(w) = self.faults.window(s.id) {
+                // What it fell back for is what it needs (Kinship's CAT),
+                // and where it fell back is where the instructions are
+                // missing.
+                obs.category = obs.category.union(w.categories);
+                let mut faults = vec![0u32; self.map.cores.len()];
+                for f in &w.per_cpu {
+                    if let Some(c) = self.map.core_by_os_index(f.cpu as usize) {
+                        faults[c] = faults[c].saturating_add(f.count);
+                    }
+                }
+                if faults.iter().any(|&n| n > 0) {
+                    obs.faults = faults;
+                }
             }
             threads.push(obs);
             kept.push(s);

@@ -244,15 +244,21 @@ pub fn load(path: &Path) -> Result<Option<JournalFile>, JournalError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(JournalError::Read(path.into(), e)),
     };
-    let file: JournalFile = serde_json::from_slice(&text)
-        .map_err(|e| JournalError::Corrupt(path.into(), e.to_string()))?;
+    parse(&text)
+        .map(Some)
+        .map_err(|why| JournalError::Corrupt(path.into(), why))
+}
+
+/// A state file's contents, or why they are not one.
+pub fn parse(bytes: &[u8]) -> Result<JournalFile, String> {
+    let file: JournalFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     if file.version != VERSION {
-        return Err(JournalError::Corrupt(
-            path.into(),
-            format!("layout version {}, expected {VERSION}", file.version),
+        return Err(format!(
+            "layout version {}, expected {VERSION}",
+            file.version
         ));
     }
-    Ok(Some(file))
+    Ok(file)
 }
 
 /// Where the state file goes unless configured: `/run/hetsched` for root,

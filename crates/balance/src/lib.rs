@@ -13,6 +13,7 @@ pub mod balancer;
 pub mod calibrate;
 pub mod config;
 pub mod counters;
+pub mod faults;
 pub mod journal;
 pub mod kernels;
 pub mod machine;

@@ -5,9 +5,14 @@
 //! Functional asymmetry is emulated the way Kinship's trap-and-emulate
 //! path behaves: a unit of the `aes-128` kernel done on a CPU declared to
 //! lack AES costs `penalty` units of work (the instruction would fault and
-//! be emulated in software). The worker checks its CPU before every unit.
+//! be emulated in software). The worker checks its CPU before every unit,
+//! and reports every emulated unit as a capability fallback
+//! (`hetsched_platform::fault_ledger`), as a program with a software path
+//! for a missing instruction would.
 
 use crate::kernels::{Kernel, Runner};
+use hetsched_core::balance::Category;
+use hetsched_platform::fault_ledger;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -35,6 +40,7 @@ pub fn run(spec: &WorkSpec, seconds: f64) -> u64 {
         let period_start = Instant::now();
         while period_start.elapsed() < busy {
             let repeat = if emulated && spec.slow_cpus.contains(&rustix::thread::sched_getcpu()) {
+                fault_ledger::report_fallback(Category::CRYPTO);
                 spec.penalty.max(1)
             } else {
                 1

@@ -12,6 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// A fallback for SIMD work (the core lacks AVX2, AVX-512 or FMA).
+#define HS_FALLBACK_VECTOR (1 << 0)
+
+// A fallback for cryptography (the core lacks AES or SHA instructions).
+#define HS_FALLBACK_CRYPTO (1 << 1)
+
+// A fallback for double-precision floating point.
+#define HS_FALLBACK_FLOAT64 (1 << 2)
+
 // Longest unit name or kind `HsUnitInfo` carries (with the NUL).
 #define HS_NAME_MAX 64
 
@@ -238,6 +247,13 @@ typedef struct {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Counts one fallback of the calling thread, on the CPU it runs on, for
+// work of `categories` (HS_FALLBACK_* bits, OR-ed). Cheap enough to call
+// on every fallback. HS_ERR_INVALID for bits that are no category;
+// otherwise HS_OK, also when the process cannot keep a fault ledger (the
+// report is then lost, never the program's work).
+HsStatus hs_report_capability_fallback(uint32_t categories);
 
 // Connects to the daemon as application `name` (`socket` NULL: the
 // default, `$HETSCHED_SOCKET`). Fails with `HS_ERR_CONNECT` when no daemon

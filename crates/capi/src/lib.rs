@@ -21,12 +21,14 @@
 // Every unsafe block says why it is sound next to it.
 #![allow(unsafe_code)]
 
+pub mod capability;
 pub mod client;
 pub mod devices;
 pub mod error;
 mod handles;
 pub mod runtime;
 
+pub use capability::*;
 pub use client::*;
 pub use devices::*;
 pub use error::{HsStatus, hs_last_error, hs_status_name};

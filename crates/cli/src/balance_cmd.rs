@@ -229,6 +229,9 @@ fn run_epochs(
         let window = last.elapsed();
         last = Instant::now();
         let report = balancer.step(window.as_nanos() as u64, args.dry_run)?;
+        for n in &report.notes {
+            eprintln!("hetsched balance: {n}");
+        }
         if args.json {
             println!("{}", serde_json::to_string(&report)?);
         } else {
@@ -298,12 +301,12 @@ fn print_report(r: &EpochReport, map: &CoreMap) {
         return;
     }
     println!(
-        "  {:>8} {:>8} {:<16} {:>6} {:>14} {:>14} {:>10} {:>10}  action",
-        "pid", "tid", "name", "util", "cpu now", "cpu next", "Mips now", "Mips next"
+        "  {:>8} {:>8} {:<16} {:>6} {:>14} {:>14} {:>10} {:>10} {:>7}  action",
+        "pid", "tid", "name", "util", "cpu now", "cpu next", "Mips now", "Mips next", "faults"
     );
     for t in &r.threads {
         println!(
-            "  {:>8} {:>8} {:<16} {:>5.0}% {:>14} {:>14} {:>10.0} {:>10.0}  {}",
+            "  {:>8} {:>8} {:<16} {:>5.0}% {:>14} {:>14} {:>10.0} {:>10.0} {:>7}  {}",
             t.pid,
             t.tid,
             t.comm,
@@ -312,6 +315,7 @@ fn print_report(r: &EpochReport, map: &CoreMap) {
             format!("{} ({})", t.cpu_next, kind_of(t.cpu_next)),
             t.ips_now / 1e6,
             t.ips_next / 1e6,
+            t.faults,
             t.action
         );
     }

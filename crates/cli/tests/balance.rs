@@ -487,3 +487,83 @@ fn a_crashed_balancers_changes_are_restored_by_the_next_start() {
     assert_eq!(placement(&kids), before);
     assert!(!r.state.exists());
 }
+
+/// Kinship learns a missing instruction from the fallbacks a program
+/// reports (issue 26 part 2): an AES worker that takes its software path
+/// on CPU 1 (declared without AES, same speed as CPU 0, and no hint names
+/// the worker) is planned onto CPU 0; the same worker whose reports the
+/// balancer cannot see is left where it is.
+#[test]
+fn kinship_moves_a_thread_off_the_core_it_reports_fallbacks_on() {
+    use hetsched_platform::fault_ledger;
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ledgers = dir.path().join("ledgers");
+    let unseen = dir.path().join("unseen");
+    std::fs::create_dir_all(&ledgers).unwrap();
+    std::fs::create_dir_all(&unseen).unwrap();
+    let cfg = dir.path().join("caps.toml");
+    std::fs::write(&cfg, "[[core_caps]]\ncpus = [1]\nwithout = [\"aes\"]\n").unwrap();
+    // CPU 0 kept busy by a process the balancer does not manage, so Linux
+    // leaves the worker on CPU 1 once it may run on both.
+    let _hog = Kill(vec![busy(dir.path(), "hog", "0")]);
+    let worker = Kill(vec![
+        Command::new("taskset")
+            .args(["-c", "1", BIN])
+            .args(["balance-work", "--kernel", "aes-128", "--seconds", "60"])
+            .args(["--slow-cpus", "1", "--penalty", "4"])
+            .env(fault_ledger::DIR_ENV, &ledgers)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ]);
+    let pid = worker.0[0].id();
+    let me = rustix::process::getuid().as_raw();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fault_ledger::read(&ledgers, pid, me)
+        .unwrap()
+        .iter()
+        .all(|r| r.count == 0)
+    {
+        assert!(std::time::Instant::now() < deadline, "no fallback reported");
+        std::thread::yield_now();
+    }
+    let ok = Command::new("taskset")
+        .args(["-a", "-p", "-c", "0,1", &pid.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let run = |ledger_dir: &Path| {
+        let out = Command::new(BIN)
+            .args(["balance", "--dry-run", "--json", "--epochs", "4"])
+            .args(["--policy", "kinship", "--pids", &pid.to_string()])
+            .arg("--config")
+            .arg(&cfg)
+            .env(fault_ledger::DIR_ENV, ledger_dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        epochs(&out.stdout)
+            .into_iter()
+            .map(|e| e["threads"][0].clone())
+            .collect::<Vec<Value>>()
+    };
+    let seen = run(&ledgers);
+    assert!(
+        seen.iter()
+            .any(|t| t["faults"].as_u64() > Some(0) && t["cpu_now"] == 1 && t["cpu_next"] == 0),
+        "{seen:?}"
+    );
+    let blind = run(&unseen);
+    for t in &blind {
+        assert_eq!(t["faults"], 0, "{t}");
+        assert_eq!(t["cpu_next"], t["cpu_now"], "{t}");
+    }
+}

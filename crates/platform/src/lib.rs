@@ -11,6 +11,7 @@ pub mod calibrate;
 pub mod cpu;
 pub mod emulated;
 pub mod error;
+pub mod fault_ledger;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 mod hwloc_probe;

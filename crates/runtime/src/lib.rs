@@ -87,6 +87,11 @@ pub use task::{CpuCtx, Task};
 #[cfg(feature = "opencl")]
 pub use hetsched_opencl as opencl;
 
+pub use hetsched_core::balance::Category;
 pub use hetsched_core::optimizer::{Direction, OptimizerConfig};
 pub use hetsched_core::placement::{Goal, PlacementConfig};
+/// Counts one capability fallback of the calling thread (a software path
+/// taken because the core lacks an instruction set extension) for the
+/// thread balancer's functional kinship; see `docs/balance.md`.
+pub use hetsched_platform::fault_ledger::report_fallback as report_capability_fallback;
 pub use hetsched_protocol::UnitInfo;
