@@ -411,6 +411,7 @@ impl Balancer {
                 kind: c.kind,
                 caps: c.caps,
                 allowed: true,
+                llc_bytes: c.llc_bytes,
             })
             .collect();
         let mut threads = Vec::new();
@@ -446,6 +447,10 @@ impl Balancer {
                 ThreadObs::new(u64::from(s.id.tid), self.predict_ips(s, kind), utilisation);
             obs.current = Some(current);
             obs.allowed = Some(allowed);
+            // LLC references per instruction, where the PMU counts them
+            // (Kinship's cache term; the MOSTLY_MEM hint stands in
+            // otherwise).
+            obs.cache_intensity = s.counts.cache_intensity();
             if let Some(h) = self.cfg.hint_for(&s.comm) {
                 obs.category = h.category();
                 obs.hint = h.hint();
@@ -579,11 +584,13 @@ mod tests {
                     os_index: 0,
                     kind: 0,
                     caps: Capabilities::AES,
+                    llc_bytes: None,
                 },
                 MapCore {
                     os_index: 1,
                     kind: 1,
                     caps: Capabilities::empty(),
+                    llc_bytes: None,
                 },
             ],
         }
@@ -642,6 +649,7 @@ mod tests {
                     kind: c.kind,
                     caps: c.caps,
                     allowed: true,
+                    llc_bytes: c.llc_bytes,
                 })
                 .collect(),
             threads: vec![
@@ -651,12 +659,17 @@ mod tests {
             base_watts: 0.0,
         };
         let now = input.current_allocation();
-        // The cause: the plan stacks both on CPU 0 and wins by kinship.
-        let plan = Kinship::default()
+        // The rematch used to stack both on CPU 0, a plan that wins by
+        // kinship; it now swaps them, and the stack scores below the swap.
+        let swap = Kinship::default()
             .allocate(&input, &mut KinshipState::default())
             .unwrap();
-        assert_eq!(plan.core_of, vec![0, 0]);
+        assert_eq!(swap.core_of, vec![0, 1]);
+        let plan = Allocation {
+            core_of: vec![0, 0],
+        };
         let k = Kinship::default();
+        assert!(k.total(&input, &swap) > k.total(&input, &plan));
         let kinship_gain = relative_gain(k.total(&input, &now), k.total(&input, &plan));
         assert!((kinship_gain - 0.25).abs() < 1e-9, "{kinship_gain}");
         let loss = |o| {

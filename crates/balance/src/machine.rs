@@ -18,6 +18,8 @@ pub struct Core {
     pub os_index: usize,
     pub kind: usize,
     pub caps: Capabilities,
+    /// Size of its last-level cache, when the topology says.
+    pub llc_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -134,6 +136,8 @@ impl CoreMap {
                 os_index: c.os_index,
                 kind: usize::from(c.kind.0),
                 caps: topo.kinds[usize::from(c.kind.0)].caps,
+                // The last level: L3 where the CPU has one.
+                llc_bytes: c.caches.l3.or(c.caches.l2),
             })
             .collect();
         for (i, cc) in cfg.core_caps.iter().enumerate() {

@@ -15,7 +15,12 @@ fn sim_list_names_the_balance_scenarios() {
     let out = hetsched(&["sim", "list"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for name in ["smartbalance-mixes", "kinship-usecase1", "kinship-usecase2"] {
+    for name in [
+        "smartbalance-mixes",
+        "kinship-usecase1",
+        "kinship-usecase2",
+        "kinship-cache",
+    ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
 }

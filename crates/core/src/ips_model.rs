@@ -67,7 +67,21 @@ fn ratio(num: Option<u64>, den: Option<u64>) -> Option<f64> {
     }
 }
 
+/// LLC references per kilo-instruction at which a thread counts as wholly
+/// cache-bound (Kinship's cache intensity 1): memory-bound PARSEC kernels
+/// (streamcluster, canneal) make several tens, compute kernels a few.
+pub const CACHE_BOUND_REFS_PKI: f64 = 30.0;
+
 impl ThreadCounts {
+    /// How much the thread depends on the last-level cache, in [0, 1]:
+    /// its LLC references per kilo-instruction over
+    /// [`CACHE_BOUND_REFS_PKI`]. `None` without both counts.
+    pub fn cache_intensity(&self) -> Option<f64> {
+        let instr = self.instructions.filter(|&i| i > 0)?;
+        let refs = self.cache_references?;
+        Some((refs as f64 * 1000.0 / instr as f64 / CACHE_BOUND_REFS_PKI).min(1.0))
+    }
+
     /// Instructions per cycle while running, when both were counted.
     pub fn ipc(&self) -> Option<f64> {
         ratio(self.instructions, self.cycles)

@@ -94,6 +94,7 @@ fn build(
                 Capabilities::empty()
             },
             allowed: true,
+            llc_bytes: None,
         })
         .collect();
     // Never disallow the last core, so every thread keeps somewhere to go.
@@ -236,8 +237,8 @@ proptest! {
             freq_hz: 1e9,
             power: PowerModel { watts_per_ipc: 1.0, static_watts: 0.1, sleep_watts: 0.0 },
         };
-        let mut cores = vec![Core { kind: 0, caps: Capabilities::empty(), allowed: true }; big];
-        cores.extend(vec![Core { kind: 1, caps: Capabilities::empty(), allowed: true }; little]);
+        let mut cores = vec![Core { kind: 0, caps: Capabilities::empty(), allowed: true, llc_bytes: None }; big];
+        cores.extend(vec![Core { kind: 1, caps: Capabilities::empty(), allowed: true, llc_bytes: None }; little]);
         let input = BalanceInput {
             kinds: vec![kind("big", 1.0), kind("little", 0.3)],
             cores,

@@ -68,9 +68,12 @@ mod tests {
     #[test]
     fn an_unknown_name_lists_every_builtin_kind_of_scenario() {
         let e = load("no-such-scenario").unwrap_err().to_string();
-        for name in ["rinnegan-contention", "kinship-usecase1", "pegasus-fig5"] {
+        for name in all_names() {
             assert!(e.contains(name), "{name} missing from: {e}");
         }
-        assert_eq!(all_names().len(), BUILTIN.len() + 6);
+        assert_eq!(
+            all_names().len(),
+            BUILTIN.len() + crate::balance::SCENARIOS.len() + crate::pegasus::SCENARIOS.len()
+        );
     }
 }

@@ -43,9 +43,13 @@ fn every_scenario_reports_every_policy_against_linux_default() {
             ]
         );
         // The policies decide on the fitted predictor's output; its error
-        // against the simulator's truth is SmartBalance's 4–5 %, ≤ 8 %.
+        // against the simulator's truth is SmartBalance's 4–5 %, ≤ 8 %,
+        // where every kind has the same memory hierarchy (SmartBalance's
+        // premise). Where cache sizes differ (kinship-cache) a prediction
+        // from another kind's counters cannot know the misses there.
+        let same_hierarchy = name != "kinship-cache";
         assert!(
-            r.predictor_error_mean > 0.0 && r.predictor_error_mean <= 0.08,
+            r.predictor_error_mean > 0.0 && (r.predictor_error_mean <= 0.08 || !same_hierarchy),
             "{name}: mean prediction error {}",
             r.predictor_error_mean
         );
@@ -109,6 +113,23 @@ fn kinship_puts_aes_threads_on_aes_cores_and_wins_use_case_2() {
     }
     assert!(k.result.system_speedup > 1.2, "{}", k.result.system_speedup);
     assert!(k.result.apps["vm1:aes-small"].relative > 1.5);
+}
+
+#[test]
+fn kinship_gives_the_big_cache_to_the_thread_that_needs_it() {
+    let r = run("kinship-cache", 1);
+    let k = policy(&r, "kinship");
+    let large = &k.result.apps["vm1:cachebuster-large"];
+    let on_big: f64 = large
+        .unit_mix
+        .iter()
+        .filter(|(u, _)| u.starts_with("s0-"))
+        .map(|(_, f)| f)
+        .sum();
+    assert!(on_big > 0.99, "{:?}", large.unit_mix);
+    assert!(large.relative > 1.5, "{}", large.relative);
+    assert!(k.result.system_speedup > 1.2, "{}", k.result.system_speedup);
+    assert!(k.result.fraction_of_oracle > 0.9);
 }
 
 #[test]

@@ -1,15 +1,18 @@
 //! Kinship rematch (Kinship §3, Montage §4.2.1): score every (thread, core)
 //! pair by `K = E + F + C` and hand cores out in kinship order.
 //!
-//! - **E, performance kinship** (Eq. 4–5 with the correlations ρ set to 0,
+//! - **E, performance kinship** (Eq. 4–6 with the correlations ρ set to 0,
 //!   as the paper does): `w_E · (w_cpu · EXP_cpu · G_p + w_io · I_io ·
-//!   EXP_io) · L_p`. `I_cpu` is the observed CPU intensity: the fraction of
+//!   EXP_io + w_cache · I_cache · EXP_cache · C_p) · L_p`. `I_cpu` is the observed CPU intensity: the fraction of
 //!   the speed difference between the slowest and the fastest kind that
 //!   shows in the thread's IPS; `G_p = s_min + I_cpu · (s_p − s_min)`, with
 //!   speeds relative to the fastest core, is then the thread's expected
 //!   speed on `p` (exact at the fastest and slowest kind). `I_io` is the
 //!   fraction of time it waits, `EXP` comes from the hint (MOSTLY_CPU,
-//!   MOSTLY_IO, …), and the load factor
+//!   MOSTLY_IO, …), `I_cache` the observed cache intensity (or 0.5 for a
+//!   MOSTLY_MEM hint, else 0), `C_p` the core's last-level cache relative
+//!   to the largest (0 where unknown, so the term is off on machines whose
+//!   caches nobody reported), and the load factor
 //!   `L_p = 1 / max(1, Σ u + u_v)` over threads already matched to `p` in
 //!   this rematch is the core's remaining strength: the fraction of its
 //!   demand the thread would get there.
@@ -45,9 +48,10 @@ pub struct KinshipWeights {
     pub performance: f64,
     /// w_F: weight of functional kinship.
     pub functional: f64,
-    /// w_cpu and w_io: relative importance of the resources in E.
+    /// w_cpu, w_io and w_cache: relative importance of the resources in E.
     pub cpu: f64,
     pub io: f64,
+    pub cache: f64,
     /// Added to the match factor per category the core serves for the
     /// thread (the paper uses the raw bitmap value, so higher bits weigh
     /// more; a weight says the same without tying it to bit positions).
@@ -74,6 +78,7 @@ impl Default for KinshipWeights {
             functional: 1.0,
             cpu: 1.0,
             io: 1.0,
+            cache: 1.0,
             match_value: 2.0,
             emulated: false,
             emulation_cost: 1.0,
@@ -106,6 +111,9 @@ struct ThreadTerms {
     intensity: f64,
     /// w_E · w_io · I_io · EXP_io: the same on every core.
     io: f64,
+    /// w_E · w_cache · I_cache · EXP_cache: multiplies the core's relative
+    /// last-level cache.
+    cache: f64,
     category: Category,
     demand: f64,
     /// Per-fault value of Eq. 9b (negative), times w_F.
@@ -203,10 +211,17 @@ impl Kinship {
             .map(|(i, t)| {
                 let (exp_cpu, exp_io) = expectations(t.hint);
                 let u = t.utilisation.clamp(0.0, 1.0);
+                let mem = t.hint.contains(Hint::MOSTLY_MEM);
+                let i_cache = t
+                    .cache_intensity
+                    .unwrap_or(if mem { 0.5 } else { 0.0 })
+                    .clamp(0.0, 1.0);
+                let exp_cache = if mem { 2.0 } else { 1.0 };
                 ThreadTerms {
                     cpu: w.performance * w.cpu * exp_cpu,
                     intensity: cpu_intensity(input, i, fast, slow),
                     io: w.performance * w.io * (1.0 - u) * exp_io,
+                    cache: w.performance * w.cache * i_cache * exp_cache,
                     category: t.category,
                     demand: u,
                     fault_unit,
@@ -259,13 +274,24 @@ impl Kinship {
         speeds: Speeds,
         load: f64,
     ) -> f64 {
+        // The share of its demand the thread would get there: 1 while the
+        // core has room for it, less as the core is oversubscribed.
+        let e = self.performance(t, input, c, speeds) / (load + t.demand).max(1.0);
+        e + self.functional(t, input.cores[c].caps, served)
+    }
+
+    /// E before the load factor: what the thread would make of core `c`
+    /// alone.
+    #[inline]
+    fn performance(&self, t: &ThreadTerms, input: &BalanceInput, c: usize, speeds: Speeds) -> f64 {
         let core = &input.cores[c];
         let s = input.kinds[core.kind].relative_speed / speeds.fastest;
         let g = speeds.slowest_rel + t.intensity * (s - speeds.slowest_rel);
-        // The share of its demand the thread would get there: 1 while the
-        // core has room for it, less as the core is oversubscribed.
-        let e = (t.cpu * g + t.io) / (load + t.demand).max(1.0);
-        e + self.functional(t, core.caps, served)
+        let cache = match core.llc_bytes {
+            Some(b) if speeds.llc_max > 0.0 => b as f64 / speeds.llc_max,
+            _ => 0.0,
+        };
+        t.cpu * g + t.io + t.cache * cache
     }
 
     #[inline]
@@ -335,16 +361,28 @@ impl Kinship {
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
 
         let mut load = vec![0.0f64; n];
+        // 1 / max(1, load): the load factor of the threads matched so far.
+        let mut factor = vec![1.0f64; n];
+        // Σ over the threads matched to a core of their E before the load
+        // factor: what a newcomer's load takes from them.
+        let mut matched_e = vec![0.0f64; n];
         let mut core_of = vec![usize::MAX; m];
         for &(_, i) in &order {
             let t = &input.threads[i];
+            let terms_i = &terms[i];
             let mut best = f64::NEG_INFINITY;
             let mut best_core = usize::MAX;
             for c in 0..n {
                 if !input.may_run(t, c) {
                     continue;
                 }
-                let k = self.k(&terms[i], input, c, served[c], speeds, load[c]);
+                // The change of the total: the newcomer's K, less what its
+                // demand takes from the threads already there (their E
+                // shrinks by the load factor too). One division.
+                let after = 1.0 / (load[c] + terms_i.demand).max(1.0);
+                let k = self.performance(terms_i, input, c, speeds) * after
+                    + self.functional(terms_i, input.cores[c].caps, served[c])
+                    - matched_e[c] * (factor[c] - after);
                 // Ties go to the core the thread is on, then the lowest
                 // index: a rematch that changes nothing moves nothing.
                 if k > best || (k == best && t.current == Some(c)) {
@@ -353,7 +391,9 @@ impl Kinship {
                 }
             }
             core_of[i] = best_core;
-            load[best_core] += terms[i].demand;
+            load[best_core] += terms_i.demand;
+            factor[best_core] = 1.0 / load[best_core].max(1.0);
+            matched_e[best_core] += self.performance(terms_i, input, best_core, speeds);
         }
         state.token = token;
         state.rematches += 1;
@@ -380,6 +420,8 @@ impl Kinship {
 struct Speeds {
     fastest: f64,
     slowest_rel: f64,
+    /// Largest last-level cache of any core, bytes; 0 when none is known.
+    llc_max: f64,
 }
 
 impl Speeds {
@@ -390,6 +432,12 @@ impl Speeds {
         Speeds {
             fastest,
             slowest_rel: (slowest / fastest).min(1.0),
+            llc_max: input
+                .cores
+                .iter()
+                .filter_map(|c| c.llc_bytes)
+                .max()
+                .unwrap_or(0) as f64,
         }
     }
 }
@@ -415,6 +463,7 @@ mod tests {
             kind,
             caps,
             allowed: true,
+            llc_bytes: None,
         };
         BalanceInput {
             kinds: vec![kind("fast", 1.0), kind("slow", 0.6)],
@@ -496,6 +545,35 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_bound_thread_takes_the_core_with_the_larger_cache() {
+        // Two equally fast cores, 3 MiB and 12 MiB of last-level cache; the
+        // thread starts on the small one.
+        let mut inp = machine();
+        inp.cores = vec![inp.cores[0], inp.cores[0]];
+        inp.cores[0].llc_bytes = Some(3 << 20);
+        inp.cores[1].llc_bytes = Some(12 << 20);
+        let mut th = ThreadObs::new(1, vec![1e9, 0.6e9], 1.0);
+        th.current = Some(0);
+        inp.threads.push(th);
+        let k = Kinship::default();
+        let total = |inp: &BalanceInput, c: usize| k.total(inp, &Allocation { core_of: vec![c] });
+        // Nothing says it uses the cache: both cores are alike.
+        assert_eq!(total(&inp, 0), total(&inp, 1));
+        inp.threads[0].cache_intensity = Some(0.8);
+        assert!(total(&inp, 1) > total(&inp, 0));
+        let alloc = k.allocate(&inp, &mut KinshipState::default()).unwrap();
+        assert_eq!(alloc.core_of, vec![1]);
+        // The hint stands in for the measurement.
+        inp.threads[0].cache_intensity = None;
+        inp.threads[0].hint = Hint::MOSTLY_MEM;
+        assert!(total(&inp, 1) > total(&inp, 0));
+        // Caches nobody reported: the term is off.
+        inp.cores[1].llc_bytes = None;
+        inp.cores[0].llc_bytes = None;
+        assert_eq!(total(&inp, 0), total(&inp, 1));
+    }
+
+    #[test]
     fn a_fault_on_one_core_counts_on_every_core_with_its_capabilities() {
         // Fast AES, slow AES, fast without, slow without. The thread
         // faulted on the slow core without AES: the fast one lacks the same
@@ -533,13 +611,16 @@ mod tests {
         assert_eq!(holders, vec![3, 5, 7, 3]);
     }
 
-    /// Issue 26 (b): the greedy rematch stacks two CPU-bound threads on
-    /// the big core (half of it, 2·1/2, beats the little core's 2·0.4 for
-    /// the second thread, which ignores what it takes from the first) and
-    /// its total kinship rises 25 % over the wrong-way-round start, while
-    /// throughput falls 28.6 %: the guarded plan filter keeps the start.
+    /// Issue 26 (b): an AES thread on the little core (0.4, no AES) and a
+    /// CPU-bound thread on the big one. The rematch once scored only the
+    /// newcomer's share of a core: half of the big core (2·1/2) beat the
+    /// whole little core (2·0.4) for the second thread, whatever it took
+    /// from the first, so both were stacked on the big core (its total
+    /// kinship +25 %, throughput −28.6 %). It now weighs what a newcomer
+    /// takes from the threads already matched, and swaps them instead; the
+    /// balancer's guard still refuses a stacking plan such as the old one.
     #[test]
-    fn a_stacking_plan_that_loses_throughput_is_not_applied() {
+    fn the_rematch_swaps_instead_of_stacking_and_the_guard_refuses_a_stack() {
         use crate::balance::objective::evaluate;
         use crate::balance::{Hysteresis, HysteresisState, Throughput};
         let mut inp = machine();
@@ -557,26 +638,30 @@ mod tests {
         let k = Kinship::default();
         let now = inp.current_allocation();
         let plan = k.allocate(&inp, &mut KinshipState::default()).unwrap();
-        assert_eq!(plan.core_of, vec![0, 0]);
+        assert_eq!(plan.core_of, vec![0, 1]);
+        let stacked = Allocation {
+            core_of: vec![0, 0],
+        };
         let gain = |a: f64, b: f64| (b - a) / a.abs();
-        let kinship_gain = gain(k.total(&inp, &now), k.total(&inp, &plan));
+        assert!(k.total(&inp, &plan) > k.total(&inp, &stacked));
+        let kinship_gain = gain(k.total(&inp, &now), k.total(&inp, &stacked));
         let throughput_gain = gain(
             evaluate(&inp, &Throughput, &now),
-            evaluate(&inp, &Throughput, &plan),
+            evaluate(&inp, &Throughput, &stacked),
         );
         assert!(kinship_gain > 0.2 && throughput_gain < -0.28);
         let h = Hysteresis::default();
         let unguarded = h.filter_plan(
             &inp,
-            &plan,
+            &stacked,
             kinship_gain,
             10,
             &mut HysteresisState::default(),
         );
-        assert_eq!(unguarded, plan, "what the balancer applied before");
+        assert_eq!(unguarded, stacked, "what the balancer applied before");
         let guarded = h.filter_plan_guarded(
             &inp,
-            &plan,
+            &stacked,
             kinship_gain,
             throughput_gain,
             10,

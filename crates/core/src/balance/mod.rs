@@ -88,6 +88,11 @@ pub struct Core {
     /// Whether the balancer may place threads here at all (offline or
     /// reserved cores are `false`).
     pub allowed: bool,
+    /// Size of the last-level cache the core uses, when known (Kinship's
+    /// cache term compares cores by it; unknown on every core turns the
+    /// term off).
+    #[serde(default)]
+    pub llc_bytes: Option<u64>,
 }
 
 /// What a thread mostly uses, from a hint or an operator (Kinship §4.2.2:
@@ -283,6 +288,11 @@ pub struct ThreadObs {
     /// faster core), when the caller measured it; `None` derives it from
     /// `ips` across kinds, or from the hint.
     pub cpu_intensity: Option<f64>,
+    /// How much the thread depends on the last-level cache, in [0, 1]
+    /// (Kinship's observed cache intensity `I_cache`), when the caller
+    /// measured it; `None` falls back on the MOSTLY_MEM hint.
+    #[serde(default)]
+    pub cache_intensity: Option<f64>,
     /// Capability faults (unsupported instructions, or fallbacks to a
     /// software path) seen per core in the recent window, indexed like
     /// [`BalanceInput::cores`]; empty means none.
@@ -303,6 +313,7 @@ impl ThreadObs {
             category: Category::GENERAL,
             hint: Hint::UNKNOWN,
             cpu_intensity: None,
+            cache_intensity: None,
             faults: Vec::new(),
             allowed: None,
         }
@@ -426,6 +437,7 @@ impl BalanceInput {
                 || !t.watts.iter().all(finite)
                 || !finite(&t.utilisation)
                 || t.cpu_intensity.is_some_and(|i| !finite(&i))
+                || t.cache_intensity.is_some_and(|i| !finite(&i))
             {
                 return Err(BalanceError::BadThreadFigures { id: t.id });
             }

@@ -444,6 +444,7 @@ mod tests {
             kind,
             caps: Capabilities::empty(),
             allowed: true,
+            llc_bytes: None,
         };
         BalanceInput {
             kinds: vec![kind("fast", 1.0), kind("slow", 0.5)],

@@ -50,6 +50,7 @@ pub fn planted(
             kind: c % kinds,
             caps: Capabilities::empty(),
             allowed: true,
+            llc_bytes: None,
         })
         .collect::<Vec<_>>();
     // Home efficiency per kind, in IPS per watt.

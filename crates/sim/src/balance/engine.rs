@@ -100,6 +100,7 @@ impl Case {
                 kind,
                 caps: self.kinds[kind].caps,
                 allowed: true,
+                llc_bytes: self.kinds[kind].llc_mb.map(|mb| (mb * 1048576.0) as u64),
             })
             .collect()
     }
@@ -320,6 +321,7 @@ fn observe(
             rng,
         );
         t.ips = predictor.ips(here, &c, EPOCH_S);
+        t.cache_intensity = c.cache_intensity();
         let window: Vec<u32> = faults[i].iter().map(|w| w.iter().sum()).collect();
         if window.iter().any(|&f| f > 0) {
             t.faults = window;
@@ -358,7 +360,26 @@ fn decide(
     let alloc = match policy {
         Policy::LinuxDefault => LinuxDefault::default().allocate(input),
         Policy::Gts => Gts::default().allocate(input),
-        Policy::Kinship => Kinship::default().allocate(input, &mut state.kinship),
+        Policy::Kinship => {
+            // Through the same hysteresis as the real balancer: a rematch
+            // is applied when its total kinship gains the margin.
+            let k = Kinship::default();
+            k.allocate(input, &mut state.kinship).map(|proposed| {
+                let before = k.total(input, &input.current_allocation());
+                let gain = if before.abs() > f64::MIN_POSITIVE {
+                    (k.total(input, &proposed) - before) / before.abs()
+                } else {
+                    0.0
+                };
+                Hysteresis::default().filter_plan(
+                    input,
+                    &proposed,
+                    gain,
+                    epoch,
+                    &mut state.hysteresis,
+                )
+            })
+        }
         Policy::SmartBalance | Policy::SmartBalanceEq11 => {
             let params = AnnealParams::for_size(input.threads.len(), input.cores.len());
             let seed = seed ^ (replica << 32) ^ epoch.wrapping_mul(0x2545_F491);

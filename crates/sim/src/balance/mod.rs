@@ -18,7 +18,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Built-in thread-balance scenarios: (name, description).
-pub const SCENARIOS: [(&str, &str); 3] = [
+pub const SCENARIOS: [(&str, &str); 4] = [
     (
         "smartbalance-mixes",
         "SmartBalance Table 2 cores (quad Huge/Big/Medium/Small and octa big.LITTLE), PARSEC-like and interactive mixes of 2/4/8 threads: IPS/W",
@@ -30,6 +30,10 @@ pub const SCENARIOS: [(&str, &str); 3] = [
     (
         "kinship-usecase2",
         "Kinship use case 2 on SimulatedWM: AES threads and AES-NI on one socket only, half-speed cores",
+    ),
+    (
+        "kinship-cache",
+        "Kinship Speedcache1 on SimulatedWM: 12 MiB vs 3 MiB last-level cache per socket, CacheBuster large/small and spin loops",
     ),
 ];
 
@@ -167,6 +171,7 @@ pub fn run(name: &str, seed: u64, progress: &mut dyn FnMut(&str, f64)) -> Option
         "smartbalance-mixes" => (scenarios::smartbalance_mixes(), Rows::Cases),
         "kinship-usecase1" => (scenarios::kinship_usecase1(), Rows::Threads),
         "kinship-usecase2" => (scenarios::kinship_usecase2(), Rows::Threads),
+        "kinship-cache" => (scenarios::kinship_cache(), Rows::Threads),
         _ => return None,
     };
     let description = SCENARIOS.iter().find(|(n, _)| *n == name)?.1;

@@ -23,6 +23,10 @@ pub const MEMORY_LATENCY_NS: f64 = 80.0;
 /// third of total power; we take a quarter.
 pub const STATIC_FRACTION: f64 = 0.25;
 
+/// Share of LLC references that miss even when the working set fits
+/// (first touches, conflicts).
+pub const COMPULSORY_MISS_FRACTION: f64 = 0.02;
+
 /// One kind of simulated core.
 #[derive(Clone, Debug)]
 pub struct SimKind {
@@ -32,6 +36,9 @@ pub struct SimKind {
     /// Power at peak IPC.
     pub peak_watts: f64,
     pub caps: Capabilities,
+    /// Last-level cache per core, MiB; `None` leaves every thread's miss
+    /// rate as its profile gives it.
+    pub llc_mb: Option<f64>,
 }
 
 impl SimKind {
@@ -66,6 +73,7 @@ pub fn table2() -> [SimKind; 4] {
         peak_ipc: ipc,
         peak_watts: watts,
         caps: Capabilities::empty(),
+        llc_mb: None,
     };
     [
         kind("huge", 2000.0, 4.18, 8.62),
@@ -81,8 +89,12 @@ pub struct Profile {
     pub name: &'static str,
     /// Fraction of a core's peak IPC the thread's parallelism can use.
     pub ilp: f64,
-    /// Last-level misses per thousand instructions.
+    /// Last-level misses per thousand instructions (where the working set
+    /// and the cache size are not both known).
     pub mpki: f64,
+    /// Memory the thread touches over and over, MiB: with a kind's cache
+    /// size, it sets the miss rate on that kind.
+    pub working_set_mb: Option<f64>,
     /// Fraction of the time the thread is runnable.
     pub util: f64,
     pub category: Category,
@@ -98,6 +110,7 @@ impl Profile {
             name,
             ilp,
             mpki,
+            working_set_mb: None,
             util,
             category: Category::GENERAL,
             hint: Hint::UNKNOWN,
@@ -110,6 +123,30 @@ impl Profile {
         self
     }
 
+    pub const fn working_set(mut self, mb: f64) -> Self {
+        self.working_set_mb = Some(mb);
+        self
+    }
+
+    /// LLC references per thousand instructions: every miss was one, and a
+    /// thread makes at least ten.
+    pub fn llc_refs_pki(&self) -> f64 {
+        (self.mpki * 3.0).max(10.0)
+    }
+
+    /// Last-level misses per thousand instructions on `kind`. With a
+    /// working set and a cache size, a reference hits with the chance the
+    /// cache holds the block (accesses spread over the working set), and
+    /// at least [`COMPULSORY_MISS_FRACTION`] of references miss.
+    pub fn mpki_on(&self, kind: &SimKind) -> f64 {
+        match (self.working_set_mb, kind.llc_mb) {
+            (Some(ws), Some(llc)) if ws > 0.0 => {
+                self.llc_refs_pki() * (1.0 - llc / ws).clamp(COMPULSORY_MISS_FRACTION, 1.0)
+            }
+            _ => self.mpki,
+        }
+    }
+
     pub const fn needs(mut self, category: Category, slowdown: f64) -> Self {
         self.category = category;
         self.emulation_slowdown = slowdown;
@@ -119,7 +156,7 @@ impl Profile {
     /// Instructions per cycle while running on `kind`.
     pub fn ipc(&self, kind: &SimKind) -> f64 {
         let cpi = 1.0 / (kind.peak_ipc * self.ilp)
-            + self.mpki / 1000.0 * MEMORY_LATENCY_NS * kind.freq_hz / 1e9;
+            + self.mpki_on(kind) / 1000.0 * MEMORY_LATENCY_NS * kind.freq_hz / 1e9;
         1.0 / cpi
     }
 

@@ -33,12 +33,6 @@ const RIDGE: f64 = 1e-3;
 const BRANCH_SHARE: f64 = 0.15;
 const BRANCH_MISS_RATE: f64 = 0.02;
 
-/// LLC references per instruction: every miss was a reference, and a
-/// thread references the LLC at least once per hundred instructions.
-fn llc_refs_per_instruction(p: &Profile) -> f64 {
-    (p.mpki / 1000.0 * 3.0).max(0.01)
-}
-
 /// `x` read with a uniform relative error of standard deviation `sd`.
 fn read(x: f64, sd: f64, rng: &mut ChaCha8Rng) -> u64 {
     let half_width = sd * 3f64.sqrt();
@@ -55,14 +49,14 @@ pub fn counts(
 ) -> ThreadCounts {
     let instructions = p.ips(kind) * seconds;
     let cycles = instructions / p.ipc(kind);
-    let refs = instructions * llc_refs_per_instruction(p);
+    let refs = instructions * p.llc_refs_pki() / 1000.0;
     let branches = instructions * BRANCH_SHARE;
     ThreadCounts {
         task_ns: (seconds * 1e9) as u64,
         instructions: Some(read(instructions, sd, rng)),
         cycles: Some(read(cycles, sd, rng)),
         cache_references: Some(read(refs, sd, rng)),
-        cache_misses: Some(read(instructions * p.mpki / 1000.0, sd, rng)),
+        cache_misses: Some(read(instructions * p.mpki_on(kind) / 1000.0, sd, rng)),
         branches: Some(read(branches, sd, rng)),
         branch_misses: Some(read(branches * BRANCH_MISS_RATE, sd, rng)),
         l1d_misses: None,

@@ -101,6 +101,7 @@ fn server_kind(name: &'static str, ghz: f64, ipc: f64, watts: f64, caps: Capabil
         peak_ipc: ipc,
         peak_watts: watts,
         caps,
+        llc_mb: None,
     }
 }
 
@@ -207,6 +208,56 @@ pub fn kinship_usecase2() -> Vec<Case> {
     vec![Case {
         label: "simulatedwm".into(),
         machine: "simulatedwm".into(),
+        kinds,
+        cores: vec![
+            (0, "s0-fast".into()),
+            (1, "s0-slow".into()),
+            (2, "s1-fast".into()),
+            (3, "s1-slow".into()),
+        ],
+        threads: threads
+            .into_iter()
+            .map(|(n, p)| (n.to_string(), p))
+            .collect(),
+        hints_given: true,
+        base_watts: SERVER_BASE_WATTS,
+    }]
+}
+
+/// `kinship-cache` (Kinship §5, the Speedcache1 configuration on
+/// SimulatedWM): two sockets of two cores, one core per socket at half
+/// speed, the last-level cache resized to 12 MiB on socket 0 and 3 MiB on
+/// socket 1. VM1 runs CacheBuster with a large working set (10 MiB: fits
+/// only the big cache) and a CPU-bound spin loop, VM2 CacheBuster small
+/// (2 MiB: fits either) and another spin loop. What each thread needs is
+/// hinted, as in the paper's runs.
+pub fn kinship_cache() -> Vec<Case> {
+    let none = Capabilities::empty();
+    let with_llc = |mut k: SimKind, mb: f64| {
+        k.llc_mb = Some(mb);
+        k
+    };
+    let kinds = vec![
+        with_llc(server_kind("fast-12m", 2.4, 3.0, 12.0, none), 12.0),
+        with_llc(server_kind("slow-12m", 1.2, 3.0, 6.0, none), 12.0),
+        with_llc(server_kind("fast-3m", 2.4, 3.0, 12.0, none), 3.0),
+        with_llc(server_kind("slow-3m", 1.2, 3.0, 6.0, none), 3.0),
+    ];
+    let buster = |name, mb| {
+        Profile::new(name, 0.6, 20.0, 1.0)
+            .working_set(mb)
+            .hinted(Hint::MOSTLY_MEM)
+    };
+    let spin = |name| Profile::new(name, 0.9, 0.2, 1.0).hinted(Hint::MOSTLY_CPU);
+    let threads = vec![
+        ("vm1:cachebuster-large", buster("cachebuster-large", 10.0)),
+        ("vm1:spin", spin("spin")),
+        ("vm2:cachebuster-small", buster("cachebuster-small", 2.0)),
+        ("vm2:spin", spin("spin")),
+    ];
+    vec![Case {
+        label: "speedcache".into(),
+        machine: "speedcache".into(),
         kinds,
         cores: vec![
             (0, "s0-fast".into()),
