@@ -392,28 +392,7 @@ impl Balancer {
         &mut self,
         samples: &'s [ThreadSample],
     ) -> (BalanceInput, Vec<&'s ThreadSample>) {
-        let kinds: Vec<CoreKind> = self
-            .map
-            .kinds
-            .iter()
-            .map(|k| CoreKind {
-                name: k.name.clone(),
-                relative_speed: k.relative_speed,
-                freq_hz: k.hz,
-                power: k.power,
-            })
-            .collect();
-        let cores: Vec<Core> = self
-            .map
-            .cores
-            .iter()
-            .map(|c| Core {
-                kind: c.kind,
-                caps: c.caps,
-                allowed: true,
-                llc_bytes: c.llc_bytes,
-            })
-            .collect();
+        let (kinds, cores) = policy_machine(&self.map);
         let mut threads = Vec::new();
         let mut kept = Vec::new();
         for s in samples {
@@ -518,6 +497,31 @@ impl Balancer {
     }
 }
 
+/// The map's kinds and cores as the policies see them.
+fn policy_machine(map: &CoreMap) -> (Vec<CoreKind>, Vec<Core>) {
+    let kinds = map
+        .kinds
+        .iter()
+        .map(|k| CoreKind {
+            name: k.name.clone(),
+            relative_speed: k.relative_speed,
+            freq_hz: k.hz,
+            power: k.power,
+        })
+        .collect();
+    let cores = map
+        .cores
+        .iter()
+        .map(|c| Core {
+            kind: c.kind,
+            caps: c.caps,
+            allowed: true,
+            llc_bytes: c.llc_bytes,
+        })
+        .collect();
+    (kinds, cores)
+}
+
 /// A thread's demand in the policies' terms (the share of a core of the
 /// fastest kind it wants), from what it was seen to want on its current
 /// kind: time running or waiting for a CPU, over the epoch. A thread that
@@ -619,16 +623,7 @@ mod tests {
             None,
             None,
         );
-        let kinds: Vec<CoreKind> = map
-            .kinds
-            .iter()
-            .map(|k| CoreKind {
-                name: k.name.clone(),
-                relative_speed: k.relative_speed,
-                freq_hz: k.hz,
-                power: k.power,
-            })
-            .collect();
+        let (kinds, cores) = policy_machine(&map);
         let thread = |id: u64, on: usize, category| {
             let mut t = ThreadObs::new(id, vec![REFERENCE_IPS, 0.4 * REFERENCE_IPS], 1.0);
             t.current = Some(on);
@@ -642,16 +637,7 @@ mod tests {
         };
         let input = BalanceInput {
             kinds,
-            cores: map
-                .cores
-                .iter()
-                .map(|c| Core {
-                    kind: c.kind,
-                    caps: c.caps,
-                    allowed: true,
-                    llc_bytes: c.llc_bytes,
-                })
-                .collect(),
+            cores,
             threads: vec![
                 thread(1, 1, hetsched_core::balance::Category::CRYPTO),
                 thread(2, 0, hetsched_core::balance::Category::GENERAL),

@@ -3,63 +3,68 @@
 //! changed thread runs before the process exits.
 
 use anyhow::{Context, Result};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use hetsched_platform::stop::StopSignal;
+use signal_hook::iterator::Handle;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-/// Set once by a signal; [`Stop::pause`] ends early when it is.
-#[derive(Debug, Default)]
+/// Set by the first SIGINT or SIGTERM. Owns the thread that waits for
+/// them, and stops and joins it when dropped.
 pub struct Stop {
-    stopped: Mutex<Option<i32>>,
-    changed: Condvar,
+    signal: Arc<StopSignal>,
+    /// The signal that set it; 0 while none has.
+    which: Arc<AtomicI32>,
+    handle: Handle,
+    waiter: Option<JoinHandle<()>>,
 }
 
 impl Stop {
-    /// A stop set by SIGINT or SIGTERM (a handler thread waits for them;
-    /// with the handlers installed, the signals no longer kill the process
-    /// before it has restored what it changed).
-    pub fn on_signals() -> Result<Arc<Stop>> {
+    /// Installs the handlers (with them, the signals no longer kill the
+    /// process before it has restored what it changed).
+    pub fn on_signals() -> Result<Stop> {
         use signal_hook::consts::{SIGINT, SIGTERM};
-        let stop = Arc::new(Stop::default());
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
             .context("installing the SIGINT and SIGTERM handlers")?;
-        let s = Arc::clone(&stop);
-        std::thread::Builder::new()
+        let handle = signals.handle();
+        let signal = Arc::new(StopSignal::default());
+        let which = Arc::new(AtomicI32::new(0));
+        let (s, w) = (Arc::clone(&signal), Arc::clone(&which));
+        let waiter = std::thread::Builder::new()
             .name("balance-signals".into())
             .spawn(move || {
+                // Ends with the first signal, or when the handle closes.
                 if let Some(sig) = signals.forever().next() {
-                    s.stop(sig);
+                    w.store(sig, Ordering::SeqCst);
+                    s.stop();
                 }
             })?;
-        Ok(stop)
-    }
-
-    pub fn stop(&self, signal: i32) {
-        let mut s = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
-        s.get_or_insert(signal);
-        self.changed.notify_all();
+        Ok(Stop {
+            signal,
+            which,
+            handle,
+            waiter: Some(waiter),
+        })
     }
 
     /// The signal that stopped the loop, if one did.
     pub fn signal(&self) -> Option<i32> {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
+        Some(self.which.load(Ordering::SeqCst)).filter(|&s| s != 0)
     }
 
-    /// Sleeps for `d` unless stopped first; whether to go on.
+    /// Sleeps for `d` unless a signal comes first; whether to go on.
     pub fn pause(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
-        let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
-        while stopped.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            stopped = self
-                .changed
-                .wait_timeout(stopped, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+        self.signal.pause(d)
+    }
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(w) = self.waiter.take() {
+            let _ = w.join();
         }
-        false
     }
 }
 
@@ -68,16 +73,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stop_ends_a_long_pause_at_once() {
-        let s = Arc::new(Stop::default());
-        assert!(s.pause(Duration::from_millis(1)));
-        let sleeper = {
-            let s = Arc::clone(&s);
-            std::thread::spawn(move || s.pause(Duration::from_secs(600)))
-        };
-        s.stop(15);
-        assert!(!sleeper.join().unwrap());
-        assert_eq!(s.signal(), Some(15));
-        assert!(!s.pause(Duration::from_secs(600)));
+    fn without_a_signal_a_pause_runs_and_dropping_joins_the_waiter() {
+        let stop = Stop::on_signals().unwrap();
+        assert!(stop.pause(Duration::from_millis(1)));
+        assert_eq!(stop.signal(), None);
+        // Returns only once the waiting thread has ended.
+        drop(stop);
     }
 }

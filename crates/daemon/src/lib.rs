@@ -32,7 +32,6 @@ mod reactor;
 pub mod renice;
 pub mod server;
 pub mod status_page;
-mod stop;
 pub mod store;
 pub mod store_writer;
 mod timer;

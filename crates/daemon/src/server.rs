@@ -217,7 +217,7 @@ pub(crate) struct Shared {
     /// Writes the settings store off the lock ([`Shared::save_store`]).
     store_writer: StoreWriter,
     /// Set when the server stops ([`RunningServer::stop`]).
-    pub(crate) stop: crate::stop::StopSignal,
+    pub(crate) stop: hetsched_platform::stop::StopSignal,
 }
 
 impl Shared {

@@ -18,6 +18,7 @@ mod hwloc_probe;
 pub mod isa;
 pub mod platform;
 pub mod slow_cores;
+pub mod stop;
 mod summary;
 pub mod sysfs;
 #[doc(hidden)]

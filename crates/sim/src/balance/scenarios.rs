@@ -205,23 +205,7 @@ pub fn kinship_usecase2() -> Vec<Case> {
             Profile::new("dedup", 0.4, 30.0, 0.5).hinted(Hint::MOSTLY_IO),
         ),
     ];
-    vec![Case {
-        label: "simulatedwm".into(),
-        machine: "simulatedwm".into(),
-        kinds,
-        cores: vec![
-            (0, "s0-fast".into()),
-            (1, "s0-slow".into()),
-            (2, "s1-fast".into()),
-            (3, "s1-slow".into()),
-        ],
-        threads: threads
-            .into_iter()
-            .map(|(n, p)| (n.to_string(), p))
-            .collect(),
-        hints_given: true,
-        base_watts: SERVER_BASE_WATTS,
-    }]
+    simulatedwm("simulatedwm", kinds, threads)
 }
 
 /// `kinship-cache` (Kinship §5, the Speedcache1 configuration on
@@ -255,9 +239,16 @@ pub fn kinship_cache() -> Vec<Case> {
         ("vm2:cachebuster-small", buster("cachebuster-small", 2.0)),
         ("vm2:spin", spin("spin")),
     ];
+    simulatedwm("speedcache", kinds, threads)
+}
+
+/// SimulatedWM's two sockets of a fast and a slow core, with `kinds` in
+/// that order (socket 0 fast, socket 0 slow, socket 1 fast, socket 1 slow)
+/// and hinted threads, as one case named `label`.
+fn simulatedwm(label: &str, kinds: Vec<SimKind>, threads: Vec<(&str, Profile)>) -> Vec<Case> {
     vec![Case {
-        label: "speedcache".into(),
-        machine: "speedcache".into(),
+        label: label.into(),
+        machine: label.into(),
         kinds,
         cores: vec![
             (0, "s0-fast".into()),

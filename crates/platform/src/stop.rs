@@ -1,11 +1,12 @@
-//! The server's stop signal: set once, seen by every thread the server
-//! started, and a sleep that ends early when it is set.
+//! A stop signal: set once, seen by every thread that checks it, and a
+//! sleep that ends early when it is set (the daemon's threads, the
+//! balancer's epoch loop).
 
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
-pub(crate) struct StopSignal {
+pub struct StopSignal {
     stopped: Mutex<bool>,
     changed: Condvar,
 }
