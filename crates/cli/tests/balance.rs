@@ -555,12 +555,14 @@ fn kinship_moves_a_thread_off_the_core_it_reports_fallbacks_on() {
             .map(|e| e["threads"][0].clone())
             .collect::<Vec<Value>>()
     };
+    // The first epoch's plan (no rest period yet) puts it on CPU 0, where
+    // it is or from CPU 1, since the faults counted on CPU 1 are in the
+    // window. (Linux may have moved it to CPU 0 already when other tests
+    // load CPU 1: the plan must then keep it there.)
     let seen = run(&ledgers);
-    assert!(
-        seen.iter()
-            .any(|t| t["faults"].as_u64() > Some(0) && t["cpu_now"] == 1 && t["cpu_next"] == 0),
-        "{seen:?}"
-    );
+    let first = &seen[0];
+    assert!(first["faults"].as_u64() > Some(0), "{seen:?}");
+    assert_eq!(first["cpu_next"], 0, "{seen:?}");
     let blind = run(&unseen);
     for t in &blind {
         assert_eq!(t["faults"], 0, "{t}");
