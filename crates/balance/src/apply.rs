@@ -197,29 +197,7 @@ mod tests {
     use super::*;
     use crate::config::BalanceConfig;
     use crate::machine::CoreMap;
-
-    fn spawn_idle() -> (
-        ThreadId,
-        std::sync::mpsc::Sender<()>,
-        std::thread::JoinHandle<()>,
-    ) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::spawn(move || {
-            tx.send(rustix::thread::gettid().as_raw_nonzero().get() as u32)
-                .unwrap();
-            let _ = done_rx.recv();
-        });
-        let tid = rx.recv().unwrap();
-        (
-            ThreadId {
-                pid: std::process::id(),
-                tid,
-            },
-            done_tx,
-            h,
-        )
-    }
+    use crate::test_threads::IdleThread;
 
     #[test]
     fn a_thread_is_pinned_and_an_outside_change_makes_it_self_managed() {
@@ -230,7 +208,8 @@ mod tests {
         .unwrap();
         let allowed = crate::sense::affinity_of(std::process::id()).unwrap();
         let cpu = *allowed.last().unwrap();
-        let (id, done, h) = spawn_idle();
+        let idle = IdleThread::spawn();
+        let id = idle.id;
         let mut a = Applier::new();
         assert_eq!(a.move_thread(&map, id, cpu), Outcome::Moved);
         assert_eq!(crate::sense::affinity_of(id.tid).unwrap(), vec![cpu]);
@@ -247,8 +226,7 @@ mod tests {
             assert!(a.is_self_managed(id));
             assert_eq!(a.move_thread(&map, id, cpu), Outcome::SelfManaged);
         }
-        done.send(()).unwrap();
-        h.join().unwrap();
+        idle.end();
         // Exited: the move reports it rather than failing.
         let mut b = Applier::new();
         assert_eq!(b.move_thread(&map, id, cpu), Outcome::Gone);

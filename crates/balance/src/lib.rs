@@ -21,4 +21,6 @@ pub mod power;
 pub mod restore;
 pub mod sense;
 pub mod targets;
+#[cfg(test)]
+mod test_threads;
 pub mod work;

@@ -144,34 +144,14 @@ pub fn recover(path: &Path) -> Result<Option<RestoreReport>, JournalError> {
 mod tests {
     use super::*;
     use crate::journal::{Journal, ProcessStamp};
-
-    /// A thread of this process that waits until told to exit.
-    fn spawn_idle() -> (
-        ThreadId,
-        std::sync::mpsc::Sender<()>,
-        std::thread::JoinHandle<()>,
-    ) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::spawn(move || {
-            tx.send(rustix::thread::gettid().as_raw_nonzero().get() as u32)
-                .unwrap();
-            let _ = done_rx.recv();
-        });
-        let tid = rx.recv().unwrap();
-        let id = ThreadId {
-            pid: std::process::id(),
-            tid,
-        };
-        (id, done_tx, h)
-    }
+    use crate::test_threads::IdleThread;
 
     #[test]
     fn a_pinned_thread_gets_its_affinity_back_and_a_repinned_one_keeps_its_own() {
         let allowed = crate::sense::affinity_of(std::process::id()).unwrap();
         let cpu = *allowed.last().unwrap();
-        let (a, done_a, ha) = spawn_idle();
-        let (b, done_b, hb) = spawn_idle();
+        let (ia, ib) = (IdleThread::spawn(), IdleThread::spawn());
+        let (a, b) = (ia.id, ib.id);
         let mut j = Journal::in_memory(Vec::new());
         for id in [a, b] {
             j.note_pin(id, cpu).unwrap().unwrap();
@@ -189,10 +169,8 @@ mod tests {
         assert_eq!(report.failed, Vec::<String>::new());
         assert_eq!(report.gone, 0);
         assert!(report.restored >= 1, "{report:?}");
-        done_a.send(()).unwrap();
-        done_b.send(()).unwrap();
-        ha.join().unwrap();
-        hb.join().unwrap();
+        ia.end();
+        ib.end();
         // Both exited: nothing is touched, both count as gone.
         let report = restore(j.contents());
         assert_eq!(report.gone, 2, "{report:?}");
@@ -201,7 +179,8 @@ mod tests {
     #[test]
     fn a_reused_thread_id_is_not_touched() {
         let allowed = crate::sense::affinity_of(std::process::id()).unwrap();
-        let (a, done, h) = spawn_idle();
+        let idle = IdleThread::spawn();
+        let a = idle.id;
         let mut j = Journal::in_memory(Vec::new());
         j.note_pin(a, allowed[0]).unwrap().unwrap();
         set_affinity(a, &[allowed[0]]).unwrap();
@@ -212,8 +191,7 @@ mod tests {
         let report = restore(&file);
         assert_eq!(report.gone, 1);
         assert_eq!(crate::sense::affinity_of(a.tid).unwrap(), vec![allowed[0]]);
-        done.send(()).unwrap();
-        h.join().unwrap();
+        idle.end();
     }
 
     #[test]
@@ -222,7 +200,8 @@ mod tests {
         let path = dir.path().join("state.json");
         assert_eq!(recover(&path).unwrap(), None);
         let allowed = crate::sense::affinity_of(std::process::id()).unwrap();
-        let (a, done, h) = spawn_idle();
+        let idle = IdleThread::spawn();
+        let a = idle.id;
         let mut j = Journal::at(&path, Vec::new());
         j.note_pin(a, allowed[0]).unwrap().unwrap();
         set_affinity(a, &[allowed[0]]).unwrap();
@@ -246,7 +225,6 @@ mod tests {
         assert_eq!(report.restored, 1, "{report:?}");
         assert_eq!(crate::sense::affinity_of(a.tid).unwrap(), allowed);
         assert!(!path.exists());
-        done.send(()).unwrap();
-        h.join().unwrap();
+        idle.end();
     }
 }
