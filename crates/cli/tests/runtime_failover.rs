@@ -212,10 +212,13 @@ fn in_daemon_only_mode_calls_fail_after_the_wait_and_run_once_the_daemon_is_back
         }
     });
     let mut failed = 0;
+    // When each call returned, for the message if they took too long.
+    let mut returned_at = Vec::new();
     for _ in 0..CALLS {
         let (i, r) = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("a call still waits 20 s after the daemon died");
+        returned_at.push((i, killed.elapsed(), r.is_ok()));
         match r {
             Ok(v) => assert_eq!(v, i * 3 + 1),
             Err(e) => {
@@ -227,7 +230,7 @@ fn in_daemon_only_mode_calls_fail_after_the_wait_and_run_once_the_daemon_is_back
     assert!(failed > 0, "no call failed");
     assert!(
         killed.elapsed() < Duration::from_secs(15),
-        "the calls took {:?} to fail",
+        "the calls took {:?} to fail; (call, returned after, ok): {returned_at:?}",
         killed.elapsed()
     );
     // A new call fails at once while the daemon is away.

@@ -133,7 +133,12 @@ fn on_reply(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, reply
         Err(ClientError::Refused { code, message }) => {
             fail(sched, u, placed, format!("refused ({code:?}): {message}"))
         }
-        Err(_) => {
+        Err(e) => {
+            // Daemon-only and given up on it: the call fails now rather
+            // than wait in a queue nothing drains until the daemon is back.
+            if let Some(why) = sched.link.gave_up() {
+                return fail(sched, u, placed, format!("{why} [{e}]"));
+            }
             // The connection is gone: keep the call, move on.
             let mut q = sched.lock();
             q.units[u].running = q.units[u].running.saturating_sub(1);
@@ -251,7 +256,7 @@ pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
     let spawned = std::thread::Builder::new()
         .name("hetsched-failover".into())
         .spawn(move || {
-            let since = std::time::Instant::now();
+            sched.link.mark_gone();
             loop {
                 match sched.link.failover() {
                     Ok(_) => {
@@ -261,17 +266,26 @@ pub(crate) fn spawn_failover(sched: &Arc<Scheduler>) {
                         break;
                     }
                     Err(e) => {
-                        if let Some(why) = sched.link.give_up(since, &e) {
+                        if let Some(why) = sched.link.give_up(&e) {
                             tracing::warn!("{why}");
-                            fail_daemon_calls(&sched, &why);
                         } else if sched.link.gave_up().is_none() {
                             tracing::warn!(
                                 "failover failed ({e}); retrying in {:.2} s",
                                 sched.link.retry_every().as_secs_f64()
                             );
                         }
+                        // Every retry, not only the first after giving up:
+                        // a call that a dropped reply or a failed submit
+                        // put back later must not wait for the daemon.
+                        if let Some(why) = sched.link.gave_up() {
+                            fail_daemon_calls(&sched, &why);
+                        }
                         std::thread::sleep(sched.link.retry_every());
-                        sched.link.begin_failover();
+                        if !sched.link.begin_failover() {
+                            // Another failover thread started meanwhile
+                            // and carries on; one is enough.
+                            return;
+                        }
                     }
                 }
             }

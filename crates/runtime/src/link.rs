@@ -46,9 +46,20 @@ pub(crate) struct Link {
     /// Only one failover runs at a time.
     failover_lock: Mutex<()>,
     failovers: AtomicU32,
+    /// Since when the daemon has been gone, and whether the link gave up.
+    outage: Mutex<Outage>,
+}
+
+/// The daemon's absence as the link sees it. One clock for every failover
+/// thread, so a failover started by a late failure does not restart the
+/// wait before giving up.
+#[derive(Default)]
+struct Outage {
+    /// When the first failure of this outage was seen.
+    since: Option<Instant>,
     /// Set when a daemon-only link has waited `give_up_after` for its
     /// daemon: why calls on the daemon's devices fail until it is back.
-    gave_up: Mutex<Option<String>>,
+    gave_up: Option<String>,
 }
 
 impl Link {
@@ -84,7 +95,7 @@ impl Link {
             failing_over: AtomicBool::new(false),
             failover_lock: Mutex::new(()),
             failovers: AtomicU32::new(0),
-            gave_up: Mutex::new(None),
+            outage: Mutex::new(Outage::default()),
         })
     }
 
@@ -108,32 +119,39 @@ impl Link {
         self.current.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Why device calls fail now, if the link gave up on its daemon.
-    pub fn gave_up(&self) -> Option<String> {
-        self.gave_up
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    fn outage(&self) -> std::sync::MutexGuard<'_, Outage> {
+        self.outage.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// After a failed failover attempt that began at `since`: whether the
-    /// link gives up on its daemon now (daemon-only, waited long enough,
-    /// not given up already), and why.
-    pub fn give_up(&self, since: Instant, last_error: &LinkError) -> Option<String> {
-        if self.opts.monitor != MonitorMode::Daemon || since.elapsed() < self.opts.give_up_after {
+    /// Why device calls fail now, if the link gave up on its daemon.
+    pub fn gave_up(&self) -> Option<String> {
+        self.outage().gave_up.clone()
+    }
+
+    /// The connection failed: starts the outage's clock unless it runs.
+    pub fn mark_gone(&self) {
+        self.outage().since.get_or_insert_with(Instant::now);
+    }
+
+    /// After a failed failover attempt: whether the link gives up on its
+    /// daemon now (daemon-only, gone for `give_up_after` since the
+    /// outage's first failure, not given up already), and why.
+    pub fn give_up(&self, last_error: &LinkError) -> Option<String> {
+        if self.opts.monitor != MonitorMode::Daemon {
             return None;
         }
-        let mut gave_up = self.gave_up.lock().unwrap_or_else(|p| p.into_inner());
-        if gave_up.is_some() {
+        let mut outage = self.outage();
+        let gone_for = outage.since.get_or_insert_with(Instant::now).elapsed();
+        if gone_for < self.opts.give_up_after || outage.gave_up.is_some() {
             return None;
         }
         let why = format!(
             "the daemon at {} has been gone for {:.1} s ({last_error}); device calls fail until \
              it is back (daemon-only mode; HETSCHED_DAEMON_WAIT sets the wait)",
             self.opts.socket.display(),
-            since.elapsed().as_secs_f64()
+            gone_for.as_secs_f64()
         );
-        *gave_up = Some(why.clone());
+        outage.gave_up = Some(why.clone());
         Some(why)
     }
 
@@ -142,13 +160,11 @@ impl Link {
         (self.opts.give_up_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
     }
 
-    /// The link is back: true if it had given up.
+    /// The link is back (the outage ends): true if it had given up.
     pub fn recovered(&self) -> bool {
-        self.gave_up
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .is_some()
+        let mut outage = self.outage();
+        outage.since = None;
+        outage.gave_up.take().is_some()
     }
 
     /// True while a failover is under way (executors hold device calls).
