@@ -287,14 +287,18 @@ proptest! {
     }
 
     /// Random submit / pick / complete / tick sequences: BACKGROUND work is
-    /// never dispatched while CUSTOM or NORMAL work is queued, and the
-    /// default share policy is work-conserving.
+    /// never dispatched while CUSTOM or NORMAL work is queued, and without
+    /// anticipation the share policy is work-conserving.
     #[test]
     fn background_never_picked_while_others_wait(
         classes in prop::collection::vec(class_strategy(), 2..8),
         ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
     ) {
-        let mut p = SharePolicy::new(2, ShareWindow::default());
+        let window = ShareWindow {
+            anticipation_ns: 0,
+            ..ShareWindow::default()
+        };
+        let mut p = SharePolicy::new(2, window);
         let class_of = register(&mut p, &classes);
         let mut queued: BTreeMap<u32, u32> = BTreeMap::new();
         play(&mut p, classes.len() as u32, ops, |p, step, now, running| {
@@ -321,6 +325,49 @@ proptest! {
             prop_assert_eq!(p.queued(), queued.values().sum::<u32>() as usize);
             prop_assert_eq!(p.unit_view(now).running as usize, running);
             prop_assert_eq!(p.retry_at(now), None);
+            Ok(())
+        })?;
+    }
+
+    /// With anticipation (the default), the policy holds a free slot with
+    /// work queued only for a short while: never beyond the anticipation
+    /// window, and BACKGROUND still never runs while others wait.
+    #[test]
+    fn anticipation_holds_a_slot_only_within_its_window(
+        classes in prop::collection::vec(class_strategy(), 2..8),
+        ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
+    ) {
+        let window = ShareWindow::default();
+        let mut p = SharePolicy::new(2, window);
+        let class_of = register(&mut p, &classes);
+        let mut queued: BTreeMap<u32, u32> = BTreeMap::new();
+        play(&mut p, classes.len() as u32, ops, |p, step, now, _| {
+            match step {
+                Step::Submitted { client, .. } => *queued.entry(client).or_default() += 1,
+                Step::Picked(Some(r)) => {
+                    let c = r.client.0;
+                    prop_assert!(queued[&c] > 0);
+                    if class_of[&c] == ShareClass::Background {
+                        prop_assert!(queued
+                            .iter()
+                            .all(|(c, n)| *n == 0 || class_of[c] == ShareClass::Background));
+                    }
+                    *queued.get_mut(&c).unwrap() -= 1;
+                }
+                Step::Picked(None) => {
+                    if queued.values().any(|n| *n > 0) {
+                        let retry = p.retry_at(now);
+                        prop_assert!(
+                            retry.is_some_and(|t| t > now && t <= now + window.anticipation_ns),
+                            "held at {} until {:?}", now, retry
+                        );
+                    }
+                }
+                Step::Other => {}
+            }
+            if let Some(t) = p.retry_at(now) {
+                prop_assert!(t <= now + window.anticipation_ns);
+            }
             Ok(())
         })?;
     }

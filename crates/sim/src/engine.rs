@@ -14,7 +14,7 @@ use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::placement::{DataLocation, ImplSet, Placer, TaskRequest};
 use hetsched_core::policy::{Request, UnitPolicy};
 use hetsched_core::task_model::{PerformanceModel, TaskModel};
-use hetsched_core::view::ClientUnitView;
+use hetsched_core::view::{ClientUnitView, PlacedSincePublish};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::borrow::Cow;
@@ -101,6 +101,14 @@ struct UnitState {
     retry_pending: bool,
 }
 
+/// A task placed on a unit since the views were last published.
+#[derive(Clone, Copy, Debug)]
+struct Placed {
+    client: usize,
+    task: usize,
+    expected_ns: f64,
+}
+
 /// One application instance (a process).
 struct Client {
     app: usize,
@@ -160,6 +168,9 @@ struct Engine<'s> {
     views: Vec<ClientUnitView>,
     /// What a client that registered since the last refresh sees.
     newcomer_views: Vec<ClientUnitView>,
+    /// Per unit, the tasks placed there since the last refresh and not
+    /// finished yet: what hetsched's clients add to their views.
+    placed_since: Vec<Vec<Placed>>,
     /// Current external utilisation cap per jitter entry.
     jitter_now: Vec<f64>,
     jitter_rng: ChaCha8Rng,
@@ -226,6 +237,7 @@ impl<'s> Engine<'s> {
             models: Vec::new(),
             views: Vec::new(),
             newcomer_views: vec![ClientUnitView::default(); sc.machine.units.len()],
+            placed_since: vec![Vec::new(); sc.machine.units.len()],
             jitter_now: sc.jitter.iter().map(|j| (j.min + j.max) / 2.0).collect(),
             jitter_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6a17_7e55),
             short_lived_models: vec![None; sc.apps.len()],
@@ -496,6 +508,11 @@ impl<'s> Engine<'s> {
                 self.tasks.len() - 1
             }
         };
+        self.placed_since[unit.index()].push(Placed {
+            client,
+            task: id,
+            expected_ns,
+        });
         let delay = unit_spec.dispatch_ns as f64 + copy_in;
         self.schedule(self.now + delay.round() as Ns, Event::Arrive { task: id });
     }
@@ -557,8 +574,7 @@ impl<'s> Engine<'s> {
                 // Published views are borrowed; the others are built per decision.
                 let views: Cow<[ClientUnitView]> = match self.strategy {
                     StrategyKind::Hetsched(_) | StrategyKind::HetschedPf => {
-                        let n = units.len();
-                        Cow::Borrowed(&self.views[client * n..(client + 1) * n])
+                        Cow::Owned(self.published_views(client))
                     }
                     StrategyKind::CSched => Cow::Owned(self.exact_views(client)),
                     _ => Cow::Owned(self.own_queue_views(client)),
@@ -572,6 +588,28 @@ impl<'s> Engine<'s> {
                 }
             }
         }
+    }
+
+    /// hetsched: the views published to `client` at the last refresh, with
+    /// the work other clients placed on each unit since counted in.
+    fn published_views(&self, client: usize) -> Vec<ClientUnitView> {
+        let n = self.units.len();
+        let published = &self.views[client * n..(client + 1) * n];
+        if !self.strategy.counts_placed_since() {
+            return published.to_vec();
+        }
+        published
+            .iter()
+            .zip(&self.placed_since)
+            .zip(&self.units)
+            .map(|((view, placed), unit)| {
+                let mut others = PlacedSincePublish::default();
+                for p in placed.iter().filter(|p| p.client != client) {
+                    others.add(p.expected_ns);
+                }
+                view.brought_forward(others, unit.slots)
+            })
+            .collect()
     }
 
     /// c-sched: exact queue contents of every unit, right now.
@@ -778,6 +816,7 @@ impl<'s> Engine<'s> {
 
     fn complete(&mut self, unit: usize, id: usize) {
         self.units[unit].running.retain(|&r| r != id);
+        self.placed_since[unit].retain(|p| p.task != id);
         let t = self.tasks[id].as_ref().expect("completing task");
         let client = t.client;
         let ran = self.now.saturating_sub(t.started_at.unwrap_or(self.now));
@@ -843,6 +882,10 @@ impl<'s> Engine<'s> {
         let n = self.units.len();
         // A client id that never registered: what a newcomer would be told.
         let newcomer = ClientId(u32::MAX);
+        for placed in &mut self.placed_since {
+            placed.clear();
+        }
+
         for u in 0..n {
             self.newcomer_views[u] = self.units[u].policy.client_view(newcomer, self.now);
         }

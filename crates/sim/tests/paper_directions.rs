@@ -96,8 +96,9 @@ fn damping_settles_ping_pong_in_fewer_offloads() {
             .sum::<f64>()
             / p.apps.len() as f64
     };
-    let damped = policy(&r, "hetsched");
-    let undamped = policy(&r, "hetsched/no-damping");
+    // The paper's mechanism on the paper's views (as stale as a refresh).
+    let damped = policy(&r, "hetsched/stale");
+    let undamped = policy(&r, "hetsched/stale-no-damping");
     assert!(
         settle(damped) < settle(undamped),
         "settled after {:.1} tasks with damping, {:.1} without",
@@ -106,6 +107,17 @@ fn damping_settles_ping_pong_in_fewer_offloads() {
     );
     assert!(damped.placement_changes_per_s < undamped.placement_changes_per_s);
     assert!(damped.system_speedup >= undamped.system_speedup);
+    // Counting the work others placed since the refresh settles the five
+    // copies sooner still, with fewer changes.
+    let fresh = policy(&r, "hetsched");
+    assert!(
+        settle(fresh) < settle(damped),
+        "settled after {:.1} tasks counting placed work, {:.1} with damping alone",
+        settle(fresh),
+        settle(damped)
+    );
+    assert!(fresh.placement_changes_per_s < damped.placement_changes_per_s);
+    assert!(fresh.system_speedup >= damped.system_speedup);
 }
 
 #[test]
@@ -136,14 +148,37 @@ fn fast_cores_go_to_the_app_that_gains_most() {
     );
 }
 
+/// Rinnegan §4.5: short-lived programs within a few percent of c-sched
+/// (the paper: 3.5 %; the target: 5 %), and never ahead of it.
 #[test]
-fn short_lived_apps_gain_and_c_sched_stays_ahead() {
+fn short_lived_apps_come_within_five_percent_of_c_sched() {
     let r = run("rinnegan-short-lived", 1);
     let het = policy(&r, "hetsched").system_speedup;
     let csched = policy(&r, "c-sched").system_speedup;
     assert!(
-        het > 1.0 && csched >= het,
+        het >= 0.95 * csched && csched >= het,
         "hetsched {het:.3}, c-sched {csched:.3}"
+    );
+}
+
+/// Shares hold under placement: no app gets less than its shares give it
+/// natively (2 % slack), and the system still gains.
+#[test]
+fn every_app_keeps_what_its_shares_give_it_natively() {
+    let r = run("rinnegan-shares", 1);
+    let het = policy(&r, "hetsched");
+    assert!(
+        het.min_relative >= 0.98,
+        "an app lost: {:?}",
+        het.apps
+            .iter()
+            .map(|(n, a)| (n, a.relative))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        het.system_speedup >= 1.8,
+        "system speedup {:.3}",
+        het.system_speedup
     );
 }
 

@@ -99,6 +99,12 @@ pub struct ClientRecord<Q> {
     /// of all of them is `running × now − sum` (u128: exact for any `Ns`).
     dispatch_instants: u128,
     last_activity: Option<Ns>,
+    /// When its last task completed and left it with nothing outstanding
+    /// (cleared by its next submission).
+    idle_since: Option<Ns>,
+    /// Its think time: from such a completion to its next submission
+    /// (a closed-loop client's copy back, own work, copy in).
+    think: Ewma,
     /// Policy-owned per-client state.
     pub queue: Q,
 }
@@ -138,6 +144,18 @@ impl<Q> ClientRecord<Q> {
     /// Last submit, dispatch or completion.
     pub fn last_activity(&self) -> Option<Ns> {
         self.last_activity
+    }
+
+    /// When its last task completed, if that left it with nothing
+    /// queued or running and it has not submitted since.
+    pub fn idle_since(&self) -> Option<Ns> {
+        self.idle_since
+    }
+
+    /// Average time from a completion that left it idle to its next
+    /// submission, ns; `None` before it has come back once.
+    pub fn think_ns(&self) -> Option<f64> {
+        self.think.value
     }
 
     /// Elapsed time of this client's running tasks at `now`, ns.
@@ -257,6 +275,8 @@ impl<Q: Default> ClientLedger<Q> {
                         usage_scaled: 0.0,
                         dispatch_instants: 0,
                         last_activity: None,
+                        idle_since: None,
+                        think: Ewma::default(),
                         queue: Q::default(),
                     },
                 );
@@ -367,6 +387,10 @@ impl<Q> ClientLedger<Q> {
     pub fn record_submit(&mut self, idx: usize, expected_ns: f64, now: Ns) {
         self.observe(now);
         let c = &mut self.clients[idx];
+        if let Some(idle) = c.idle_since.take() {
+            c.think
+                .add(now.saturating_sub(idle) as f64, CLIENT_TASK_WEIGHT);
+        }
         c.queued = c.queued.saturating_add(1);
         c.last_activity = Some(now);
         if let Some(expected) = sane_ns(expected_ns) {
@@ -421,6 +445,9 @@ impl<Q> ClientLedger<Q> {
         c.usage_scaled += scaled_charge;
         c.measured_task.add(ran_ns as f64, CLIENT_TASK_WEIGHT);
         c.last_activity = Some(now);
+        if c.queued == 0 && c.running == 0 {
+            c.idle_since = Some(now);
+        }
         self.unit_measured_task.add(ran_ns as f64, UNIT_TASK_WEIGHT);
     }
 
