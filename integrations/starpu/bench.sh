@@ -47,7 +47,7 @@ cp "$bin" "$work/hetsched"
 if [ "$slow" = 1 ]; then
     # CPU / device ratios of Rinnegan's apps on GPU-B (the simulator's
     # scenarios/rinnegan-starpu.toml: aes 32x, dxt 16x, grep 10x, lbm
-    # 1.4x). Device tasks of 10 ms for every app: long beside the 1-3 ms
+    # 1.4x). Device tasks of 10 ms for every app: long beside the few ms
     # that StarPU and the kernel's scheduler add to each task on two shared
     # cores, and alike so that the FIFO devices treat the apps alike.
     apps=(
