@@ -92,7 +92,8 @@ export HETSCHED_SOCKET=$socket STARPU_HOME=$work/starpu XDG_CACHE_HOME=$work/cac
 # as hs_app does with -unit.
 export STARPU_OPENCL_ON_CPUS=1 STARPU_NCPU=1 STARPU_NOPENCL=$ndev STARPU_NCUDA=0
 export STARPU_WORKERS_NOBIND=1 STARPU_SILENT=1
-export POCL_DEVICES=$(printf 'pthread %.0s' $(seq "$ndev")) HETSCHED_STARPU_DEVICE=$units
+POCL_DEVICES=$(printf 'pthread %.0s' $(seq "$ndev"))
+export POCL_DEVICES HETSCHED_STARPU_DEVICE=$units
 
 echo "machine: $(nproc) CPUs, $(uname -r); StarPU $(pkg-config --modversion starpu-1.3); ${ipu} hash iterations/µs"
 if [ "$slow" = 1 ]; then

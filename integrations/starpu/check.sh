@@ -85,9 +85,10 @@ for policy in hetsched hetsched-gated eager; do
     if [ "$policy" = hetsched ]; then
         # HETSCHED_STARPU_DEVICE maps OpenCL device N to its N-th unit.
         for app in a b; do
-            grep -q "(OpenCL 0 .*emu-gpu0)" "$work/$policy-$app.err" &&
-                grep -q "(OpenCL 1 .*emu-gpu1)" "$work/$policy-$app.err" ||
+            if ! grep -q "(OpenCL 0 .*emu-gpu0)" "$work/$policy-$app.err" ||
+                ! grep -q "(OpenCL 1 .*emu-gpu1)" "$work/$policy-$app.err"; then
                 fail "$app's OpenCL workers do not stand for emu-gpu0 and emu-gpu1"
+            fi
         done
     fi
     if [ "$policy" = hetsched-gated ]; then
