@@ -25,7 +25,10 @@
  *
  * Environment: HETSCHED_SOCKET (daemon socket), HETSCHED_STARPU_DEVICE
  * (unit name or kind the device workers stand for; default: the first
- * non-CPU unit), HETSCHED_STARPU_GATE (0/1, see above),
+ * non-CPU unit; a comma-separated list maps device workers by StarPU
+ * device number, the N-th entry for device N and the last one for any
+ * beyond, so that two OpenCL devices of different speed stand for two
+ * different units), HETSCHED_STARPU_GATE (0/1, see above),
  * HETSCHED_STARPU_HORIZON_US (predicted work, stretched by contention, a
  * worker may hold queued before further tasks wait undecided; default
  * 10000), HETSCHED_STARPU_QUEUE (most tasks a worker may hold, default 64),
@@ -41,6 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define HS_MAX_DEVICE_UNITS 16
 
 /* A task waiting in one of our queues, with the length it was placed with. */
 struct hs_node {
@@ -79,6 +84,9 @@ struct hs_policy {
     HsClient client;
     int connected;
     int cpu_unit, device_unit;
+    /* HETSCHED_STARPU_DEVICE's units, by StarPU device number. */
+    int device_units[HS_MAX_DEVICE_UNITS];
+    unsigned ndevice_units;
     int verbose;
     unsigned long fallback_pushes, model_pushes;
 };
@@ -94,7 +102,8 @@ static void q_push(struct hs_queue *q, struct hs_node *n) {
     if (q->tail) q->tail->next = n;
     else q->head = n;
     q->tail = n;
-    q->n++;
+    /* Atomic only for queue_empty's unlocked read; the lock orders the rest. */
+    __atomic_store_n(&q->n, q->n + 1, __ATOMIC_RELAXED);
 }
 
 /* Removes and returns the first node whose task `worker` can run. */
@@ -105,11 +114,15 @@ static struct hs_node *q_take(struct hs_queue *q, int worker, int check) {
         if (prev) prev->next = n->next;
         else q->head = n->next;
         if (q->tail == n) q->tail = prev;
-        q->n--;
+        __atomic_store_n(&q->n, q->n - 1, __ATOMIC_RELAXED);
         return n;
     }
     return NULL;
 }
+
+/* An unlocked look, for idle workers' polling: a stale answer costs one
+ * more poll (a task placed meanwhile also wakes its worker). */
+static int queue_empty(const struct hs_queue *q) { return __atomic_load_n(&q->n, __ATOMIC_RELAXED) == 0; }
 
 static int env_flag(const char *name, int dflt) {
     const char *v = getenv(name);
@@ -145,9 +158,20 @@ static void connect_daemon(struct hs_policy *p) {
     hs_client_unit_count(p->client, &n);
     const char *want = getenv("HETSCHED_STARPU_DEVICE");
     if (want && *want) {
-        uint32_t idx;
-        if (hs_client_find_unit(p->client, want, &idx) == HS_OK) p->device_unit = (int)idx;
-        else fprintf(stderr, "hetsched-starpu: HETSCHED_STARPU_DEVICE: %s\n", hs_last_error());
+        char list[512], *save = NULL;
+        snprintf(list, sizeof list, "%s", want);
+        for (char *name = strtok_r(list, ",", &save);
+             name && p->ndevice_units < HS_MAX_DEVICE_UNITS; name = strtok_r(NULL, ",", &save)) {
+            uint32_t idx;
+            if (hs_client_find_unit(p->client, name, &idx) == HS_OK) {
+                p->device_units[p->ndevice_units++] = (int)idx;
+            } else {
+                /* A device number keeps its place in the list: -1, no unit. */
+                fprintf(stderr, "hetsched-starpu: HETSCHED_STARPU_DEVICE: %s\n", hs_last_error());
+                p->device_units[p->ndevice_units++] = -1;
+            }
+        }
+        if (p->ndevice_units > 0) p->device_unit = p->device_units[0];
     }
     for (uint32_t i = 0; i < n; i++) {
         HsUnitInfo info;
@@ -184,9 +208,12 @@ static void hs_deinit(unsigned ctx) {
             if (!p->w[i].present && !p->w[i].ran) continue;
             char wname[64];
             starpu_worker_get_name(i, wname, sizeof wname);
-            fprintf(stderr, "hetsched-starpu: worker %d (%s, unit %d%s): placed %lu, ran %lu\n",
-                    i, wname, p->w[i].unit, p->w[i].gated ? ", gated" : "", p->w[i].placed,
-                    p->w[i].ran);
+            HsUnitInfo info = {0};
+            if (p->connected && p->w[i].unit >= 0)
+                hs_client_unit_info(p->client, (uint32_t)p->w[i].unit, &info);
+            fprintf(stderr, "hetsched-starpu: worker %d (%s, unit %d %s%s): placed %lu, ran %lu\n",
+                    i, wname, p->w[i].unit, info.name[0] ? info.name : "-",
+                    p->w[i].gated ? ", gated" : "", p->w[i].placed, p->w[i].ran);
         }
     }
     if (p->connected) hs_client_close(p->client);
@@ -206,6 +233,11 @@ static void hs_add_workers(unsigned ctx, int *ids, unsigned n) {
             w->gated = 0;
         } else {
             w->unit = p->device_unit;
+            if (p->ndevice_units > 0) {
+                int devid = starpu_worker_get_devid(ids[i]);
+                unsigned k = devid < 0 ? 0 : (unsigned)devid;
+                w->unit = p->device_units[k < p->ndevice_units ? k : p->ndevice_units - 1];
+            }
             w->gated = 0;
             if (p->connected && w->unit >= 0) {
                 HsUnitInfo info;
@@ -391,6 +423,11 @@ static struct starpu_task *hs_pop(unsigned ctx) {
     int id = starpu_worker_get_id_check();
     struct starpu_task *task = NULL;
     int woken[STARPU_NMAXWORKERS];
+    /* StarPU 1.3's idle workers poll pop_task in a loop; taking the lock
+     * each time would hold up the application's push (by about 1 ms a task
+     * on two shared cores). Nothing to take and nothing undecided: no lock. */
+    if (queue_empty(&p->w[id].q) && queue_empty(&p->shared) && queue_empty(&p->central))
+        return NULL;
     pthread_mutex_lock(&p->lock);
     struct hs_worker *w = &p->w[id];
     struct hs_node *n = q_take(&w->q, id, 0);
