@@ -53,6 +53,11 @@ pub struct CommonArgs {
     /// per scenario for `sim all`).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Make every placement prediction wrong by up to ± this fraction
+    /// (uniform, per decision and unit kind), overriding the scenario's
+    /// `model_error`; task-placement scenarios only.
+    #[arg(long, value_name = "FRACTION")]
+    model_error: Option<f64>,
 }
 
 pub fn run_command(cmd: SimCommand) -> Result<()> {
@@ -77,6 +82,11 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
                 let common = CommonArgs {
                     seed: args.common.seed,
                     out: args.common.out.as_ref().map(|d| d.join(name)),
+                    // Thread-balance and Pegasus scenarios place no tasks.
+                    model_error: args
+                        .common
+                        .model_error
+                        .filter(|_| catalog::BUILTIN.iter().any(|(n, _)| *n == name)),
                 };
                 let report = simulate(name, &common)?;
                 if !args.json {
@@ -146,6 +156,9 @@ impl Simulated {
 
 /// Loads and runs a scenario, with a progress bar per policy on a terminal.
 fn simulate(name: &str, common: &CommonArgs) -> Result<Simulated> {
+    if common.model_error.is_some() && (balance::is_builtin(name) || pegasus::is_pegasus(name)) {
+        bail!("--model-error applies to task-placement scenarios; {name} places no tasks");
+    }
     if balance::is_builtin(name) {
         return simulate_threads(name, common).map(Simulated::Threads);
     }
@@ -227,10 +240,16 @@ fn simulate_threads(name: &str, common: &CommonArgs) -> Result<BalanceReport> {
 
 /// Loads and runs a task-placement scenario (built-in or a TOML file).
 fn simulate_tasks(name: &str, common: &CommonArgs) -> Result<ScenarioReport> {
-    let sc = match catalog::load(name) {
+    let mut sc = match catalog::load(name) {
         Ok(sc) => sc,
         Err(e) => bail!("{e}"),
     };
+    if let Some(error) = common.model_error {
+        if !(0.0..1.0).contains(&error) {
+            bail!("--model-error must be in [0, 1) (a fraction: 0.25 is ±25 %); got {error}");
+        }
+        sc.model_error = error;
+    }
     let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()
     } else {

@@ -18,6 +18,7 @@ pub const BUILTIN: &[(&str, &str)] = builtin!(
     "rinnegan-short-lived",
     "rinnegan-ping-pong",
     "rinnegan-data-movement",
+    "rinnegan-goals",
     "asym-fast-cores",
     "pf-arrivals",
 );

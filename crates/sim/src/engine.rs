@@ -3,16 +3,18 @@
 //! (time, sequence number), every random draw comes from a seeded ChaCha
 //! stream owned by one app, and no hash map is iterated.
 
-use crate::metrics::{Metrics, ReportApp};
+use crate::goals::{self, GoalState};
+use crate::metrics::{GoalStand, Metrics, ReportApp};
 use crate::scenario::{App, BytesDist, Scenario};
 use crate::strategy::StrategyKind;
 use hetsched_core::coordination::{
     AppDemand, Coordinator, CoordinatorConfig, DeficitFollower, Pacer, UnitSupply,
     coordination_weight,
 };
-use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
-use hetsched_core::placement::{DataLocation, ImplSet, Placer, TaskRequest};
-use hetsched_core::policy::{Request, UnitPolicy};
+use hetsched_core::ids::{ClientId, KindId, Ns, TaskId, UnitId};
+use hetsched_core::optimizer::Action;
+use hetsched_core::placement::{DataLocation, Goal, ImplSet, Placer, TaskRequest};
+use hetsched_core::policy::{ClientSettings, Request, ShareClass, UnitPolicy};
 use hetsched_core::task_model::{PerformanceModel, TaskModel};
 use hetsched_core::view::{ClientUnitView, PlacedSincePublish};
 use rand::{Rng, SeedableRng};
@@ -44,6 +46,8 @@ enum Event {
     Stop { app: usize },
     /// External load on a unit changes for one app.
     Jitter { index: usize },
+    /// An app with a throughput goal: its optimizer's period ends.
+    Optimize { client: usize },
 }
 
 #[derive(Debug)]
@@ -101,6 +105,35 @@ struct UnitState {
     retry_pending: bool,
 }
 
+/// Most unit kinds a scenario's model error is drawn for (kinds beyond
+/// share the last factor).
+const MISPREDICTED_KINDS: usize = 8;
+
+/// A task model whose every prediction is off by a factor drawn per
+/// decision and unit kind, uniform in `1 ± error` (Rinnegan §4.6: how much
+/// placement suffers from a profiler that is wrong).
+struct Mispredicting<'m> {
+    model: &'m TaskModel,
+    factors: [f64; MISPREDICTED_KINDS],
+}
+
+impl<'m> Mispredicting<'m> {
+    fn draw(model: &'m TaskModel, error: f64, rng: &mut ChaCha8Rng) -> Self {
+        let factors = std::array::from_fn(|_| 1.0 + error * (2.0 * rng.random::<f64>() - 1.0));
+        Mispredicting { model, factors }
+    }
+}
+
+impl PerformanceModel for Mispredicting<'_> {
+    fn predict_ns(&self, kind: KindId, bytes: u64) -> Option<f64> {
+        let factor = self.factors[(kind.0 as usize).min(MISPREDICTED_KINDS - 1)];
+        self.model.predict_ns(kind, bytes).map(|ns| ns * factor)
+    }
+
+    /// The placer only predicts; measurements go to the real model.
+    fn observe(&mut self, _kind: KindId, _bytes: u64, _actual_ns: f64) {}
+}
+
 /// A task placed on a unit since the views were last published.
 #[derive(Clone, Copy, Debug)]
 struct Placed {
@@ -132,6 +165,8 @@ struct Client {
     pacer: Pacer,
     /// An `Issue` the pacer asked for is already scheduled.
     pace_pending: bool,
+    /// Its throughput goal and optimizer, if it has one.
+    goal: Option<GoalState>,
 }
 
 /// hetsched-pf pacing: rate headroom over the published rate, and the
@@ -308,6 +343,7 @@ impl<'s> Engine<'s> {
                 Event::Spawn { app, instance_of } => self.spawn(app, instance_of),
                 Event::Stop { app } => self.stop(app),
                 Event::Jitter { index } => self.jitter(index),
+                Event::Optimize { client } => self.optimize(client),
             }
         }
         self.now = self.end;
@@ -377,6 +413,9 @@ impl<'s> Engine<'s> {
             pf_rate: None,
             pacer: Pacer::new(),
             pace_pending: false,
+            goal: spec
+                .throughput_goal
+                .map(|g| GoalState::new(g, self.strategy.runs_optimizer())),
         });
         for (u, state) in self.units.iter_mut().enumerate() {
             // Settings were validated when the scenario was parsed.
@@ -385,6 +424,9 @@ impl<'s> Engine<'s> {
                 .set_client(ClientId(id as u32), spec.settings[u], self.now);
         }
         self.views.extend_from_slice(&self.newcomer_views);
+        if self.clients[id].goal.is_some() {
+            self.schedule(self.now + goals::PERIOD_NS, Event::Optimize { client: id });
+        }
         self.issue(id);
     }
 
@@ -451,20 +493,29 @@ impl<'s> Engine<'s> {
             .enumerate()
             .filter(|(_, e)| e.is_some())
             .fold(ImplSet::default(), |s, (i, _)| s.with(UnitId(i as u16)));
+        let (spreading, work_factor) = c
+            .goal
+            .as_ref()
+            .map_or((false, 1.0), |g| (g.spreading, g.work_factor));
         let request = TaskRequest {
             bytes,
             out_bytes: spec.out_bytes(bytes),
             data_at: c.data_at,
             persistent: spec.persistent_data,
             implemented,
-            goal: spec.goal,
+            // The optimizer's first rung: latencies overlap across units.
+            goal: if spreading {
+                Goal::MaxThroughput
+            } else {
+                spec.goal
+            },
         };
         let (unit, predicted_ns) = self.place(client, &request);
         let c = &mut self.clients[client];
         let exec = spec
             .exec_ns(unit, bytes)
             .expect("placement picked an implemented unit");
-        let service_ns = (exec * (1.0 + noise)).max(1.0);
+        let service_ns = (exec * work_factor * (1.0 + noise)).max(1.0);
         let expected_ns = self.models[c.model]
             .predict_ns(units[unit.index()].kind, bytes)
             .unwrap_or(service_ns);
@@ -581,7 +632,14 @@ impl<'s> Engine<'s> {
                 };
                 let c = &mut self.clients[client];
                 let placer = c.placer.as_mut().expect("placer strategies carry a placer");
-                match placer.decide(units, &views, &self.models[c.model], request) {
+                let model = &self.models[c.model];
+                let decided = if self.sc.model_error > 0.0 {
+                    let wrong = Mispredicting::draw(model, self.sc.model_error, &mut c.rng);
+                    placer.decide(units, &views, &wrong, request)
+                } else {
+                    placer.decide(units, &views, model, request)
+                };
+                match decided {
                     Ok(d) => (d.unit, d.predicted_ns),
                     // Validation guarantees an implementation; fall back to the fastest.
                     Err(_) => (spec.fastest_unit(), f64::NAN),
@@ -671,6 +729,51 @@ impl<'s> Engine<'s> {
             .filter(|(j, _)| j.app == app && j.unit.index() == unit)
             .map(|(_, f)| *f)
             .fold(1.0, f64::min)
+    }
+
+    /// An optimizer period of `client` ends: measure, step, and ask the
+    /// units for the CUSTOM shares it wants (or its starting class back).
+    fn optimize(&mut self, client: usize) {
+        let c = &mut self.clients[client];
+        if !c.alive || c.tasks_left == 0 {
+            return;
+        }
+        let (app, report_app) = (c.app, c.report_app);
+        let Some(goal) = c.goal.as_mut() else {
+            return;
+        };
+        let end = goal.period_end(goals::PERIOD_NS);
+        let target = goal.target();
+        let stand = GoalStand {
+            shares: goal.shares(),
+            work_factor: goal.work_factor,
+        };
+        self.metrics
+            .goal_period(report_app, self.now, end.achieved, target, stand);
+        if let Action::SetShares(shares) = end.action {
+            let spec = &self.sc.apps[app];
+            let mut refused = false;
+            for (u, state) in self.units.iter_mut().enumerate() {
+                if state.time_shared || spec.exec_ns[u].is_none() {
+                    continue;
+                }
+                let settings = match shares {
+                    Some(n) => ClientSettings {
+                        class: ShareClass::Custom { shares: n },
+                        ..spec.settings[u]
+                    },
+                    None => spec.settings[u],
+                };
+                refused |= state
+                    .policy
+                    .set_client(ClientId(client as u32), settings, self.now)
+                    .is_err();
+            }
+            if refused && let Some(g) = self.clients[client].goal.as_mut() {
+                g.shares_refused();
+            }
+        }
+        self.schedule(self.now + goals::PERIOD_NS, Event::Optimize { client });
     }
 
     // ---- units ---------------------------------------------------------
@@ -850,6 +953,9 @@ impl<'s> Engine<'s> {
             placer.observe(t.unit, t.predicted_ns, turnaround);
         }
         c.in_flight -= 1;
+        if let Some(g) = c.goal.as_mut() {
+            g.task_done();
+        }
         let report_app = c.report_app;
         let started = t.started_at.unwrap_or(t.issued_at);
         self.metrics

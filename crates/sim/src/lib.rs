@@ -11,6 +11,7 @@ pub mod balance;
 pub mod catalog;
 pub mod convergence;
 pub mod engine;
+pub mod goals;
 pub mod metrics;
 pub mod oracle;
 pub mod output;

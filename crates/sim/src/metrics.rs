@@ -2,7 +2,7 @@
 //! [`PolicyResult`].
 
 use crate::convergence;
-use crate::report::{AppResult, PolicyResult, TimelineSegment};
+use crate::report::{AppResult, GoalResult, PolicyResult, TimelineSegment};
 use crate::scenario::Scenario;
 use hetsched_core::ids::{Ns, UnitId};
 use std::collections::BTreeMap;
@@ -36,6 +36,27 @@ impl ReportApp {
         out
     }
 }
+
+/// A goal app's periods: its goal, each period's (end, tasks per second),
+/// and where its optimizer stood after the last one.
+#[derive(Clone, Debug)]
+struct GoalLog {
+    target: f64,
+    periods: Vec<(Ns, f64)>,
+    stand: GoalStand,
+}
+
+/// Where an app's optimizer stands: CUSTOM shares asked for (0: its
+/// starting class) and the fraction of its work it still does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GoalStand {
+    pub shares: u32,
+    pub work_factor: f64,
+}
+
+/// A period meets a throughput goal at this fraction of it (the
+/// optimizer's tolerance).
+const GOAL_MET: f64 = 0.95;
 
 /// Consecutive tasks on one unit that count as "settled".
 pub const SETTLE_RUN: u64 = 10;
@@ -75,6 +96,9 @@ pub struct Metrics {
     issues: Vec<convergence::IssueLog>,
     /// hetsched-pf: (time, largest change of published targets) per re-solve.
     target_changes: Option<Vec<(Ns, f64)>>,
+    /// Per report app with a throughput goal: the goal and each period's
+    /// (end, tasks per second).
+    goal_periods: Vec<Option<GoalLog>>,
 }
 
 fn secs(ns: Ns) -> f64 {
@@ -96,6 +120,7 @@ impl Metrics {
             lives,
             issues: vec![Vec::new(); logs],
             target_changes: None,
+            goal_periods: vec![None; apps.len()],
             policy,
             stats: vec![
                 AppStats {
@@ -169,6 +194,47 @@ impl Metrics {
     /// hetsched-pf runs record target changes even when none happens.
     pub fn coordinated(&mut self) {
         self.target_changes.get_or_insert_with(Vec::new);
+    }
+
+    /// An optimizer period of a goal app ended at `now` with `achieved`
+    /// tasks per second against `target`.
+    pub fn goal_period(
+        &mut self,
+        app: usize,
+        now: Ns,
+        achieved: f64,
+        target: f64,
+        stand: GoalStand,
+    ) {
+        if self.in_window(now) {
+            let log = self.goal_periods[app].get_or_insert_with(|| GoalLog {
+                target,
+                periods: Vec::new(),
+                stand,
+            });
+            log.periods.push((now, achieved));
+            log.stand = stand;
+        }
+    }
+
+    fn goal_result(&self, app: usize) -> Option<GoalResult> {
+        let log = self.goal_periods[app].as_ref()?;
+        let (target, periods) = (&log.target, &log.periods);
+        let met = |a: f64| a >= target * GOAL_MET;
+        let first = periods.iter().position(|&(_, a)| met(a));
+        let start = self.lives[self.apps[app].app].0;
+        Some(GoalResult {
+            target_tasks_per_s: *target,
+            periods: periods.len() as u64,
+            periods_met: periods.iter().filter(|&&(_, a)| met(a)).count() as u64,
+            time_to_goal_s: first.map(|i| secs(periods[i].0.saturating_sub(start))),
+            misses_after_goal: first.map_or(0, |i| {
+                periods[i..].iter().filter(|&&(_, a)| !met(a)).count() as u64
+            }),
+            achieved: periods.iter().map(|&(t, a)| (secs(t), a)).collect(),
+            last_shares: log.stand.shares,
+            last_work_factor: log.stand.work_factor,
+        })
     }
 
     /// `fraction` of `unit`'s capacity was used by `app` from `start` to `end`.
@@ -285,6 +351,7 @@ impl Metrics {
                     unit_changes: s.unit_changes,
                     settled_after_tasks: s.settled_after.unwrap_or(s.issued),
                     unit_mix,
+                    goal: self.goal_result(i),
                 },
             );
         }

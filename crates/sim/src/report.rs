@@ -44,6 +44,21 @@ pub struct ScenarioReport {
     pub units: Vec<String>,
     pub apps: Vec<String>,
     pub results: Vec<PolicyResult>,
+    /// `hetsched` and `hetsched-pf` with every prediction off by up to
+    /// ±`model_error` (only for scenarios that list `model_error_sweep`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prediction_error_sweep: Vec<SweepPoint>,
+}
+
+/// One policy at one model error.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub model_error: f64,
+    pub policy: String,
+    pub system_speedup: f64,
+    pub min_relative: f64,
+    /// Of the predicted turnarounds, against what happened.
+    pub mean_prediction_error: Option<f64>,
 }
 
 fn nan() -> f64 {
@@ -96,6 +111,30 @@ pub struct AppResult {
     pub settled_after_tasks: u64,
     /// Fraction of this app's tasks that ran on each unit.
     pub unit_mix: BTreeMap<String, f64>,
+    /// How it fared against its throughput goal, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<GoalResult>,
+}
+
+/// An app against its throughput goal, judged every optimizer period
+/// (0.5 s) it was alive in the measured window. A period meets the goal
+/// when it reaches 95 % of it (the optimizer's tolerance).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GoalResult {
+    pub target_tasks_per_s: f64,
+    pub periods: u64,
+    pub periods_met: u64,
+    /// Seconds from the app's start to the end of its first period that
+    /// met the goal; absent if none did.
+    pub time_to_goal_s: Option<f64>,
+    /// Periods below the goal after it was first met.
+    pub misses_after_goal: u64,
+    /// (end of period, simulated s; tasks per second achieved in it).
+    pub achieved: Vec<(f64, f64)>,
+    /// After its last period: the CUSTOM shares its optimizer held (0: its
+    /// starting class) and the fraction of its work it did per task.
+    pub last_shares: u32,
+    pub last_work_factor: f64,
 }
 
 /// Settling after one app arrived or left (definition: `crate::convergence`).

@@ -3,9 +3,9 @@
 use crate::engine;
 use crate::metrics::ReportApp;
 use crate::oracle;
-use crate::report::ScenarioReport;
+use crate::report::{ScenarioReport, SweepPoint};
 use crate::scenario::Scenario;
-use crate::strategy::StrategyKind;
+use crate::strategy::{Stabilisers, StrategyKind};
 
 /// Progress of a scenario run: which strategy, and how far it is (0..=1).
 pub type Progress<'a> = &'a mut dyn FnMut(&str, f64);
@@ -28,7 +28,31 @@ pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioRep
         let metrics = engine::run(sc, *strategy, seed, &mut |f| progress(&name, f));
         results.push(metrics.into_result(&native, bound.system_speedup));
     }
+    let mut prediction_error_sweep = Vec::new();
+    if !sc.model_error_sweep.is_empty() {
+        // The runs above are the sweep's point at the scenario's own error.
+        for r in results
+            .iter()
+            .filter(|r| SWEPT.iter().any(|s| s.name() == r.policy))
+        {
+            prediction_error_sweep.push(SweepPoint {
+                model_error: sc.model_error,
+                policy: r.policy.clone(),
+                system_speedup: r.system_speedup,
+                min_relative: r.min_relative,
+                mean_prediction_error: r.mean_prediction_error,
+            });
+        }
+        prediction_error_sweep.extend(sweep_model_error(
+            sc,
+            seed,
+            &native,
+            bound.system_speedup,
+            progress,
+        ));
+    }
     ScenarioReport {
+        prediction_error_sweep,
         scenario: sc.name.clone(),
         description: sc.description.clone(),
         seed,
@@ -48,4 +72,45 @@ pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioRep
         apps: report_apps.into_iter().map(|a| a.name).collect(),
         results,
     }
+}
+
+/// The strategies a model-error sweep runs.
+const SWEPT: [StrategyKind; 2] = [
+    StrategyKind::Hetsched(Stabilisers::ALL),
+    StrategyKind::HetschedPf,
+];
+
+/// `hetsched` and `hetsched-pf` again at each of the scenario's
+/// `model_error_sweep` errors (Rinnegan §4.6), against the same native run.
+fn sweep_model_error(
+    sc: &Scenario,
+    seed: u64,
+    native: &[f64],
+    bound: f64,
+    progress: Progress,
+) -> Vec<SweepPoint> {
+    let mut points = Vec::new();
+    for &error in sc
+        .model_error_sweep
+        .iter()
+        .filter(|e| **e != sc.model_error)
+    {
+        let mispredicted = Scenario {
+            model_error: error,
+            ..sc.clone()
+        };
+        for strategy in SWEPT {
+            let name = format!("{} ±{:.0} %", strategy.name(), error * 100.0);
+            let result = engine::run(&mispredicted, strategy, seed, &mut |f| progress(&name, f))
+                .into_result(native, bound);
+            points.push(SweepPoint {
+                model_error: error,
+                policy: result.policy,
+                system_speedup: result.system_speedup,
+                min_relative: result.min_relative,
+                mean_prediction_error: result.mean_prediction_error,
+            });
+        }
+    }
+    points
 }

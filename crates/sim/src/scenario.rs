@@ -31,6 +31,14 @@ pub struct ScenarioFile {
     /// Relative spread of execution times around the model (uniform, same mean).
     #[serde(default = "default_noise")]
     pub noise: f64,
+    /// Relative error of every prediction the placer makes (uniform in
+    /// ±`model_error`, drawn per decision and unit kind; default 0).
+    #[serde(default)]
+    pub model_error: f64,
+    /// Model errors at which `hetsched` and `hetsched-pf` run again, for
+    /// the report's `prediction_error_sweep` (Rinnegan §4.6).
+    #[serde(default)]
+    pub model_error_sweep: Vec<f64>,
     /// Placement policies to compare; `native` is always run (it is the baseline).
     pub policies: Vec<String>,
     /// Seconds of the placement timeline to keep for the plot.
@@ -141,6 +149,14 @@ pub struct AppSpec {
     /// Start with the task model an earlier run persisted (no profiling).
     #[serde(default)]
     pub pretrained: bool,
+    /// Tasks per second the app wants: the runtime's optimizer (Rinnegan
+    /// §3.2) then spreads its calls, asks for CUSTOM shares and asks it to
+    /// do less per task until it gets them.
+    pub throughput_goal: Option<f64>,
+    /// Fraction of a task's work the app sheds each time the optimizer
+    /// asks it to (lower fidelity; 0, the default: it cannot).
+    #[serde(default)]
+    pub adapt_step: f64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -345,6 +361,15 @@ pub struct App {
     pub stop_ns: Option<Ns>,
     pub short_lived: Option<ShortLived>,
     pub pretrained: bool,
+    pub throughput_goal: Option<ThroughputGoal>,
+}
+
+/// An app's throughput goal and how it may adapt to it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ThroughputGoal {
+    pub tasks_per_s: f64,
+    /// Fraction of a task's work shed per request to do less.
+    pub adapt_step: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -377,6 +402,8 @@ pub struct Scenario {
     pub warmup_ns: Ns,
     pub refresh_ns: Ns,
     pub noise: f64,
+    pub model_error: f64,
+    pub model_error_sweep: Vec<f64>,
     pub timeline_ns: Ns,
 }
 
@@ -446,6 +473,19 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
     non_negative(&c, &[key("timeline_s")], raw.timeline_s)?;
     if !(0.0..1.0).contains(&raw.noise) {
         return Err(c.error(&[key("noise")], "must be in [0, 1)"));
+    }
+    if !(0.0..1.0).contains(&raw.model_error) {
+        return Err(c.error(&[key("model_error")], "must be in [0, 1)"));
+    }
+    if let Some(i) = raw
+        .model_error_sweep
+        .iter()
+        .position(|e| !(0.0..1.0).contains(e))
+    {
+        return Err(c.error(
+            &[key("model_error_sweep"), Seg::Index(i)],
+            "must be in [0, 1)",
+        ));
     }
     if raw.units.is_empty() {
         return Err(c.error(&[key("units")], "a scenario needs at least one unit"));
@@ -526,6 +566,8 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         warmup_ns: ms_to_ns(raw.warmup_s * 1e3),
         refresh_ns: ms_to_ns(raw.view_refresh_ms).max(1),
         noise: raw.noise,
+        model_error: raw.model_error,
+        model_error_sweep: raw.model_error_sweep,
         timeline_ns: ms_to_ns(raw.timeline_s * 1e3),
     })
 }
@@ -745,6 +787,19 @@ fn build_app(
             })
         }
     };
+    if !(0.0..0.9).contains(&spec.adapt_step) {
+        return Err(c.error(&p("adapt_step"), "must be in [0, 0.9)"));
+    }
+    let throughput_goal = match spec.throughput_goal {
+        Some(t) => Some(ThroughputGoal {
+            tasks_per_s: positive(c, &p("throughput_goal"), t)?,
+            adapt_step: spec.adapt_step,
+        }),
+        None if spec.adapt_step > 0.0 => {
+            return Err(c.error(&p("adapt_step"), "needs a `throughput_goal` to adapt to"));
+        }
+        None => None,
+    };
     Ok(App {
         name: spec.name.clone(),
         copies: spec.copies,
@@ -760,6 +815,7 @@ fn build_app(
         stop_ns,
         short_lived,
         pretrained: spec.pretrained,
+        throughput_goal,
     })
 }
 

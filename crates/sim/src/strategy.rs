@@ -185,6 +185,12 @@ impl StrategyKind {
         }
     }
 
+    /// Whether apps run on hetsched's runtime, whose optimizer pursues
+    /// their throughput goals (the others only measure them).
+    pub fn runs_optimizer(&self) -> bool {
+        matches!(self, Self::Hetsched(_) | Self::HetschedPf)
+    }
+
     /// The placer configuration, for strategies that use hetsched-core's placer.
     pub fn placer(&self, units: usize) -> Option<Placer> {
         let config = match self {

@@ -192,3 +192,47 @@ fn same_seed_same_bits_other_seed_other_bits() {
     let c = format!("{:?}", run("rinnegan-contention", 8));
     assert_ne!(a, c, "the seed must matter");
 }
+
+/// Rinnegan §4.3, Fig. 5: with the optimizer, x264 reaches its 15 frames/s
+/// goal (spreading, shares, lower quality), which it never does natively;
+/// and §4.6: placement hardly suffers from a model wrong by up to ±50 %.
+#[test]
+fn goals_are_reached_with_the_optimizer_and_placement_tolerates_model_error() {
+    let r = run("rinnegan-goals", 1);
+    let goal = |policy: &str, app: &str| {
+        self::policy(&r, policy).apps[app]
+            .goal
+            .clone()
+            .unwrap_or_else(|| panic!("{app} has a goal"))
+    };
+    assert_eq!(goal("native", "x264").time_to_goal_s, None);
+    let x264 = goal("hetsched", "x264");
+    assert!(
+        x264.time_to_goal_s.is_some_and(|t| t < 6.0),
+        "x264 under hetsched: {x264:?}"
+    );
+    let met = |policy: &str| -> u64 {
+        ["x264", "sphyaena", "encfs"]
+            .iter()
+            .map(|a| goal(policy, a).periods_met)
+            .sum()
+    };
+    assert!(met("hetsched") > met("native"));
+
+    let sweep = &r.prediction_error_sweep;
+    let at = |error: f64| {
+        sweep
+            .iter()
+            .find(|p| p.policy == "hetsched" && p.model_error == error)
+            .unwrap_or_else(|| panic!("no hetsched point at {error}: {sweep:?}"))
+    };
+    for error in [0.1, 0.25, 0.5] {
+        assert!(
+            at(error).system_speedup >= 0.95 * at(0.0).system_speedup,
+            "±{error}: {:?} against {:?}",
+            at(error),
+            at(0.0)
+        );
+    }
+    assert_eq!(sweep.len(), 8, "hetsched and hetsched-pf at four errors");
+}

@@ -63,6 +63,35 @@ fn unknown_field_names_line_and_field() {
 }
 
 #[test]
+fn throughput_goals_must_be_positive_and_adapting_needs_one() {
+    let goal = |extra: &str| {
+        GOOD.replace(
+            "exec_ms = { gpu = 1.0 }",
+            &format!("exec_ms = {{ gpu = 1.0 }}\n{extra}"),
+        )
+    };
+    let sc = parse(
+        "good.toml",
+        &goal("throughput_goal = 20.0\nadapt_step = 0.2"),
+    )
+    .unwrap();
+    let g = sc.apps[1].throughput_goal.expect("a goal");
+    assert_eq!((g.tasks_per_s, g.adapt_step), (20.0, 0.2));
+
+    let text = goal("throughput_goal = 0.0");
+    let e = err(&text);
+    assert_eq!(e.field, "apps[1].throughput_goal");
+    assert!(e.message.contains("positive"), "{e}");
+
+    let e = err(&goal("adapt_step = 0.2"));
+    assert_eq!(e.field, "apps[1].adapt_step");
+    assert!(e.message.contains("throughput_goal"), "{e}");
+
+    let e = err(&goal("throughput_goal = 5.0\nadapt_step = 0.95"));
+    assert_eq!(e.field, "apps[1].adapt_step");
+}
+
+#[test]
 fn unknown_unit_class() {
     let text = GOOD.replace("class = \"gpu\"", "class = \"fpga\"");
     let e = err(&text);

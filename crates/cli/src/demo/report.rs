@@ -289,6 +289,7 @@ fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -
                             unit_changes: 0,
                             settled_after_tasks: 0,
                             unit_mix: a.unit_mix.clone(),
+                            goal: None,
                         },
                     )
                 })
@@ -317,6 +318,7 @@ fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -
             .map(|a| a.name.to_string())
             .collect(),
         results,
+        prediction_error_sweep: Vec::new(),
     }
 }
 

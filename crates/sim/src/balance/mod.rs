@@ -113,6 +113,7 @@ impl BalanceReport {
             units: self.units.clone(),
             apps: self.apps.clone(),
             results: self.results.iter().map(|r| r.result.clone()).collect(),
+            prediction_error_sweep: Vec::new(),
         }
     }
 
@@ -325,6 +326,7 @@ fn assemble(
                             .max()
                             .unwrap_or(0),
                         unit_mix,
+                        goal: None,
                     },
                 );
                 if let Rows::Threads = rows {

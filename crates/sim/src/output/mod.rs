@@ -6,6 +6,7 @@
 //! always yields byte-identical output; only [`write_outputs`] touches disk.
 
 mod csv;
+mod goals_svg;
 mod order;
 mod svg;
 mod table;
@@ -16,6 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use csv::{SYSTEM_ROW, render_results_csv, render_timeline_csv, render_unit_time_csv};
+pub use goals_svg::render_goals_svg;
 pub use svg::{render_relative_svg, render_timeline_svg, render_timeline_svg_with_warmup};
 pub use table::render_table;
 
@@ -26,6 +28,8 @@ pub const TIMELINE_CSV: &str = "timeline.csv";
 pub const REPORT_JSON: &str = "report.json";
 pub const TIMELINE_SVG: &str = "timeline.svg";
 pub const RELATIVE_SVG: &str = "relative.svg";
+/// Only for scenarios whose apps set throughput goals.
+pub const GOALS_SVG: &str = "goals.svg";
 
 /// Writes every output file for `report` into `dir` (created if missing) and
 /// returns the paths written, in a fixed order.
@@ -33,7 +37,7 @@ pub fn write_outputs(report: &ScenarioReport, dir: &Path) -> io::Result<Vec<Path
     fs::create_dir_all(dir)?;
     // Render everything before writing anything, so a plotting failure does
     // not leave a directory with only half of the files refreshed.
-    let files = [
+    let mut files = vec![
         (RESULTS_CSV, render_results_csv(report)),
         (UNIT_TIME_CSV, render_unit_time_csv(report)),
         (TIMELINE_CSV, render_timeline_csv(report)),
@@ -41,6 +45,9 @@ pub fn write_outputs(report: &ScenarioReport, dir: &Path) -> io::Result<Vec<Path
         (TIMELINE_SVG, render_timeline_svg(report)?),
         (RELATIVE_SVG, render_relative_svg(report)?),
     ];
+    if let Some(goals) = render_goals_svg(report)? {
+        files.push((GOALS_SVG, goals));
+    }
     files
         .into_iter()
         .map(|(name, contents)| {
@@ -87,6 +94,7 @@ pub(crate) mod tests {
             unit_changes: 3,
             settled_after_tasks: 40,
             unit_mix: mix.iter().map(|(u, f)| (u.to_string(), *f)).collect(),
+            goal: None,
         }
     }
 
@@ -198,6 +206,7 @@ pub(crate) mod tests {
             units: vec!["cpu".into(), "gpu".into()],
             apps: vec!["bfs".into(), "mm, \"big\"".into(), "kmeans".into()],
             results: vec![native, hetsched],
+            prediction_error_sweep: Vec::new(),
         }
     }
 
@@ -263,6 +272,30 @@ pub(crate) mod tests {
             assert!(text.trim_end().ends_with("</svg>"), "{svg} is truncated");
         }
         let _ = fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[test]
+    fn goals_are_plotted_only_when_an_app_has_one() {
+        let mut report = sample_report();
+        assert!(render_goals_svg(&report).unwrap().is_none());
+        let app = report.results[1].apps.get_mut("kmeans").unwrap();
+        app.goal = Some(crate::report::GoalResult {
+            target_tasks_per_s: 20.0,
+            periods: 3,
+            periods_met: 1,
+            time_to_goal_s: Some(1.5),
+            misses_after_goal: 0,
+            achieved: vec![(0.5, 5.0), (1.0, 12.0), (1.5, 21.0)],
+            last_shares: 20,
+            last_work_factor: 1.0,
+        });
+        let svg = render_goals_svg(&report).unwrap().expect("a goal to plot");
+        assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("kmeans"), "the legend names the app");
+        let dir = scratch_dir("goals");
+        let written = write_outputs(&report, &dir).unwrap();
+        assert!(written.last().unwrap().ends_with(GOALS_SVG));
+        let _ = fs::remove_dir_all(dir);
     }
 
     #[test]

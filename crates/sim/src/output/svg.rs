@@ -43,7 +43,7 @@ const PANEL_CHROME: u32 = 80;
 const LANE: i32 = 100;
 const GROUP: i32 = 1000;
 
-fn palette(i: usize) -> RGBColor {
+pub(super) fn palette(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 

@@ -25,7 +25,49 @@ pub fn render_table(report: &ScenarioReport) -> String {
         );
         out.push_str(&convergence_table(report).render());
     }
+    if !report.prediction_error_sweep.is_empty() {
+        out.push_str(
+            "\nsystem speedup (min relative) with every prediction off by up to ± the error\n",
+        );
+        out.push_str(&sweep_table(report).render());
+    }
     out
+}
+
+/// Rows are model errors, columns the swept policies.
+fn sweep_table(report: &ScenarioReport) -> TextTable {
+    let sweep = &report.prediction_error_sweep;
+    let mut policies: Vec<&str> = Vec::new();
+    for p in sweep {
+        if !policies.contains(&p.policy.as_str()) {
+            policies.push(&p.policy);
+        }
+    }
+    let mut header = vec!["model error"];
+    header.extend(&policies);
+    let mut table = TextTable::new(&header);
+    let mut errors: Vec<f64> = sweep.iter().map(|p| p.model_error).collect();
+    errors.dedup();
+    for error in errors {
+        let mut row = vec![format!("±{} %", fixed(error * 100.0, 0))];
+        row.extend(policies.iter().map(|policy| {
+            sweep
+                .iter()
+                .find(|p| p.model_error == error && p.policy == *policy)
+                .map_or_else(
+                    || "-".to_string(),
+                    |p| {
+                        format!(
+                            "{}× ({})",
+                            fixed(p.system_speedup, 2),
+                            fixed(p.min_relative, 2)
+                        )
+                    },
+                )
+        }));
+        table.push_row(row);
+    }
+    table
 }
 
 /// Rows are events (then the maximum), columns are policies.
