@@ -263,12 +263,19 @@ impl BackendScheduler {
         self.hs_known = true;
     }
 
-    /// Whether `d`'s CPU side runs now, as far as the scheduler knows:
-    /// `true` when it is in the CPU schedule or no schedule was ever
-    /// reported. An owner whose CPU side does not run cannot issue its
-    /// next call soon, so [`Turns`] does not hold the device for it.
+    /// Whether `d`'s CPU side runs now, as far as a policy that follows
+    /// the CPU schedule (CoSched, AugC) knows: `false` only when a
+    /// schedule was reported and leaves `d` out. An owner whose CPU side
+    /// does not run cannot issue its next call soon, so [`Turns`] does
+    /// not hold the device for it. The other policies do not read the
+    /// CPU schedule and always say `true`.
     pub fn cpu_side_runs(&self, d: DomainId) -> bool {
-        !self.hs_known || self.hs.remaining(d).is_some()
+        !self.follows_cpu_schedule() || !self.hs_known || self.hs.remaining(d).is_some()
+    }
+
+    /// Whether this policy reads the CPU schedule (CoSched, AugC).
+    pub fn follows_cpu_schedule(&self) -> bool {
+        matches!(self.policy, BackendPolicy::CoSched | BackendPolicy::AugC)
     }
 
     /// Records accelerator time served to `id` (after a call or a slot).
