@@ -622,7 +622,8 @@ impl<'s> Engine<'s> {
             | StrategyKind::HetschedPf
             | StrategyKind::CSched
             | StrategyKind::StarpuDmda => {
-                // Published views are borrowed; the others are built per decision.
+                // Every strategy's views are built per decision: hetsched's
+                // from the last publish and the work placed since.
                 let views: Cow<[ClientUnitView]> = match self.strategy {
                     StrategyKind::Hetsched(_) | StrategyKind::HetschedPf => {
                         Cow::Owned(self.published_views(client))
