@@ -103,9 +103,9 @@ impl Optimizer {
 
     /// The monitor refused the last share request (no privilege, or the
     /// unit's CUSTOM total would pass 100): fall back to the level before
-    /// and go on to the next rung.
-    pub fn shares_refused(&mut self, previous: u32) {
-        self.shares = previous;
+    /// (one step down) and go on to the next rung.
+    pub fn shares_refused(&mut self) {
+        self.shares = self.shares.saturating_sub(self.config.share_step);
         self.shares_refused = true;
     }
 
@@ -207,7 +207,7 @@ mod tests {
         let mut o = quick();
         o.step(10.0, 100.0);
         assert_eq!(o.step(10.0, 100.0), Action::SetShares(Some(20)));
-        o.shares_refused(0);
+        o.shares_refused();
         assert_eq!(o.step(10.0, 100.0), Action::Notify(Direction::Reduce));
         assert_eq!(o.shares(), 0);
     }

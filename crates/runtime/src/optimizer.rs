@@ -176,8 +176,7 @@ fn apply(
         Action::SetShares(shares) => {
             if let Err(e) = set_shares(sched, shares) {
                 tracing::warn!("the monitor refused more shares ({e})");
-                let previous = opt.shares().saturating_sub(goal.config.share_step);
-                opt.shares_refused(previous);
+                opt.shares_refused();
             }
         }
         Action::Notify(direction) => {

@@ -89,11 +89,7 @@ impl GoalState {
     /// The monitor refused the shares last asked for: the optimizer falls
     /// back to the level before and goes on to its next rung.
     pub fn shares_refused(&mut self) {
-        let previous = self
-            .optimizer
-            .shares()
-            .saturating_sub(OptimizerConfig::default().share_step);
-        self.optimizer.shares_refused(previous);
+        self.optimizer.shares_refused();
     }
 
     /// The app does less (or again more) per task, if it can adapt.
