@@ -259,18 +259,22 @@ fn light_p99_ms(policy: &str) -> f64 {
 }
 
 /// Pegasus's latency-sensitive real run: under FCFS the light client
-/// waits behind every queued bulk call; under RR and AugC each bulk
-/// client gets one tick per turn and a call that would overrun its tick
-/// waits for the next turn.
+/// waits behind every queued bulk call; under RR and XC each bulk client
+/// gets one tick per turn and a call that would overrun its tick waits
+/// for the next turn, so the light client waits about one turn per bulk
+/// client, not one call per queued bulk call. AugC runs the same rounds
+/// but orders each by the CPU schedule's boost: bulk clients whose
+/// threads run go first and the light client, blocked on its call, goes
+/// last, so it is only held to doing better than FCFS.
 #[test]
-fn a_latency_sensitive_client_waits_less_under_rr_and_augc_than_fcfs() {
+fn a_latency_sensitive_client_waits_less_under_tick_policies_than_fcfs() {
     let none = light_p99_ms("none");
-    for policy in ["rr", "augc"] {
+    for (policy, bound) in [("rr", 0.75), ("xc", 0.75), ("augc", 0.95)] {
         let p = light_p99_ms(policy);
         eprintln!("light p99: none {none:.1} ms, {policy} {p:.1} ms");
         assert!(
-            p < 0.75 * none,
-            "{policy}: p99 {p:.1} ms vs none {none:.1} ms"
+            p < bound * none,
+            "{policy}: p99 {p:.1} ms vs none {none:.1} ms (bound {bound} x none)"
         );
     }
 }

@@ -281,7 +281,7 @@ fn impossible_settings_are_refused() {
 }
 
 mod as_unit_policy {
-    use hetsched_core::backend_policy::BackendPolicy;
+    use hetsched_core::backend_policy::{BackendPolicy, DEFAULT_ANTICIPATION_NS};
     use hetsched_core::ids::{ClientId, TaskId};
     use hetsched_core::policy::{
         ClientSettings, CreditPolicy, PolicyKind, Request, ShareClass, SharedDomain, UnitPolicy,
@@ -379,6 +379,131 @@ mod as_unit_policy {
         }
     }
 
+    /// Clients with one call at a time that queue the next `gap_ns` after
+    /// the last completes (a tightly coupled loop), every call `call_ns`:
+    /// device time per client over `secs`, the longest the unit stood
+    /// idle while some client had a call queued, and the unit's idle time.
+    fn tight_loop_run(
+        p: &mut CreditPolicy,
+        clients: &[u32],
+        call_ns: u64,
+        gap_ns: u64,
+        secs: u64,
+    ) -> (BTreeMap<u32, u64>, u64) {
+        let mut served: BTreeMap<u32, u64> = clients.iter().map(|&c| (c, 0)).collect();
+        // When each client's next call arrives (None: it is queued or running).
+        let mut arrives: BTreeMap<u32, Option<u64>> =
+            clients.iter().map(|&c| (c, Some(0))).collect();
+        let (mut now, mut task, mut longest_idle) = (0u64, 0u64, 0u64);
+        let mut idle_since: Option<u64> = None;
+        let end = secs * 1_000_000_000;
+        // Submits every call that arrives by `until`, at its own time.
+        let submit_until = |p: &mut CreditPolicy,
+                            arrives: &mut BTreeMap<u32, Option<u64>>,
+                            task: &mut u64,
+                            until: u64| {
+            for (&c, at) in arrives.iter_mut() {
+                if let Some(t) = at.filter(|&t| t <= until) {
+                    p.submit(
+                        Request {
+                            client: ClientId(c),
+                            task: TaskId(*task),
+                            expected_ns: call_ns as f64,
+                            submitted_at: t,
+                        },
+                        t,
+                    );
+                    *task += 1;
+                    *at = None;
+                }
+            }
+        };
+        while now < end {
+            submit_until(p, &mut arrives, &mut task, now);
+            match p.pick_next(now) {
+                Some(r) => {
+                    if let Some(s) = idle_since.take() {
+                        longest_idle = longest_idle.max(now - s);
+                    }
+                    // Others' calls arrive while this one runs.
+                    submit_until(p, &mut arrives, &mut task, now + call_ns);
+                    now += call_ns;
+                    p.complete(r.client, call_ns, now);
+                    *served.get_mut(&r.client.0).unwrap() += call_ns;
+                    arrives.insert(r.client.0, Some(now + gap_ns));
+                }
+                None => {
+                    // Idle: until the next arrival or the policy's retry.
+                    if p.queued() > 0 {
+                        idle_since.get_or_insert(now);
+                    }
+                    let next_arrival = arrives.values().flatten().copied().min();
+                    let retry = p.retry_at(now);
+                    now = match (next_arrival, retry) {
+                        (Some(a), Some(b)) => a.min(b),
+                        (a, b) => a.or(b).expect("something is pending"),
+                    }
+                    .max(now + 1);
+                }
+            }
+        }
+        (served, longest_idle)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// The work-conserving rule with tightly coupled clients: the unit
+        /// never stands idle longer than the anticipation window while a
+        /// call is queued, and since an owner whose next call comes within
+        /// the window keeps its turn, AccC still splits device time by
+        /// credits (with no window, every call ended the owner's turn and
+        /// the split was even, whatever the credits).
+        #[test]
+        fn tight_loops_keep_their_turns_and_shares_without_idling_the_unit(
+            // Multiples of the smallest, so Algorithm 1's whole ticks
+            // (X / X_min) are the credit ratio.
+            credits in proptest::collection::vec(proptest::sample::select(vec![1u32, 2, 4]), 2..5),
+            call_us in 500u64..3000,
+            gap_us in 0u64..(DEFAULT_ANTICIPATION_NS / 2000),
+        ) {
+            let mut p = CreditPolicy::new(BackendPolicy::AccC, 1);
+            let ids: Vec<u32> = (1..=credits.len() as u32).collect();
+            for (&c, &x) in ids.iter().zip(&credits) {
+                let s = ClientSettings { class: ShareClass::Normal { shares: x * 256 }, priority: 0 };
+                p.set_client(ClientId(c), s, 0).unwrap();
+            }
+            let (served, longest_idle) = tight_loop_run(&mut p, &ids, call_us * 1000, gap_us * 1000, 20);
+            prop_assert!(longest_idle <= DEFAULT_ANTICIPATION_NS, "idle {longest_idle}");
+            let total: u64 = served.values().sum();
+            let all: u32 = credits.iter().sum();
+            for (c, &x) in ids.iter().zip(&credits) {
+                let want = f64::from(x) / f64::from(all);
+                let got = served[c] as f64 / total as f64;
+                prop_assert!((got - want).abs() < 0.05, "{served:?} credits {credits:?}");
+            }
+        }
+
+        /// An owner whose loop does not come back within the window gives
+        /// the unit up: the others' calls wait at most the window.
+        #[test]
+        fn an_owner_that_does_not_come_back_in_time_loses_its_turn(
+            credits in proptest::collection::vec(1u32..=4, 2..5),
+            call_us in 500u64..3000,
+        ) {
+            let mut p = CreditPolicy::new(BackendPolicy::AccC, 1);
+            let ids: Vec<u32> = (1..=credits.len() as u32).collect();
+            for (&c, &x) in ids.iter().zip(&credits) {
+                let s = ClientSettings { class: ShareClass::Normal { shares: x * 256 }, priority: 0 };
+                p.set_client(ClientId(c), s, 0).unwrap();
+            }
+            let gap = 3 * DEFAULT_ANTICIPATION_NS;
+            let (served, longest_idle) = tight_loop_run(&mut p, &ids, call_us * 1000, gap, 5);
+            prop_assert!(longest_idle <= DEFAULT_ANTICIPATION_NS, "idle {longest_idle}");
+            prop_assert!(served.values().all(|&s| s > 0), "{served:?}");
+        }
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Submit(u32),
@@ -402,7 +527,9 @@ mod as_unit_policy {
     proptest! {
         /// Every Pegasus policy, driven as a unit policy: it hands out only
         /// calls that were submitted and not dropped, each client's in
-        /// order, and never holds a call back while the unit is free.
+        /// order, and holds a call back while the unit is free only for
+        /// the owner's anticipation window: `retry_at` is at most the
+        /// window away, and a pick then serves someone.
         #[test]
         fn serves_queued_calls_in_per_client_order_and_never_idles(
             kind in proptest::sample::select(
@@ -435,7 +562,21 @@ mod as_unit_policy {
                                 prop_assert_eq!(q.pop_front(), Some(r.task.0));
                                 p.complete(r.client, 1_000_000, now + 1_000_000);
                             }
-                            None => prop_assert_eq!(queued, 0),
+                            None if queued == 0 => {}
+                            None => {
+                                let at = p.retry_at(now);
+                                prop_assert!(
+                                    at.is_some_and(|t| t >= now && t <= now + DEFAULT_ANTICIPATION_NS),
+                                    "held back at {} until {:?}", now, at
+                                );
+                                now = at.unwrap();
+                                let r = p.pick_next(now);
+                                prop_assert!(r.is_some(), "still held back at {}", now);
+                                let r = r.unwrap();
+                                let q = model.get_mut(&r.client.0).unwrap();
+                                prop_assert_eq!(q.pop_front(), Some(r.task.0));
+                                p.complete(r.client, 1_000_000, now + 1_000_000);
+                            }
                         }
                     }
                     Op::Remove(c) => {

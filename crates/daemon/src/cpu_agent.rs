@@ -1,4 +1,7 @@
-//! The CPU agent's thread. Every `cpu_scan` it counts runnable threads per
+//! The CPU agent's thread. While a unit runs CoSched or AugC, every
+//! `cpu_schedule` (10 ms by default) it hands the units' policies the CPU
+//! schedule (which applications have a runnable thread: Pegasus's `HS`);
+//! otherwise only on full scans. Every `cpu_scan` it counts runnable threads per
 //! nice level per CPU kind in /proc, works out the min-funding
 //! exclusive-core hint, (with `cpu_nice_from_shares`) sets the nice
 //! level of every application thread from its class, and (with
@@ -49,14 +52,32 @@ pub(crate) fn run(shared: Arc<Shared>) {
     } else {
         None
     };
+    let scan_every = shared.setup.cpu_scan;
+    let schedule_every = shared.setup.cpu_schedule.min(scan_every);
+    let mut since_scan = scan_every;
     loop {
-        scan(&shared, renicer.as_mut());
-        if let Some(cg) = cgroups.as_mut() {
-            let targets = shared.lock().monitor.cpu_cgroup_targets();
-            cg.apply(&targets);
+        if since_scan >= scan_every {
+            since_scan = std::time::Duration::ZERO;
+            scan(&shared, renicer.as_mut());
+            if let Some(cg) = cgroups.as_mut() {
+                let targets = shared.lock().monitor.cpu_cgroup_targets();
+                cg.apply(&targets);
+            }
         }
-        if !shared.stop.pause(shared.setup.cpu_scan) {
+        // Between full scans, only while some unit follows the schedule:
+        // otherwise the agent sleeps until its next scan.
+        let follows = shared.lock().monitor.follows_cpu_schedule();
+        let pause = if follows {
+            schedule_every
+        } else {
+            scan_every - since_scan
+        };
+        if !shared.stop.pause(pause) {
             return;
+        }
+        since_scan += pause;
+        if follows && since_scan < scan_every {
+            publish_cpu_schedule(&shared);
         }
     }
 }

@@ -172,6 +172,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         units,
         tick: Duration::from_millis(cfg.tick_ms),
         cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
+        cpu_schedule: Duration::from_millis(cfg.cpu_schedule_ms),
         cpu_nice_from_shares: cfg.cpu_nice_from_shares,
         cpu_cgroups: cfg.cpu_cgroups,
         accelerator_limits: cfg

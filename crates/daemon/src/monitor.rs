@@ -337,6 +337,21 @@ impl Monitor {
 
     /// The CPU side's schedule for the next period (Pegasus's `HS`), for
     /// the units whose policy co-schedules with the CPU.
+    /// Whether some unit's policy reads the CPU schedule (CoSched, AugC),
+    /// so the CPU agent publishes it at `cpu_schedule_ms`, not only on
+    /// its full scans.
+    pub fn follows_cpu_schedule(&self) -> bool {
+        self.agents.iter().any(|a| {
+            a.policy().kind().backend().is_some_and(|b| {
+                matches!(
+                    b,
+                    hetsched_core::backend_policy::BackendPolicy::CoSched
+                        | hetsched_core::backend_policy::BackendPolicy::AugC
+                )
+            })
+        })
+    }
+
     pub fn set_cpu_schedule(&mut self, scheduled: &[(ClientId, u32)]) {
         for agent in &mut self.agents {
             agent.policy_mut().set_cpu_schedule(scheduled);

@@ -44,6 +44,8 @@ pub struct DaemonSetup {
     pub units: Vec<UnitSetup>,
     pub tick: Duration,
     pub cpu_scan: Duration,
+    /// How often the CPU agent publishes the CPU schedule (`HS`).
+    pub cpu_schedule: Duration,
     /// The CPU agent maps each application's class to the nice level of
     /// its threads ([`crate::nice_map`]).
     pub cpu_nice_from_shares: bool,

@@ -638,6 +638,7 @@ mod config_file_properties {
                 prop_assert!(cfg.max_device_seconds > 0.0 && cfg.max_device_seconds.is_finite());
                 prop_assert!((1.0..=2.0).contains(&cfg.coordination_floor));
                 prop_assert!(cfg.cpu_scan_ms >= 1);
+                prop_assert!(cfg.cpu_schedule_ms >= 1);
                 let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
                 prop_assert!((1..=max_region).contains(&cfg.max_region_mb));
                 prop_assert!(cfg.max_frame_bytes >= 1024);
@@ -659,6 +660,7 @@ mod config_file_properties {
             "max_device_seconds",
             "tick_ms",
             "cpu_scan_ms",
+            "cpu_schedule_ms",
             "coordination_floor",
             "max_region_mb",
             "coordination",

@@ -23,12 +23,14 @@ mod coordinated;
 mod credit_ring;
 pub mod selection;
 mod slaf;
+mod turns;
 
 use crate::Ns;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub use slaf::SloWindow;
+pub use turns::{DEFAULT_ANTICIPATION_NS, Keep, Turns};
 
 /// A domain: a client or a cgroup with its own call queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -188,6 +190,8 @@ pub struct BackendScheduler {
     ring: credit_ring::CreditRing,
     augc: coordinated::AugCredits,
     hs: CpuSchedule,
+    /// Whether the CPU side has ever reported a schedule.
+    hs_known: bool,
     slo: slaf::SloWindow,
 }
 
@@ -201,6 +205,7 @@ impl BackendScheduler {
             ring: credit_ring::CreditRing::default(),
             augc: coordinated::AugCredits::default(),
             hs: CpuSchedule::default(),
+            hs_known: false,
             slo: slaf::SloWindow::new(tick_ns),
         }
     }
@@ -255,6 +260,22 @@ impl BackendScheduler {
     /// The CPU side's schedule for the next period (CoSched, AugC).
     pub fn set_cpu_schedule(&mut self, hs: CpuSchedule) {
         self.hs = hs;
+        self.hs_known = true;
+    }
+
+    /// Whether `d`'s CPU side runs now, as far as a policy that follows
+    /// the CPU schedule (CoSched, AugC) knows: `false` only when a
+    /// schedule was reported and leaves `d` out. An owner whose CPU side
+    /// does not run cannot issue its next call soon, so [`Turns`] does
+    /// not hold the device for it. The other policies do not read the
+    /// CPU schedule and always say `true`.
+    pub fn cpu_side_runs(&self, d: DomainId) -> bool {
+        !self.follows_cpu_schedule() || !self.hs_known || self.hs.remaining(d).is_some()
+    }
+
+    /// Whether this policy reads the CPU schedule (CoSched, AugC).
+    pub fn follows_cpu_schedule(&self) -> bool {
+        matches!(self.policy, BackendPolicy::CoSched | BackendPolicy::AugC)
     }
 
     /// Records accelerator time served to `id` (after a call or a slot).
@@ -266,8 +287,8 @@ impl BackendScheduler {
     }
 
     /// Whom to serve next. `None` when no domain has a queued call.
-    /// Work-conserving under every policy: a ready domain is always
-    /// chosen when there is one.
+    /// A ready domain is always chosen when there is one; how long the
+    /// chosen domain then holds the device is [`Turns`]'s rule.
     pub fn next(&mut self, now: Ns) -> Option<Decision> {
         if self.policy == BackendPolicy::Slaf {
             self.slo.check(now, &self.domains);

@@ -12,7 +12,10 @@
 
 use super::accounting::{ClientLedger, LedgerConfig};
 use super::{ClientSettings, PolicyError, PolicyKind, Request, ShareClass, UnitPolicy};
-use crate::backend_policy::{BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId};
+use crate::backend_policy::{
+    BackendPolicy, BackendScheduler, CpuSchedule, DEFAULT_ANTICIPATION_NS, DomainConfig, DomainId,
+    Keep, Turns,
+};
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
 use serde::{Deserialize, Serialize};
@@ -51,10 +54,8 @@ pub struct CreditPolicy {
     queues: BTreeMap<ClientId, VecDeque<Request>>,
     /// Clients that belong to a shared domain (the rest are their own).
     shared: BTreeMap<ClientId, SharedDomain>,
-    /// The domain being served and until when.
-    slot: Option<(DomainId, Ns)>,
-    /// Slot time each domain could not use last turn, added to its next.
-    carry: BTreeMap<DomainId, Ns>,
+    /// The owner's slot, its carry and its anticipation window.
+    turns: Turns,
     cpu_credits: BTreeMap<ClientId, u32>,
     queued: usize,
 }
@@ -92,8 +93,7 @@ impl CreditPolicy {
             ledger: ClientLedger::new(slots, LedgerConfig::default()),
             queues: BTreeMap::new(),
             shared: BTreeMap::new(),
-            slot: None,
-            carry: BTreeMap::new(),
+            turns: Turns::new(backend, CREDIT_TICK_NS, DEFAULT_ANTICIPATION_NS),
             cpu_credits: BTreeMap::new(),
             queued: 0,
         }
@@ -101,6 +101,12 @@ impl CreditPolicy {
 
     pub fn scheduler(&self) -> &BackendScheduler {
         &self.sched
+    }
+
+    /// How long an owner with no call queued keeps its turn while others
+    /// wait (0: it loses the turn as soon as its queue is empty).
+    pub fn set_anticipation_ns(&mut self, ns: Ns) {
+        self.turns.set_anticipation_ns(ns);
     }
 
     /// The scheduler's domain for `client`: its shared domain, else its own.
@@ -123,10 +129,7 @@ impl CreditPolicy {
     fn drop_if_empty(&mut self, d: DomainId) {
         if self.members(d).next().is_none() {
             self.sched.remove(d);
-            self.carry.remove(&d);
-            if self.slot.is_some_and(|(s, _)| s == d) {
-                self.slot = None;
-            }
+            self.turns.forget(d);
         }
     }
 
@@ -223,11 +226,7 @@ impl CreditPolicy {
             let _ = self.sched.update(d, ready, context, oldest);
         }
         let d = self.sched.next(now)?;
-        let carried = self.carry.remove(&d.domain).unwrap_or(0);
-        self.slot = Some((
-            d.domain,
-            now + u64::from(d.ticks) * CREDIT_TICK_NS + carried,
-        ));
+        self.turns.start(d, now);
         Some(d.domain)
     }
 }
@@ -263,10 +262,7 @@ impl UnitPolicy for CreditPolicy {
         self.ledger.remove(client, now);
         if d == DomainId(client.0) {
             self.sched.remove(d);
-            self.carry.remove(&d);
-            if self.slot.is_some_and(|(s, _)| s == d) {
-                self.slot = None;
-            }
+            self.turns.forget(d);
         } else {
             self.drop_if_empty(d);
         }
@@ -279,6 +275,7 @@ impl UnitPolicy for CreditPolicy {
         }
         let idx = self.ledger.ensure(request.client, now);
         self.ledger.record_submit(idx, request.expected_ns, now);
+        self.turns.arrived(self.domain_of(request.client), now);
         self.queues
             .entry(request.client)
             .or_default()
@@ -291,62 +288,54 @@ impl UnitPolicy for CreditPolicy {
             return None;
         }
         // The slot's owner keeps the unit while its next call fits in its
-        // ticks (calls are not preempted, so one that would run past the
-        // slot's end starts the next decision instead) and while it has
-        // calls at all (work-conserving: nobody waits on an idle owner).
-        let fits = |p: &Self, d: DomainId, until: Ns| {
-            p.front_of(d)
-                .and_then(|c| p.queues[&c].front())
-                .is_some_and(|r| now + r.expected_ns.max(0.0) as Ns <= until)
+        // ticks, and for the anticipation window while its queue is empty
+        // and others wait; `Turns` has the rule, shared with the simulator.
+        let (next, owner_queued) = match self.turns.owner() {
+            Some((d, _)) => (
+                self.front_of(d)
+                    .and_then(|c| self.queues[&c].front())
+                    .map(|r| r.expected_ns.max(0.0) as Ns),
+                self.members(d).map(|c| self.queues[&c].len()).sum(),
+            ),
+            None => (None, 0),
         };
-        let owner = match self.slot {
-            Some((d, until)) if now < until && fits(self, d, until) => d,
-            ended => {
-                // Time an owner with calls left could not use (its next
-                // call did not fit) carries to its next turn, as in
-                // deficit round robin: otherwise calls that do not divide
-                // a slot evenly would skew shares against domains with few
-                // ticks. Up to half a tick only, so a slot never grows by
-                // a whole extra call of a tick's length, which would undo
-                // what ticks do for others' latency.
-                if let Some((d, until)) = ended {
-                    let left = if self.front_of(d).is_some() {
-                        until.saturating_sub(now).min(CREDIT_TICK_NS / 2)
-                    } else {
-                        0
-                    };
-                    self.carry.insert(d, left);
-                }
-                self.decide(now)?
-            }
+        let others_waiting = self.queued > owner_queued;
+        let sched = &self.sched;
+        let owner = match self
+            .turns
+            .keep(now, |_| next, others_waiting, |d| sched.cpu_side_runs(d))
+        {
+            Keep::Owner(d) => d,
+            Keep::Hold(_) => return None,
+            Keep::Decide => self.decide(now)?,
         };
         let client = self.front_of(owner)?;
         let request = self.queues.get_mut(&client)?.pop_front()?;
         self.queued -= 1;
         let idx = self.ledger.ensure(client, now);
         self.ledger.record_dispatch(idx, now);
-        if self.backend == BackendPolicy::None {
-            // First come, first served: every call is its own decision.
-            self.slot = None;
-        }
         Some(request)
     }
 
     fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
         self.ledger.record_complete(client, ran_ns, now);
-        self.sched.charge(self.domain_of(client), ran_ns);
+        let d = self.domain_of(client);
+        self.sched.charge(d, ran_ns);
+        let empty = self.members(d).all(|c| self.queues[&c].is_empty());
+        self.turns.completed(d, now, empty);
     }
 
     fn tick(&mut self, now: Ns) {
         self.ledger.tick(now);
     }
 
-    /// Calls of others wait for the current slot to end.
+    /// Calls of others wait for the current slot, or the owner's
+    /// anticipation window, to end.
     fn retry_at(&self, now: Ns) -> Option<Ns> {
         if self.queued == 0 {
             return None;
         }
-        self.slot.map(|(_, until)| until.max(now))
+        self.turns.retry_at(now)
     }
 
     fn backend_state(&self, client: ClientId) -> Option<crate::backend_policy::DomainState> {

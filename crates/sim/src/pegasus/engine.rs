@@ -19,7 +19,7 @@
 //!   latency-sensitive client that issues one request at a time.
 
 use hetsched_core::backend_policy::{
-    BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId,
+    BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId, Keep, Turns,
 };
 use hetsched_core::ids::Ns;
 use std::collections::VecDeque;
@@ -54,6 +54,13 @@ pub struct Machine {
     /// to another's (saving and restoring its context and memory, the cost
     /// Pegasus's ticks amortise).
     pub switch_ns: Ns,
+    /// How long an owner with no call queued keeps the device while
+    /// others wait ([`Turns`], the daemon's rule).
+    pub anticipation_ns: Ns,
+    /// How often the accelerator side reads the CPU schedule `HS`
+    /// (CoSched, AugC): every CPU tick, or slower, as a daemon that scans
+    /// threads less often would.
+    pub hs_period_ns: Ns,
     pub domains: Vec<DomainSpec>,
 }
 
@@ -65,6 +72,9 @@ pub struct DomainOutcome {
     pub cpu_ns: Ns,
     /// Issue → completion of every call, ns.
     pub latencies: Vec<Ns>,
+    /// The longest stretch the device stood idle while this domain had a
+    /// call queued (the anticipation window bounds it), ns.
+    pub longest_idle_wait_ns: Ns,
 }
 
 struct Domain {
@@ -79,6 +89,8 @@ struct Domain {
     credit: f64,
     out: DomainOutcome,
     issued_any: bool,
+    /// The current stretch of an idle device while it has a call queued.
+    idle_wait: Ns,
 }
 
 impl Domain {
@@ -115,6 +127,7 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
             credit: 0.0,
             out: DomainOutcome::default(),
             issued_any: false,
+            idle_wait: 0,
         })
         .collect();
     let mut sched = BackendScheduler::new(policy, TICK_NS);
@@ -133,7 +146,8 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
     let total_cpu_credits: f64 = doms.iter().map(|d| f64::from(d.spec.cpu_credits)).sum();
     let mut on_cpu: Vec<usize> = Vec::new();
     let mut device: Option<Running> = None;
-    let mut slot: Option<(usize, Ns)> = None;
+    let mut turns = Turns::new(policy, TICK_NS, machine.anticipation_ns);
+    let hs_period = machine.hs_period_ns.max(TICK_NS);
     let mut last_served: Option<usize> = None;
     let mut now: Ns = 0;
     while now < duration_ns {
@@ -158,12 +172,14 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
             });
             if tick {
                 on_cpu = cand.into_iter().take(machine.cpus).collect();
-                sched.set_cpu_schedule(CpuSchedule {
-                    scheduled: on_cpu
-                        .iter()
-                        .map(|&i| (DomainId(i as u32), doms[i].credit.max(0.0) as u32))
-                        .collect(),
-                });
+                if now % hs_period == 0 {
+                    sched.set_cpu_schedule(CpuSchedule {
+                        scheduled: on_cpu
+                            .iter()
+                            .map(|&i| (DomainId(i as u32), doms[i].credit.max(0.0) as u32))
+                            .collect(),
+                    });
+                }
             } else {
                 for i in cand {
                     if on_cpu.len() == machine.cpus {
@@ -183,6 +199,7 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
             if let Some(left) = d.cpu_left.as_mut() {
                 *left = left.saturating_sub(STEP_NS);
                 if *left == 0 {
+                    turns.arrived(DomainId(i as u32), now + STEP_NS);
                     d.queued.push_back(now + STEP_NS);
                     d.outstanding += 1;
                     d.issued_any = true;
@@ -206,6 +223,11 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
                 d.out.device_ns += r.ran;
                 d.out.latencies.push(now + STEP_NS - r.issued);
                 sched.charge(DomainId(r.domain as u32), r.ran);
+                turns.completed(
+                    DomainId(r.domain as u32),
+                    now + STEP_NS,
+                    d.queued.is_empty(),
+                );
                 if d.cpu_left.is_none() && d.outstanding < d.spec.depth {
                     d.cpu_left = Some(d.spec.cpu_ns);
                     if d.spec.think_ns > 0 {
@@ -215,13 +237,22 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
             }
         }
         if device.is_none() {
-            let owner = match slot {
-                Some((o, until)) if now < until && !doms[o].queued.is_empty() => Some(o),
-                // Pegasus holds the accelerator for the owner's ticks: while
-                // the owner is between calls on its CPU, the device waits
-                // for its next call rather than switch context.
-                Some((o, until)) if now < until && doms[o].runnable(now) => None,
-                _ => {
+            let held = turns.owner().map(|(d, _)| d.0 as usize);
+            let others_waiting = doms
+                .iter()
+                .enumerate()
+                .any(|(i, d)| Some(i) != held && !d.queued.is_empty());
+            let next_call = |d: DomainId| {
+                let d = &doms[d.0 as usize];
+                d.queued.front().map(|_| d.spec.call_ns)
+            };
+            let owner = match turns.keep(now, next_call, others_waiting, |d| sched.cpu_side_runs(d))
+            {
+                Keep::Owner(d) => Some(d.0 as usize),
+                // The owner is between calls and its next is expected
+                // within the anticipation window: the device waits.
+                Keep::Hold(_) => None,
+                Keep::Decide => {
                     for (i, d) in doms.iter().enumerate() {
                         let _ = sched.update(
                             DomainId(i as u32),
@@ -231,9 +262,8 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
                         );
                     }
                     sched.next(now).map(|dec| {
-                        let o = dec.domain.0 as usize;
-                        slot = Some((o, now + u64::from(dec.ticks) * TICK_NS));
-                        o
+                        turns.start(dec, now);
+                        dec.domain.0 as usize
                     })
                 }
             };
@@ -252,9 +282,14 @@ pub fn run(machine: &Machine, policy: BackendPolicy, duration_ns: Ns) -> Vec<Dom
                     left: doms[o].spec.call_ns,
                     ran: 0,
                 });
-                if policy == BackendPolicy::None {
-                    slot = None;
-                }
+            }
+        }
+        for d in &mut doms {
+            if device.is_none() && !d.queued.is_empty() {
+                d.idle_wait += STEP_NS;
+                d.out.longest_idle_wait_ns = d.out.longest_idle_wait_ns.max(d.idle_wait);
+            } else {
+                d.idle_wait = 0;
             }
         }
         now += STEP_NS;
@@ -284,6 +319,8 @@ mod tests {
         let m = Machine {
             cpus: 4,
             switch_ns: 0,
+            anticipation_ns: 1_000_000,
+            hs_period_ns: TICK_NS,
             domains: vec![
                 spec("a", 256),
                 spec("b", 512),
@@ -300,6 +337,42 @@ mod tests {
         }
     }
 
+    /// Tightly coupled domains on fewer CPUs than domains: whatever the
+    /// policy, the device never stands idle longer than the anticipation
+    /// window while a domain has a call queued (before the window, the
+    /// owner held it through its CPU phases and its waits for a CPU).
+    #[test]
+    fn no_policy_holds_the_device_idle_past_the_window_while_calls_wait() {
+        for anticipation_ns in [0, 1_000_000, 3_000_000] {
+            let mut domains: Vec<DomainSpec> = [256, 512, 1024, 256]
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| spec(&format!("d{i}"), c))
+                .collect();
+            for d in &mut domains {
+                d.depth = 1;
+                d.cpu_ns = 2_000_000;
+            }
+            let m = Machine {
+                cpus: 2,
+                switch_ns: 1_000_000,
+                anticipation_ns,
+                hs_period_ns: TICK_NS,
+                domains,
+            };
+            for policy in BackendPolicy::ALL {
+                let out = run(&m, policy, 2_000_000_000);
+                for o in &out {
+                    assert!(
+                        o.longest_idle_wait_ns <= anticipation_ns + STEP_NS,
+                        "{policy:?}, window {anticipation_ns}: {}",
+                        o.longest_idle_wait_ns
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_synchronous_domain_alternates_cpu_and_device() {
         let mut s = spec("solo", 256);
@@ -307,6 +380,8 @@ mod tests {
         let m = Machine {
             cpus: 1,
             switch_ns: 1_000_000,
+            anticipation_ns: 1_000_000,
+            hs_period_ns: TICK_NS,
             domains: vec![s],
         };
         let out = run(&m, BackendPolicy::None, 1_000_000_000);
