@@ -160,10 +160,16 @@ impl Agent {
         self.uses.get(&client).map_or(0, |u| u.outstanding)
     }
 
-    pub fn new(setup: UnitSetup) -> Agent {
+    /// `anticipation_ns`: the policy's anticipation window, if not its
+    /// default.
+    pub fn new(setup: UnitSetup, anticipation_ns: Option<Ns>) -> Agent {
         let slots = setup.unit.slots.max(1);
+        let mut policy = setup.policy.build(slots);
+        if let Some(ns) = anticipation_ns {
+            policy.set_anticipation_ns(ns);
+        }
         Agent {
-            policy: setup.policy.build(slots),
+            policy,
             free_slots: slots,
             setup,
             waiting: HashMap::new(),

@@ -50,6 +50,12 @@ pub struct DaemonConfig {
     /// coordination thread runs at). It costs one `stat` read per thread
     /// of each application, about 27 µs for four single-threaded ones.
     pub cpu_schedule_ms: u64,
+    /// How long a unit's free slot may wait for a client expected back
+    /// soon while others wait, µs (0..=100000): the share policy's
+    /// anticipation (default 500 µs) and the Pegasus policies' window for
+    /// the owner's next call (default 1000 µs). 0 makes every policy
+    /// strictly work-conserving. Unset keeps each policy's default.
+    pub anticipation_us: Option<u64>,
     /// The CPU agent sets the nice level of every thread of each
     /// application from its class on the CPU units (BACKGROUND → 19,
     /// shares → the matching CFS weight), never above the thread's own
@@ -162,6 +168,7 @@ impl Default for DaemonConfig {
             tick_ms: 10,
             cpu_scan_ms: 500,
             cpu_schedule_ms: 10,
+            anticipation_us: None,
             cpu_nice_from_shares: false,
             cpu_cgroups: false,
             coordination: Coordination::Pf,
@@ -413,6 +420,9 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     within("tick_ms", cfg.tick_ms, 1, 1000)?;
     within("cpu_scan_ms", cfg.cpu_scan_ms, 1, 60_000)?;
     within("cpu_schedule_ms", cfg.cpu_schedule_ms, 1, 60_000)?;
+    if let Some(us) = cfg.anticipation_us {
+        within("anticipation_us", us, 0, 100_000)?;
+    }
     if !(1.0..=2.0).contains(&cfg.coordination_floor) {
         return Err(format!(
             "coordination_floor = {} is outside 1.0..=2.0 (× native: below 1 would let \
@@ -509,6 +519,15 @@ mod tests {
         let cfg = parse(text).unwrap();
         assert_eq!(cfg.coordination, Coordination::Pf);
         assert_eq!(cfg.coordination_floor, 1.05);
+    }
+
+    #[test]
+    fn the_anticipation_window_is_unset_by_default_and_reaches_the_monitor() {
+        assert_eq!(parse("").unwrap().anticipation_us, None);
+        let cfg = parse("include_cpus = false\ndevice_units = false\nanticipation_us = 0").unwrap();
+        assert_eq!(cfg.anticipation_us, Some(0));
+        let (setup, _) = crate::launch::prepare(&cfg).unwrap();
+        assert_eq!(setup.monitor.anticipation_ns, Some(0));
     }
 
     #[test]
@@ -661,6 +680,10 @@ mod tests {
             (
                 "cpu_schedule_ms = 0",
                 "cpu_schedule_ms = 0 is outside 1..=60000",
+            ),
+            (
+                "anticipation_us = 200000",
+                "anticipation_us = 200000 is outside 0..=100000",
             ),
             (
                 "cpu_scan_ms = 3600000",

@@ -168,6 +168,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
             max_region_bytes: cfg.max_region_mb << 20,
             domains: cfg.domains.clone(),
             accelerator_binding: cfg.accelerator_binding,
+            anticipation_ns: cfg.anticipation_us.map(|us| us * 1_000),
         },
         units,
         tick: Duration::from_millis(cfg.tick_ms),

@@ -51,6 +51,10 @@ pub struct MonitorConfig {
     /// only, and its first call on one associates it there if the unit
     /// has room under its client cap.
     pub accelerator_binding: bool,
+    /// Every unit policy's anticipation window
+    /// ([`UnitPolicy::set_anticipation_ns`]), ns; `None` keeps each
+    /// policy's own default.
+    pub anticipation_ns: Option<Ns>,
 }
 
 /// Default `max_region_mb`.
@@ -65,6 +69,7 @@ impl Default for MonitorConfig {
             max_region_bytes: DEFAULT_MAX_REGION_MB << 20,
             domains: Vec::new(),
             accelerator_binding: false,
+            anticipation_ns: None,
         }
     }
 }
@@ -188,10 +193,14 @@ impl Monitor {
             .collect();
         let domains = cfg.domains.clone();
         let ledger = Ledger::new(units.len());
+        let anticipation_ns = cfg.anticipation_ns;
         Monitor {
             ledger,
             cfg,
-            agents: units.into_iter().map(Agent::new).collect(),
+            agents: units
+                .into_iter()
+                .map(|u| Agent::new(u, anticipation_ns))
+                .collect(),
             clients: BTreeMap::new(),
             next_client: 1,
             store,

@@ -103,12 +103,6 @@ impl CreditPolicy {
         &self.sched
     }
 
-    /// How long an owner with no call queued keeps its turn while others
-    /// wait (0: it loses the turn as soon as its queue is empty).
-    pub fn set_anticipation_ns(&mut self, ns: Ns) {
-        self.turns.set_anticipation_ns(ns);
-    }
-
     /// The scheduler's domain for `client`: its shared domain, else its own.
     pub fn domain_of(&self, client: ClientId) -> DomainId {
         match self.shared.get(&client) {
@@ -327,6 +321,12 @@ impl UnitPolicy for CreditPolicy {
 
     fn tick(&mut self, now: Ns) {
         self.ledger.tick(now);
+    }
+
+    /// How long an owner with no call queued keeps its turn while others
+    /// wait (0: it loses the turn as soon as its queue is empty).
+    fn set_anticipation_ns(&mut self, ns: Ns) {
+        self.turns.set_anticipation_ns(ns);
     }
 
     /// Calls of others wait for the current slot, or the owner's

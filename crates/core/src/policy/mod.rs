@@ -306,6 +306,12 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// choice; the others keep their order.
     fn set_short_first(&mut self, _on: bool) {}
 
+    /// How long a free slot may stay free for a client expected back soon
+    /// while others wait (the share policy's and Pegasus's turns'
+    /// anticipation window), ns; 0 makes the policy strictly
+    /// work-conserving. Policies without a window ignore it.
+    fn set_anticipation_ns(&mut self, _ns: Ns) {}
+
     /// Whether the coordinator places `client` (it follows published
     /// targets that already weigh its NORMAL shares). The share policy
     /// serves the NORMAL clients it places as one pool, in arrival order

@@ -626,6 +626,10 @@ impl UnitPolicy for SharePolicy {
         self.ledger.tick(now);
     }
 
+    fn set_anticipation_ns(&mut self, ns: Ns) {
+        self.window.anticipation_ns = ns;
+    }
+
     fn retry_at(&self, now: Ns) -> Option<Ns> {
         match self.choose(now) {
             Choice::Hold(until) => Some(until),
@@ -853,8 +857,12 @@ mod tests {
     /// Two CUSTOM 50 clients on one slot, closed loop: `short` runs 1 ms
     /// calls and comes back 0.2 ms after each, `long` always has a 20 ms
     /// call queued. Returns `short`'s part of the device time over 4 s.
-    fn short_part_against_long(window: ShareWindow) -> f64 {
-        let mut p = SharePolicy::new(1, window);
+    /// The short client's part of the device, with the window set
+    /// through [`UnitPolicy::set_anticipation_ns`] (as the daemon's
+    /// `anticipation_us` key does).
+    fn short_part_against_long(anticipation_ns: Ns) -> f64 {
+        let mut p = SharePolicy::new(1, ShareWindow::default());
+        p.set_anticipation_ns(anticipation_ns);
         p.set_client(ClientId(1), custom(50), 0).unwrap();
         p.set_client(ClientId(2), custom(50), 0).unwrap();
         let (short, long) = (MS, 20 * MS);
@@ -892,7 +900,7 @@ mod tests {
                 // policy re-decides or the client comes back.
                 None => {
                     let retry = p.retry_at(now).expect("held with work queued");
-                    assert!(retry > now && retry <= now + window.anticipation_ns);
+                    assert!(retry > now && retry <= now + anticipation_ns);
                     now = retry.min(short_back_at.unwrap_or(retry));
                 }
             }
@@ -902,14 +910,10 @@ mod tests {
 
     #[test]
     fn anticipation_keeps_a_short_client_its_share_of_a_device_with_long_calls() {
-        let off = ShareWindow {
-            anticipation_ns: 0,
-            ..ShareWindow::default()
-        };
         // Without it, the slot goes to the long client whenever the short
         // one is between calls, and each such turn costs it 20 ms.
-        let without = short_part_against_long(off);
-        let with = short_part_against_long(ShareWindow::default());
+        let without = short_part_against_long(0);
+        let with = short_part_against_long(DEFAULT_ANTICIPATION_NS);
         assert!(without < 0.25, "without anticipation: {without}");
         assert!(with > 0.45, "with anticipation: {with}");
     }
