@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct LoadArgs {
-    /// Unit name.
-    #[arg(long)]
-    unit: String,
+    /// Unit name (not with `--direct-opencl`).
+    #[arg(long, required_unless_present = "direct_opencl")]
+    unit: Option<String>,
     /// Modelled execution time of one task on the unit, ms (> 0).
     #[arg(long, default_value_t = 5.0, value_parser = values::positive_ms)]
     exec_ms: f64,
@@ -55,6 +55,11 @@ pub struct LoadArgs {
     /// `aes128-ctr`; default the unit's first).
     #[arg(long, conflicts_with = "gate")]
     kernel: Option<String>,
+    /// Call OpenCL device N in this process instead of a unit of the
+    /// daemon (the histogram kernel, one call at a time, every output
+    /// checked): the driver's own sharing, to compare a served unit with.
+    #[arg(long, value_name = "N", conflicts_with_all = ["gate", "ring", "socket"])]
+    direct_opencl: Option<usize>,
     /// Input bytes per kernel call.
     #[arg(long, default_value_t = 1 << 20)]
     bytes: u64,
@@ -85,21 +90,25 @@ struct LoadReport {
     notice: Option<String>,
     /// Kernel calls whose output matched the reference (kernel units).
     verified: Option<u64>,
+    /// Kernel calls: median and 99th percentile from the call to its
+    /// result, ns (Pegasus's per-call latency).
+    p50_call_ns: Option<u64>,
+    p99_call_ns: Option<u64>,
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
+    if let Some(index) = args.direct_opencl {
+        return run_direct(&args, index);
+    }
     let mut opts = ClientOptions::application(&args.name)?;
     if let Some(s) = &args.socket {
         opts = opts.socket(s);
     }
     let mut client = Client::connect(opts)?;
-    let info = client.unit_by_name(&args.unit).cloned().with_context(|| {
+    let unit = args.unit.as_deref().unwrap_or_default();
+    let info = client.unit_by_name(unit).cloned().with_context(|| {
         let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
-        format!(
-            "unknown unit {:?}; units are: {}",
-            args.unit,
-            names.join(", ")
-        )
+        format!("unknown unit {:?}; units are: {}", unit, names.join(", "))
     })?;
     let exec_ns = (args.exec_ms * 1e6) as u64;
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
@@ -107,6 +116,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let (mut tasks, mut unit_ns, mut wait_ns) = (0u64, 0u64, 0u64);
     let mut waits: Vec<u64> = Vec::new();
     let mut verified = None;
+    let mut calls: Option<Vec<u64>> = None;
     if !info.kernels.is_empty() || args.kernel.is_some() {
         let name = args
             .kernel
@@ -128,6 +138,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         )?;
         (tasks, unit_ns, wait_ns, waits) = (got.tasks, got.unit_ns, got.wait_ns, got.waits);
         verified = Some(got.verified);
+        calls = Some(got.calls);
     } else if info.emulated && args.ring {
         let mut ring = client.open_call_ring(info.id)?;
         let mut inflight = VecDeque::new();
@@ -229,11 +240,49 @@ pub fn run(args: LoadArgs) -> Result<()> {
         reconnects: client.reconnects(),
         notice: client.notice().map(str::to_string),
         verified,
+        p50_call_ns: calls.as_mut().map(|c| percentile(c, 0.50)),
+        p99_call_ns: calls.as_mut().map(|c| percentile(c, 0.99)),
     };
     let _ = client.goodbye();
+    print_report(&report, args.json)
+}
+
+#[cfg(feature = "opencl")]
+fn run_direct(args: &LoadArgs, index: usize) -> Result<()> {
+    if args.kernel.as_deref().is_some_and(|k| k != "histogram") {
+        bail!("--direct-opencl runs the histogram kernel only");
+    }
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(args.seconds);
+    let mut got = crate::load_direct::run(index, args.bytes, until, || think(args.think_ms))?;
+    let report = LoadReport {
+        pid: std::process::id(),
+        unit: format!("opencl{index}"),
+        class: "direct".into(),
+        tasks: got.tasks,
+        unit_ns: got.device_ns,
+        wall_ns: start.elapsed().as_nanos() as u64,
+        mean_wait_ns: got.waits.iter().sum::<u64>() as f64 / got.tasks.max(1) as f64,
+        p50_wait_ns: percentile(&mut got.waits, 0.50),
+        p99_wait_ns: percentile(&mut got.waits, 0.99),
+        reconnects: 0,
+        notice: None,
+        verified: Some(got.verified),
+        p50_call_ns: Some(percentile(&mut got.calls, 0.50)),
+        p99_call_ns: Some(percentile(&mut got.calls, 0.99)),
+    };
+    print_report(&report, args.json)
+}
+
+#[cfg(not(feature = "opencl"))]
+fn run_direct(_: &LoadArgs, _: usize) -> Result<()> {
+    bail!("--direct-opencl needs a build with the `opencl` feature")
+}
+
+fn print_report(report: &LoadReport, json: bool) -> Result<()> {
     let mut out = String::new();
-    if args.json {
-        out = serde_json::to_string(&report)? + "\n";
+    if json {
+        out = serde_json::to_string(report)? + "\n";
     } else {
         let _ = writeln!(
             out,

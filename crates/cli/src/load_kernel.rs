@@ -21,6 +21,8 @@ pub struct KernelLoad {
     pub unit_ns: u64,
     pub wait_ns: u64,
     pub waits: Vec<u64>,
+    /// Per call, from its push to its result, ns.
+    pub calls: Vec<u64>,
     pub verified: u64,
 }
 
@@ -103,7 +105,7 @@ pub fn run(
     let expect = reference(kernel, &input, &aux);
     let mut load = KernelLoad::default();
     let mut free: Vec<u64> = (0..depth as u64).collect();
-    let mut inflight: VecDeque<(TaskId, u64)> = VecDeque::new();
+    let mut inflight: VecDeque<(TaskId, u64, Instant)> = VecDeque::new();
     let mut got = vec![0u8; out_len as usize];
     while Instant::now() < until || !inflight.is_empty() {
         while Instant::now() < until {
@@ -119,15 +121,16 @@ pub fn run(
             ) {
                 Some(task) => {
                     free.pop();
-                    inflight.push_back((task, s));
+                    inflight.push_back((task, s, Instant::now()));
                 }
                 None => break,
             }
         }
-        let Some((task, s)) = inflight.pop_front() else {
+        let Some((task, s, pushed)) = inflight.pop_front() else {
             break;
         };
         let done = client.wait_device(task)?;
+        load.calls.push(pushed.elapsed().as_nanos() as u64);
         ring.region().read(outputs_at + s * slot, &mut got)?;
         if let Some(want) = &expect {
             if got != *want {

@@ -24,6 +24,8 @@ mod bench_settings;
 mod daemon_cmd;
 mod demo;
 mod load;
+#[cfg(feature = "opencl")]
+mod load_direct;
 mod load_kernel;
 mod pipeline_cmd;
 mod shown;

@@ -19,17 +19,23 @@ const SERVED: &str = "served-opencl0";
 /// A daemon serving the OpenCL devices under `policy`, or `None` (with a
 /// line saying why) where OpenCL has no device.
 fn served_daemon(name: &str, policy: &str) -> Option<TestDaemon> {
-    let found = match hetsched_opencl::devices() {
-        Ok(d) if !d.is_empty() => Ok(()),
-        Ok(_) => Err("OpenCL has no device here".to_string()),
-        Err(e) => Err(format!("no OpenCL here: {e}")),
-    };
-    if !hetsched_platform::test_support::available("opencl", found) {
+    if !opencl_device_opens() {
         return None;
     }
     let config =
         format!("include_cpus = false\nopencl_units = true\n[policies]\n{SERVED} = \"{policy}\"\n");
     Some(TestDaemon::start(name, &config))
+}
+
+/// Whether an OpenCL device is there to test with (a line saying why not
+/// otherwise).
+fn opencl_device_opens() -> bool {
+    let found = match hetsched_opencl::devices() {
+        Ok(d) if !d.is_empty() => Ok(()),
+        Ok(_) => Err("OpenCL has no device here".to_string()),
+        Err(e) => Err(format!("no OpenCL here: {e}")),
+    };
+    hetsched_platform::test_support::available("opencl", found)
 }
 
 fn served_unit(c: &Client) -> UnitId {
@@ -275,4 +281,57 @@ fn a_queued_call_keeps_its_region_when_the_ring_is_replaced() {
         &4096u32.to_le_bytes(),
         "bin 5 holds every byte"
     );
+}
+
+/// Pegasus's `none` baseline for real: `hetsched load --direct-opencl`
+/// runs the same checked histogram loop on the OpenCL device in its own
+/// process, without the daemon, and reports the same fields (with the
+/// per-call latency that served kernel loads report too); a device that
+/// does not exist is named in the error.
+#[test]
+fn the_direct_baseline_runs_the_served_loop_without_the_daemon() {
+    if !opencl_device_opens() {
+        return;
+    }
+    let run = |extra: &[&str]| {
+        std::process::Command::new(common::BIN)
+            .args(["load", "--bytes", "65536", "--seconds", "0.3", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--direct-opencl", "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = v["tasks"].as_u64().unwrap();
+    assert!(tasks > 0, "{v}");
+    assert_eq!(v["verified"].as_u64(), Some(tasks), "{v}");
+    assert_eq!(v["class"], "direct");
+    assert!(v["unit_ns"].as_u64().unwrap() > 0, "{v}");
+    let (p50, p99) = (
+        v["p50_call_ns"].as_u64().unwrap(),
+        v["p99_call_ns"].as_u64().unwrap(),
+    );
+    assert!(p50 > 0 && p99 >= p50, "{v}");
+    let out = run(&["--direct-opencl", "99"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("there is no OpenCL device 99"), "{err}");
+    // The served loop reports the same latency.
+    let Some(d) = served_daemon("kernel-direct", "none") else {
+        return;
+    };
+    let v = report(d.load(
+        &[],
+        &["--unit", SERVED, "--bytes", "65536", "--seconds", "0.3"],
+    ));
+    assert!(
+        v["p99_call_ns"].as_u64().unwrap() >= v["p50_call_ns"].as_u64().unwrap(),
+        "{v}"
+    );
+    assert!(v["p50_call_ns"].as_u64().unwrap() > 0, "{v}");
 }

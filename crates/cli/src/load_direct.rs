@@ -1,0 +1,66 @@
+//! `hetsched load --direct-opencl N`: the same tightly coupled histogram
+//! loop as `--kernel histogram` on a served unit, but calling OpenCL
+//! device `N` in this process, without the daemon. Several of these side
+//! by side share the device the way the driver alone shares it (its own
+//! first come, first served): Pegasus's `none` baseline, against which
+//! the served unit's policies are measured (`scripts/pegasus-served.sh`).
+
+use anyhow::{Context, Result, bail};
+use hetsched_opencl::OpenClDevice;
+use hetsched_opencl::kernels::Histogram;
+use rand::{RngCore, SeedableRng};
+use std::time::Instant;
+
+/// What a direct run got.
+#[derive(Default)]
+pub struct DirectLoad {
+    pub tasks: u64,
+    /// Device time the calls took (copies and kernel, by profiling
+    /// events), ns.
+    pub device_ns: u64,
+    /// Per call, from the call to its result on the host, ns.
+    pub calls: Vec<u64>,
+    /// Per call, the part of that spent off the device (the driver's
+    /// queue behind other processes, and the host side), ns.
+    pub waits: Vec<u64>,
+    pub verified: u64,
+}
+
+/// Runs the histogram of `bytes` random bytes on OpenCL device `index`
+/// until `until`, one call at a time, checking every result; `think`
+/// runs after each.
+pub fn run(index: usize, bytes: u64, until: Instant, think: impl Fn()) -> Result<DirectLoad> {
+    if bytes == 0 {
+        bail!("--bytes must be at least 1");
+    }
+    let device =
+        OpenClDevice::open(index).with_context(|| format!("opening OpenCL device {index}"))?;
+    let histogram = Histogram::new(&device)?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(std::process::id()));
+    let mut input = vec![0u8; bytes as usize];
+    rng.fill_bytes(&mut input);
+    let mut want = [0u32; 256];
+    for &b in &input {
+        want[b as usize] += 1;
+    }
+    let mut load = DirectLoad::default();
+    while Instant::now() < until {
+        let t0 = Instant::now();
+        let (counts, timing) = histogram.run(&device, &input)?;
+        let call = t0.elapsed().as_nanos() as u64;
+        if counts != want {
+            bail!(
+                "histogram call {} on OpenCL device {index}: the output differs from the reference",
+                load.tasks
+            );
+        }
+        let on_device = timing.total().device_ns;
+        load.verified += 1;
+        load.tasks += 1;
+        load.device_ns += on_device;
+        load.calls.push(call);
+        load.waits.push(call.saturating_sub(on_device));
+        think();
+    }
+    Ok(load)
+}
