@@ -3,7 +3,7 @@
 //! policies, no starvation under AugC, first-come-first-serve under None.
 
 use hetsched_core::backend_policy::{
-    BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId,
+    BackendPolicy, BackendScheduler, COSCHED_MAX_WAIT_NS, CpuSchedule, DomainConfig, DomainId,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -208,6 +208,68 @@ fn cosched_follows_the_cpu_schedule_and_falls_back_to_credits() {
         DomainId(0),
         "nobody scheduled is ready: highest credit"
     );
+}
+
+#[test]
+fn cosched_serves_a_domain_the_schedule_leaves_out_once_its_call_is_overdue() {
+    let mut s = BackendScheduler::new(BackendPolicy::CoSched, TICK);
+    for (d, c) in [(0, 1024), (1, 256)] {
+        let cfg = DomainConfig {
+            acc_credits: c,
+            ..Default::default()
+        };
+        s.add(DomainId(d), cfg).unwrap();
+        s.update(DomainId(d), true, true, Some(0)).unwrap();
+    }
+    s.set_cpu_schedule(CpuSchedule {
+        scheduled: vec![(DomainId(0), 100)],
+    });
+    assert_eq!(s.next(COSCHED_MAX_WAIT_NS - 1).unwrap().domain, DomainId(0));
+    // Domain 0's next call came as it was served.
+    s.update(DomainId(0), true, true, Some(COSCHED_MAX_WAIT_NS - 1))
+        .unwrap();
+    assert_eq!(
+        s.next(COSCHED_MAX_WAIT_NS).unwrap().domain,
+        DomainId(1),
+        "its call has waited ten ticks"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the CPU schedule says, every domain that always has a
+    /// call queued is served at least every `COSCHED_MAX_WAIT_NS` plus
+    /// one tick per other domain (the overdue are served oldest first).
+    #[test]
+    fn cosched_starves_nobody(
+        credits in proptest::collection::vec(1u32..2048, 2..6),
+        schedules in proptest::collection::vec(
+            proptest::collection::vec((0u32..6, 1u32..300), 0..4), 1..400),
+    ) {
+        let n = credits.len() as u32;
+        let mut s = BackendScheduler::new(BackendPolicy::CoSched, TICK);
+        let mut last_served = vec![0u64; credits.len()];
+        for (d, &c) in credits.iter().enumerate() {
+            let cfg = DomainConfig { acc_credits: c, ..Default::default() };
+            s.add(DomainId(d as u32), cfg).unwrap();
+        }
+        let bound = COSCHED_MAX_WAIT_NS + u64::from(n) * TICK;
+        for (tick, hs) in schedules.into_iter().enumerate() {
+            let now = tick as u64 * TICK;
+            for (d, &since) in last_served.iter().enumerate() {
+                s.update(DomainId(d as u32), true, true, Some(since)).unwrap();
+            }
+            s.set_cpu_schedule(CpuSchedule {
+                scheduled: hs.into_iter().map(|(d, c)| (DomainId(d), c)).collect(),
+            });
+            let served = s.next(now).unwrap().domain.0 as usize;
+            last_served[served] = now;
+            for (d, &since) in last_served.iter().enumerate() {
+                prop_assert!(now - since <= bound, "domain {} unserved since {} at {}", d, since, now);
+            }
+        }
+    }
 }
 
 #[test]

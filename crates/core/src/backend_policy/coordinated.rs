@@ -3,7 +3,12 @@
 //! - **CoSched** serves the highest-credit ready domain among those whose
 //!   CPU threads run next; when none of them is ready, the highest-credit
 //!   ready domain (so the accelerator does not idle). Domains the CPU
-//!   schedule leaves out can wait: unfairness traded for latency.
+//!   schedule leaves out can wait: unfairness traded for latency, but
+//!   only occasionally, as Pegasus puts it: a ready domain whose oldest
+//!   call has waited [`COSCHED_MAX_WAIT_NS`] goes first, whatever the
+//!   schedule (otherwise a client that is blocked on its call whenever
+//!   the schedule is read, as every waiting client on Linux is, would
+//!   never be served while scheduled ones have calls).
 //! - **AugC** runs AccC's rounds — every ready domain gets one turn of
 //!   `X / X_min` ticks per round — but orders each round by credits plus
 //!   a temporary boost: the remaining CPU credit of domains the CPU
@@ -12,9 +17,28 @@
 //!   ready domain served, so no one is denied their turn by a boost.
 
 use super::{CpuSchedule, Decision, Domain, DomainId};
+use crate::Ns;
 use std::collections::{BTreeMap, BTreeSet};
 
-pub(crate) fn cosched(domains: &BTreeMap<DomainId, Domain>, hs: &CpuSchedule) -> Option<Decision> {
+/// Longest a ready domain's oldest call waits under CoSched before it is
+/// served ahead of the CPU schedule: ten ticks.
+pub const COSCHED_MAX_WAIT_NS: Ns = 100_000_000;
+
+pub(crate) fn cosched(
+    domains: &BTreeMap<DomainId, Domain>,
+    hs: &CpuSchedule,
+    now: Ns,
+) -> Option<Decision> {
+    let overdue = domains
+        .iter()
+        .filter_map(|(&id, d)| {
+            let oldest = d.oldest_call.filter(|_| d.ready)?;
+            (now.saturating_sub(oldest) >= COSCHED_MAX_WAIT_NS).then_some((oldest, id))
+        })
+        .min();
+    if let Some((_, domain)) = overdue {
+        return Some(Decision { domain, ticks: 1 });
+    }
     let pick = |only_scheduled: bool| {
         domains
             .iter()

@@ -13,7 +13,7 @@
 //! | `accc` | the ring, `X/X_min` ticks each, X = accelerator credits (Algorithm 1) | proportional share |
 //! | `xc` | the same with the domain's CPU credits | proportional to CPU share |
 //! | `slaf` | `accc` plus compensation ticks for SLO violations | feedback fair share |
-//! | `cosched` | the CPU schedule: highest-credit domain whose CPU side runs next (Algorithm 2) | latency, by occasional unfairness |
+//! | `cosched` | the CPU schedule: highest-credit domain whose CPU side runs next (Algorithm 2); a call waiting 10 ticks goes first | latency, by occasional unfairness |
 //! | `augc` | AccC's rounds, each ordered by credits plus the CPU schedule's remaining credit (Algorithm 2) | throughput, no one denied their turn |
 //!
 //! Pure: time comes in as an argument; the daemon's backend threads, the
@@ -29,6 +29,7 @@ use crate::Ns;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub use coordinated::COSCHED_MAX_WAIT_NS;
 pub use slaf::SloWindow;
 pub use turns::{DEFAULT_ANTICIPATION_NS, Keep, Turns};
 
@@ -293,14 +294,14 @@ impl BackendScheduler {
         if self.policy == BackendPolicy::Slaf {
             self.slo.check(now, &self.domains);
         }
-        let decision = self.decide();
+        let decision = self.decide(now);
         if let Some(d) = decision.and_then(|d| self.domains.get_mut(&d.domain).map(|s| (s, d))) {
             d.0.ticks_granted += u64::from(d.1.ticks);
         }
         decision
     }
 
-    fn decide(&mut self) -> Option<Decision> {
+    fn decide(&mut self, now: Ns) -> Option<Decision> {
         match self.policy {
             BackendPolicy::None => self
                 .domains
@@ -317,7 +318,7 @@ impl BackendScheduler {
                 self.ring
                     .next(&self.domains, false, |id| slo.take_compensation(id))
             }
-            BackendPolicy::CoSched => coordinated::cosched(&self.domains, &self.hs),
+            BackendPolicy::CoSched => coordinated::cosched(&self.domains, &self.hs, now),
             BackendPolicy::AugC => self.augc.next(&self.domains, &self.hs),
         }
     }
