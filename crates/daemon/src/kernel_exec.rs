@@ -250,6 +250,8 @@ pub mod cuda;
 pub mod opencl;
 #[cfg(feature = "opencl")]
 mod opencl_user;
+#[cfg(feature = "opencl")]
+mod region_memory;
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ use opencl3::platform::{Platform, platform::get_platform_ids};
 use opencl3::program::Program;
 
 use crate::error::{INSTALL_HINT, OpenClError, Result};
-use crate::ffi;
+use crate::ffi::{self, HostMemory};
 
 /// `CL_PLATFORM_NOT_FOUND_KHR`: what the ICD loader answers when no vendor
 /// file names a platform.
@@ -226,7 +226,7 @@ pub(crate) fn elapsed_ns(start: Instant) -> u64 {
 pub struct DeviceBuffer {
     owner: u64,
     len: usize,
-    raw: Buffer<u8>,
+    raw: ffi::MemObject,
 }
 
 impl DeviceBuffer {
@@ -239,8 +239,13 @@ impl DeviceBuffer {
         self.len == 0
     }
 
+    /// It works on host memory in place ([`OpenClDevice::in_place_buffer`]).
+    pub fn is_in_place(&self) -> bool {
+        self.raw.is_in_place()
+    }
+
     pub(crate) fn raw(&self) -> &Buffer<u8> {
-        &self.raw
+        self.raw.buffer()
     }
 }
 
@@ -715,12 +720,72 @@ impl OpenClDevice {
         }
         // OpenCL refuses empty buffers; a one-byte allocation lets an empty
         // input flow through the same code as any other.
-        let raw = ffi::create_buffer(&self.context, len.max(1))?;
+        let raw = ffi::create_mem(&self.context, len.max(1))?;
         Ok(DeviceBuffer {
             owner: self.owner,
             len,
             raw,
         })
+    }
+
+    /// Whether the device works on host memory (a CPU device), so that a
+    /// buffer can use host memory in place instead of a copy.
+    pub fn shares_host_memory(&self) -> bool {
+        self.info.kind == DeviceKind::Cpu
+    }
+
+    /// A buffer over `range` of `host`, used in place: the device reads and
+    /// writes those bytes themselves, with no copy in or out. Only on a
+    /// device that [shares host memory](Self::shares_host_memory); after a
+    /// launch that wrote it, [`OpenClDevice::sync_in_place`] makes the
+    /// result the memory's own. An empty range gives an ordinary empty
+    /// buffer.
+    pub fn in_place_buffer(
+        &self,
+        host: Arc<dyn HostMemory>,
+        range: std::ops::Range<usize>,
+    ) -> Result<DeviceBuffer> {
+        if !self.shares_host_memory() {
+            return Err(OpenClError::NotInPlace(format!(
+                "{} is a {} device, not one that works on host memory",
+                self.info.name.trim(),
+                self.info.kind
+            )));
+        }
+        let (_, size) = host.host_bytes();
+        if range.start > range.end || range.end > size {
+            return Err(OpenClError::NotInPlace(format!(
+                "bytes {}..{} are outside the {size} bytes given",
+                range.start, range.end
+            )));
+        }
+        if range.is_empty() {
+            return self.buffer(0);
+        }
+        if range.len() as u64 > self.info.max_alloc_bytes {
+            return Err(OpenClError::TooLarge {
+                device: self.info.name.clone(),
+                bytes: range.len(),
+                max: self.info.max_alloc_bytes,
+            });
+        }
+        let raw = ffi::create_in_place(&self.context, host, range.start, range.len())?;
+        Ok(DeviceBuffer {
+            owner: self.owner,
+            len: range.len(),
+            raw,
+        })
+    }
+
+    /// Makes what a launch wrote into an in-place buffer visible in its
+    /// host memory (OpenCL's rule for such buffers); nothing to do for
+    /// other buffers.
+    pub fn sync_in_place(&self, buffer: &DeviceBuffer) -> Result<()> {
+        self.check_owner(buffer.owner, "buffer")?;
+        if !buffer.is_in_place() || buffer.len == 0 {
+            return Ok(());
+        }
+        ffi::sync_in_place(&self.queue, buffer.raw(), buffer.len)
     }
 
     /// A buffer holding a copy of `data`.
@@ -745,7 +810,7 @@ impl OpenClDevice {
             return Ok(Timing::ZERO);
         }
         let start = Instant::now();
-        let event = ffi::write(&self.queue, &buffer.raw, data)?;
+        let event = ffi::write(&self.queue, buffer.raw(), data)?;
         self.timed(&event, start)
     }
 
@@ -764,7 +829,7 @@ impl OpenClDevice {
             return Ok(Timing::ZERO);
         }
         let start = Instant::now();
-        let event = ffi::read(&self.queue, &buffer.raw, out)?;
+        let event = ffi::read(&self.queue, buffer.raw(), out)?;
         self.timed(&event, start)
     }
 

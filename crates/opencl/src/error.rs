@@ -65,6 +65,11 @@ pub enum OpenClError {
         max: u64,
     },
 
+    /// An in-place buffer asked of a device that does not work on host
+    /// memory, or over a range outside the memory given.
+    #[error("cannot use host memory in place: {0}")]
+    NotInPlace(String),
+
     /// A buffer or kernel made by one `OpenClDevice` used with another.
     #[error("this {what} belongs to another OpenCL device (or another open of the same one)")]
     WrongDevice { what: &'static str },

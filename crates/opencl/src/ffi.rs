@@ -3,7 +3,8 @@
 //! is safe code built on these few functions.
 #![allow(unsafe_code)]
 
-use std::ptr;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
 use opencl3::command_queue::{
     CL_BLOCKING, CL_QUEUE_PROFILING_ENABLE, CommandQueue, enqueue_read_buffer, enqueue_write_buffer,
@@ -11,7 +12,7 @@ use opencl3::command_queue::{
 use opencl3::context::Context;
 use opencl3::device::Device;
 use opencl3::event::Event;
-use opencl3::memory::{Buffer, CL_MEM_READ_WRITE, ClMem};
+use opencl3::memory::{Buffer, CL_MAP_READ, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR, ClMem};
 use opencl3::types::cl_mem;
 
 use crate::device::{KernelArg, ValidatedLaunch};
@@ -30,13 +31,115 @@ pub(crate) fn context_and_queue(device: &Device) -> Result<(Context, CommandQueu
 }
 
 /// A device-only buffer of `bytes` bytes (`bytes` > 0).
-pub(crate) fn create_buffer(context: &Context, bytes: usize) -> Result<Buffer<u8>> {
+fn create_buffer(context: &Context, bytes: usize) -> Result<Buffer<u8>> {
     // SAFETY: the only unsafe input of `Buffer::create` is the host pointer.
     // It is null and the flags carry neither CL_MEM_USE_HOST_PTR nor
     // CL_MEM_COPY_HOST_PTR, so OpenCL never reads or keeps any host memory of
     // ours; a bad size is reported as an error (CL_INVALID_BUFFER_SIZE).
     unsafe { Buffer::<u8>::create(context, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
         .map_err(OpenClError::api("clCreateBuffer"))
+}
+
+/// Host memory that a device sharing the host's memory (a CPU device) may
+/// work on in place, with no copy in or out.
+///
+/// # Safety
+///
+/// `host_bytes` must name memory that stays mapped, readable and writable,
+/// for as long as the value lives, and must always return the same range.
+/// The memory may change at any moment (the device writes it, and so may
+/// other processes): nobody may hold a Rust reference to it.
+pub unsafe trait HostMemory: Send + Sync {
+    /// The memory's first byte and its length.
+    fn host_bytes(&self) -> (NonNull<u8>, usize);
+}
+
+/// A device's memory object, with the host memory it works on in place
+/// (if any) kept alive behind it.
+pub(crate) struct MemObject {
+    // Released before `host` (field order), so OpenCL never holds a
+    // pointer into memory that has gone.
+    buffer: Buffer<u8>,
+    host: Option<Arc<dyn HostMemory>>,
+}
+
+impl MemObject {
+    pub(crate) fn buffer(&self) -> &Buffer<u8> {
+        &self.buffer
+    }
+
+    pub(crate) fn is_in_place(&self) -> bool {
+        self.host.is_some()
+    }
+}
+
+/// A device-only memory object of `bytes` bytes (`bytes` > 0).
+pub(crate) fn create_mem(context: &Context, bytes: usize) -> Result<MemObject> {
+    Ok(MemObject {
+        buffer: create_buffer(context, bytes)?,
+        host: None,
+    })
+}
+
+/// A memory object over bytes `offset..offset + len` (`len` > 0, inside the
+/// memory) of `host`, used in place (`CL_MEM_USE_HOST_PTR`).
+pub(crate) fn create_in_place(
+    context: &Context,
+    host: Arc<dyn HostMemory>,
+    offset: usize,
+    len: usize,
+) -> Result<MemObject> {
+    let (base, size) = host.host_bytes();
+    assert!(
+        len > 0 && offset.checked_add(len).is_some_and(|end| end <= size),
+        "in-place range {offset}+{len} outside {size} bytes (the caller checks)"
+    );
+    // Pointer arithmetic only; nothing is read here.
+    let start = base.as_ptr().wrapping_add(offset);
+    // SAFETY: `start..start + len` lies inside the memory `host` names (the
+    // assertion above), which `HostMemory`'s contract keeps mapped and
+    // writable while `host` lives. The returned `MemObject` owns `host` and
+    // releases the OpenCL buffer first (field order), and every command on
+    // a buffer in this crate is waited for before the borrow that issued it
+    // ends, so OpenCL never uses the pointer after the memory could go.
+    // OpenCL reads and writes the bytes from device code only; Rust never
+    // makes a reference to them, so other writers cause no data race in
+    // Rust's sense (they can only spoil the data of whoever owns it).
+    let buffer = unsafe {
+        Buffer::<u8>::create(
+            context,
+            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+            len,
+            start.cast(),
+        )
+    }
+    .map_err(OpenClError::api("clCreateBuffer"))?;
+    Ok(MemObject {
+        buffer,
+        host: Some(host),
+    })
+}
+
+/// Makes what the device wrote into an in-place buffer the host memory's
+/// own, as OpenCL requires of `CL_MEM_USE_HOST_PTR` buffers: maps it for
+/// reading and unmaps it at once, both blocking. (On a device that works
+/// on host memory, both are bookkeeping.)
+pub(crate) fn sync_in_place(queue: &CommandQueue, buffer: &Buffer<u8>, len: usize) -> Result<()> {
+    let mut mapped: cl_mem = ptr::null_mut();
+    // SAFETY: a blocking map of the buffer's own `len` bytes (OpenCL checks
+    // the range: CL_INVALID_VALUE); the pointer it returns is used for
+    // nothing but the unmap below, never read or written here.
+    let map = unsafe {
+        queue.enqueue_map_buffer(buffer, CL_BLOCKING, CL_MAP_READ, 0, len, &mut mapped, &[])
+    }
+    .map_err(OpenClError::api("clEnqueueMapBuffer"))?;
+    drop(map);
+    // SAFETY: `mapped` is the pointer the map above returned for this very
+    // buffer, unmapped exactly once; the event is waited for before return.
+    let unmap = unsafe { queue.enqueue_unmap_mem_object(buffer.get(), mapped.cast(), &[]) }
+        .map_err(OpenClError::api("clEnqueueUnmapMemObject"))?;
+    unmap.wait().map_err(OpenClError::api("clWaitForEvents"))?;
+    Ok(())
 }
 
 /// Copies `data` into the start of `buffer`, returning once the copy is done.

@@ -31,3 +31,4 @@ pub use device::{
     RawHandles, Timing, devices,
 };
 pub use error::{OpenClError, Result};
+pub use ffi::HostMemory;

@@ -468,3 +468,78 @@ fn no_platform_is_an_error_not_a_panic() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Host memory for the in-place tests: bytes Rust touches only through
+/// atomics, so the device may write them while they are shared.
+struct HostWords(Box<[std::sync::atomic::AtomicU8]>);
+
+// SAFETY: the boxed slice never moves or shrinks while the value lives,
+// and Rust reads and writes it only through atomics.
+#[allow(unsafe_code)]
+unsafe impl hetsched_opencl::HostMemory for HostWords {
+    fn host_bytes(&self) -> (std::ptr::NonNull<u8>, usize) {
+        let ptr = std::ptr::NonNull::new(self.0.as_ptr().cast_mut().cast::<u8>())
+            .expect("a boxed slice is never null");
+        (ptr, self.0.len())
+    }
+}
+
+/// A kernel on a device that shares host memory works on the host bytes
+/// themselves: input read in place, output written in place and visible
+/// after `sync_in_place`; a range outside the memory is refused.
+#[test]
+fn in_place_buffers_read_and_write_host_memory() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let Some(device) = device() else { return };
+    if !device.shares_host_memory() {
+        eprintln!(
+            "skipping: {} does not work on host memory",
+            device.info().name
+        );
+        return;
+    }
+    const N: usize = 4096;
+    let mut rng = StdRng::seed_from_u64(7);
+    let input = random_bytes(&mut rng, N);
+    let words: Box<[AtomicU8]> = (0..2 * N)
+        .map(|i| AtomicU8::new(if i < N { input[i] } else { 0 }))
+        .collect();
+    let host = Arc::new(HostWords(words));
+    let source = "__kernel void xor_words(__global const uint *in, __global uint *out, \
+                  uint key) { size_t i = get_global_id(0); out[i] = in[i] ^ key; }";
+    let kernel = device.build(source, "xor_words").unwrap();
+    let src = device.in_place_buffer(host.clone(), 0..N).unwrap();
+    let dst = device.in_place_buffer(host.clone(), N..2 * N).unwrap();
+    assert!(src.is_in_place() && dst.is_in_place());
+    let key = 0x5a5a_5a5a_u32;
+    device
+        .launch(
+            &kernel,
+            N / 4,
+            None,
+            &[
+                KernelArg::Buffer(&src),
+                KernelArg::Buffer(&dst),
+                KernelArg::U32(key),
+            ],
+        )
+        .unwrap();
+    device.sync_in_place(&dst).unwrap();
+    let got: Vec<u8> = host.0[N..]
+        .iter()
+        .map(|b| b.load(Ordering::Relaxed))
+        .collect();
+    let want: Vec<u8> = input
+        .chunks_exact(4)
+        .flat_map(|w| (u32::from_ne_bytes(w.try_into().unwrap()) ^ key).to_ne_bytes())
+        .collect();
+    assert_eq!(got, want);
+    let err = device.in_place_buffer(host.clone(), N..3 * N).unwrap_err();
+    assert!(matches!(err, OpenClError::NotInPlace(_)), "{err}");
+    assert!(err.to_string().contains("outside the 8192 bytes"), "{err}");
+    // The memory outlives the buffers that use it, however they are dropped.
+    drop(host);
+    drop(src);
+    drop(dst);
+}

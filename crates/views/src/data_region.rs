@@ -51,6 +51,16 @@ pub struct DataRegion {
 }
 
 impl DataRegion {
+    /// The region's first byte and its length, for handing to a device
+    /// that works on host memory in place. The bytes stay mapped for as long
+    /// as this `DataRegion` lives and the file cannot shrink (it is sealed),
+    /// so the range never faults; but the other side may write any of it at
+    /// any moment, so the pointer must never become a Rust reference: only
+    /// a device (or code that tolerates torn data) may use it.
+    pub fn host_bytes(&self) -> (std::ptr::NonNull<u8>, usize) {
+        (self.map.base(), self.map.len())
+    }
+
     /// Creates a zero-filled region of `size` bytes (the daemon's side).
     pub fn create(size: u64) -> Result<DataRegion, RegionError> {
         if size == 0 || size % 8 != 0 || size > MAX_REGION_BYTES {

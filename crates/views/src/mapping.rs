@@ -109,6 +109,20 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// The first mapped byte, for a device that works on the mapping in
+    /// place (a CPU OpenCL device). A pointer only: nothing in this crate
+    /// reads or writes through it, and its users must not make a Rust
+    /// reference from it, since the other side writes at any moment.
+    pub(crate) fn base(&self) -> NonNull<u8> {
+        self.ptr.cast()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` are exactly what `mmap` returned and mapped;

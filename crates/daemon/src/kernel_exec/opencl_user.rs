@@ -12,10 +12,20 @@
 //!   most `max_kept_bytes` (`max_region_mb`), and go when it leaves;
 //! - a kept buffer belongs to one client and one data region: a client
 //!   that opens a new region starts with none.
+//!
+//! On a device that works on host memory (a CPU device such as PoCL's), a
+//! buffer copied in or out, not kept, and overlapping no other buffer of
+//! the call is the client's region itself, used in place
+//! ([`OpenClDevice::in_place_buffer`]): no copy either way. Then whatever
+//! the kernel writes to it lands in the region, also for a buffer only
+//! copied in, and a buffer only copied out starts with the region's bytes
+//! instead of zeros; both are the client's own. A buffer neither copied in
+//! nor out is scratch space and still starts zeroed.
 
 use super::Registered;
+use super::region_memory::RegionMemory;
 use hetsched_core::ids::ClientId;
-use hetsched_opencl::{DeviceBuffer, Kernel, KernelArg, OpenClDevice, OpenClError};
+use hetsched_opencl::{DeviceBuffer, HostMemory, Kernel, KernelArg, OpenClDevice, OpenClError};
 use hetsched_protocol::user_kernel::{
     KernelSignature, MAX_PARAMS, ParamKind, ParamSpec, UserArg, UserCall, UserKernelId, flags,
 };
@@ -71,6 +81,29 @@ struct CallBuffer {
     was_kept: bool,
     /// It was allocated for this call: its contents are anybody's.
     fresh: bool,
+    /// It is the region's own bytes, used in place: nothing to copy, and
+    /// it goes when the call ends.
+    in_place: bool,
+}
+
+/// Whether the buffer argument `i` of `args` can be the region's bytes
+/// used in place on a device that shares host memory: copied in or out,
+/// not kept, and overlapping no other buffer argument (two views of the
+/// same bytes would see each other's writes, which copies do not).
+fn in_place_candidate(args: &[UserArg], i: usize) -> bool {
+    let UserArg::Buffer { range, flags } = &args[i] else {
+        return false;
+    };
+    let moved = flags & (flags::COPY_IN | flags::COPY_OUT) != 0;
+    moved
+        && flags & flags::KEEP == 0
+        && !range.is_empty()
+        && args.iter().enumerate().all(|(j, other)| match other {
+            UserArg::Buffer { range: r, .. } if j != i => {
+                r.end <= range.start || range.end <= r.start
+            }
+            _ => true,
+        })
 }
 
 fn signature_of(kernel: &Kernel, entry: &str) -> Result<KernelSignature, String> {
@@ -186,7 +219,9 @@ impl UserKernels {
         };
         let mut buffers: Vec<CallBuffer> = Vec::new();
         let mut keeping = 0u64;
-        for arg in &call.args {
+        let shares_host = device.shares_host_memory();
+        let mut memory: Option<Arc<dyn HostMemory>> = None;
+        for (i, arg) in call.args.iter().enumerate() {
             let UserArg::Buffer { range, flags } = arg else {
                 continue;
             };
@@ -203,18 +238,27 @@ impl UserKernels {
             {
                 keeping += key.len;
             }
-            let (buffer, was_kept, fresh) = match self.take_kept(&key, region) {
-                Some(buffer) => (buffer, true, false),
-                None => match self.take_spare(client, key.len) {
-                    Some(buffer) => (buffer, false, false),
-                    None => match device.buffer(key.len as usize) {
-                        Ok(buffer) => (buffer, false, true),
-                        Err(e) => {
-                            self.put_back(buffers, region);
-                            return Err(format!("`{entry}`: {e}"));
-                        }
-                    },
-                },
+            let in_place = shares_host && in_place_candidate(&call.args, i);
+            let got = if in_place {
+                let host = memory
+                    .get_or_insert_with(|| Arc::new(RegionMemory(Arc::clone(region))))
+                    .clone();
+                device
+                    .in_place_buffer(host, range.start as usize..range.end as usize)
+                    .map(|b| (b, false, false))
+            } else if let Some(buffer) = self.take_kept(&key, region) {
+                Ok((buffer, true, false))
+            } else if let Some(buffer) = self.take_spare(client, key.len) {
+                Ok((buffer, false, false))
+            } else {
+                device.buffer(key.len as usize).map(|b| (b, false, true))
+            };
+            let (buffer, was_kept, fresh) = match got {
+                Ok(b) => b,
+                Err(e) => {
+                    self.put_back(buffers, region);
+                    return Err(format!("`{entry}`: {e}"));
+                }
             };
             buffers.push(CallBuffer {
                 key,
@@ -223,6 +267,7 @@ impl UserKernels {
                 range: range.clone(),
                 was_kept,
                 fresh,
+                in_place,
             });
         }
         let held = self.kept_bytes.get(&client).copied().unwrap_or(0);
@@ -239,7 +284,7 @@ impl UserKernels {
             .map_err(|e| format!("`{entry}`: {e}"));
         // Buffers marked KEEP stay, even after a failed launch (what they
         // hold is the client's own); the others are the client's spares.
-        for b in buffers {
+        for b in buffers.into_iter().filter(|b| !b.in_place) {
             if b.flags & flags::KEEP != 0 {
                 self.keep(b.key, b.buffer, region);
             } else {
@@ -269,7 +314,7 @@ impl UserKernels {
 
     /// Returns a call's kept buffers to the kept set, as they were.
     fn put_back(&mut self, buffers: Vec<CallBuffer>, region: &Arc<DataRegion>) {
-        for b in buffers {
+        for b in buffers.into_iter().filter(|b| !b.in_place) {
             if b.was_kept {
                 self.keep(b.key, b.buffer, region);
             } else {
@@ -286,7 +331,7 @@ impl UserKernels {
         region: &DataRegion,
         buffers: &[CallBuffer],
     ) -> Result<(), String> {
-        for b in buffers {
+        for b in buffers.iter().filter(|b| !b.in_place) {
             let copy_in = b.flags & flags::COPY_IN != 0;
             if !b.fresh && !copy_in {
                 // Its contents are this client's own, from an earlier call.
@@ -327,7 +372,13 @@ impl UserKernels {
                 &args,
             )
             .map_err(|e| format!("the launch failed: {e}"))?;
-        for b in buffers.iter().filter(|b| b.flags & flags::COPY_OUT != 0) {
+        for b in buffers.iter().filter(|b| b.in_place) {
+            device.sync_in_place(&b.buffer).map_err(|e| e.to_string())?;
+        }
+        for b in buffers
+            .iter()
+            .filter(|b| !b.in_place && b.flags & flags::COPY_OUT != 0)
+        {
             self.scratch.resize(b.key.len as usize, 0);
             device
                 .read(&b.buffer, &mut self.scratch)
@@ -380,6 +431,14 @@ impl UserKernels {
         self.kept.retain(|k, _| k.client != client);
         self.kept_bytes.remove(&client);
         self.spare.remove(&client);
+    }
+
+    /// Bytes of `client`'s spare device buffers.
+    #[cfg(test)]
+    pub(super) fn spare_bytes(&self, client: ClientId) -> u64 {
+        self.spare
+            .get(&client)
+            .map_or(0, |s| s.iter().map(|b| b.len() as u64).sum())
     }
 
     /// Bytes `client` keeps on the device.
@@ -618,5 +677,58 @@ mod tests {
         k.run(&dev, ClientId(1), &scale_call(id, COPY_IN, 2.0), &daemon)
             .unwrap();
         assert_eq!(floats(&client, 256, 64), vec![2.0; 64]);
+    }
+
+    /// On a device that shares host memory, buffers copied in or out use
+    /// the region in place: the result is the same, and no device buffer
+    /// is made for them (none is left over as a spare). A scratch buffer
+    /// (neither in nor out) is still a zeroed device buffer.
+    #[test]
+    fn moved_buffers_are_used_in_place_on_a_host_memory_device() {
+        let Fixture {
+            dev,
+            mut k,
+            id,
+            daemon,
+            client,
+        } = fixture(1 << 20);
+        if !dev.shares_host_memory() {
+            eprintln!("skipping: the OpenCL device does not work on host memory");
+            return;
+        }
+        let src: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        write_floats(&client, 0, &src);
+        k.run(&dev, ClientId(1), &scale_call(id, COPY_IN, 2.0), &daemon)
+            .unwrap();
+        let want: Vec<f32> = src.iter().map(|v| v * 2.0).collect();
+        assert_eq!(floats(&client, 256, 64), want);
+        assert_eq!(k.spare_bytes(ClientId(1)), 0, "no device copy was made");
+        k.run(&dev, ClientId(1), &scale_call(id, 0, 2.0), &daemon)
+            .unwrap();
+        assert_eq!(floats(&client, 256, 64), vec![0.0; 64]);
+        assert_eq!(k.spare_bytes(ClientId(1)), 256, "the scratch buffer");
+    }
+
+    /// Buffers that overlap in the region are copies, as on any device: the
+    /// kernel reads the whole input as it was, whatever it writes.
+    #[test]
+    fn overlapping_buffers_see_the_input_as_it_was() {
+        let Fixture {
+            dev,
+            mut k,
+            id,
+            daemon,
+            client,
+        } = fixture(1 << 20);
+        let src: Vec<f32> = (0..64).map(|i| i as f32 + 1.0).collect();
+        write_floats(&client, 0, &src);
+        let mut call = scale_call(id, COPY_IN, 2.0);
+        call.args[1] = UserArg::Buffer {
+            range: 128..384,
+            flags: COPY_OUT,
+        };
+        k.run(&dev, ClientId(1), &call, &daemon).unwrap();
+        let want: Vec<f32> = src.iter().map(|v| v * 2.0).collect();
+        assert_eq!(floats(&client, 128, 64), want);
     }
 }
