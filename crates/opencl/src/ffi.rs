@@ -7,7 +7,8 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use opencl3::command_queue::{
-    CL_BLOCKING, CL_QUEUE_PROFILING_ENABLE, CommandQueue, enqueue_read_buffer, enqueue_write_buffer,
+    CL_BLOCKING, CL_NON_BLOCKING, CL_QUEUE_PROFILING_ENABLE, CommandQueue, enqueue_read_buffer,
+    enqueue_write_buffer,
 };
 use opencl3::context::Context;
 use opencl3::device::Device;
@@ -52,6 +53,21 @@ fn create_buffer(context: &Context, bytes: usize) -> Result<Buffer<u8>> {
 pub unsafe trait HostMemory: Send + Sync {
     /// The memory's first byte and its length.
     fn host_bytes(&self) -> (NonNull<u8>, usize);
+}
+
+/// Host memory for [`crate::OpenClDevice`]'s coherence probe: words Rust
+/// touches only through atomics.
+pub(crate) struct ProbeMemory(pub Box<[std::sync::atomic::AtomicU32]>);
+
+// SAFETY: the boxed slice never moves or shrinks while the value lives,
+// and Rust reads and writes it only through atomics, so the device's
+// writes are no data race in Rust's sense.
+unsafe impl HostMemory for ProbeMemory {
+    fn host_bytes(&self) -> (NonNull<u8>, usize) {
+        let ptr = NonNull::new(self.0.as_ptr().cast_mut().cast::<u8>())
+            .expect("a boxed slice is never null");
+        (ptr, self.0.len() * 4)
+    }
 }
 
 /// A device's memory object, with the host memory it works on in place
@@ -126,11 +142,21 @@ pub(crate) fn create_in_place(
 /// on host memory, both are bookkeeping.)
 pub(crate) fn sync_in_place(queue: &CommandQueue, buffer: &Buffer<u8>, len: usize) -> Result<()> {
     let mut mapped: cl_mem = ptr::null_mut();
-    // SAFETY: a blocking map of the buffer's own `len` bytes (OpenCL checks
-    // the range: CL_INVALID_VALUE); the pointer it returns is used for
-    // nothing but the unmap below, never read or written here.
+    // SAFETY: a map of the buffer's own `len` bytes (OpenCL checks the
+    // range: CL_INVALID_VALUE); the pointer it returns is used for nothing
+    // but the unmap below, never read or written here. The queue is in
+    // order, so the unmap runs after the map; waiting for the unmap waits
+    // for both.
     let map = unsafe {
-        queue.enqueue_map_buffer(buffer, CL_BLOCKING, CL_MAP_READ, 0, len, &mut mapped, &[])
+        queue.enqueue_map_buffer(
+            buffer,
+            CL_NON_BLOCKING,
+            CL_MAP_READ,
+            0,
+            len,
+            &mut mapped,
+            &[],
+        )
     }
     .map_err(OpenClError::api("clEnqueueMapBuffer"))?;
     drop(map);

@@ -526,6 +526,10 @@ fn in_place_buffers_read_and_write_host_memory() {
         )
         .unwrap();
     device.sync_in_place(&dst).unwrap();
+    eprintln!(
+        "in-place writes visible without a map: {}",
+        device.in_place_is_coherent()
+    );
     let got: Vec<u8> = host.0[N..]
         .iter()
         .map(|b| b.load(Ordering::Relaxed))
