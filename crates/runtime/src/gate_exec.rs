@@ -121,6 +121,38 @@ pub(crate) fn run_loop(
     }
 }
 
+/// Runs one call of this process's own, outside the runtime's queues (a
+/// pipeline's OpenCL stage), on gated unit `u` under its agent: asks for a
+/// slot for `expected_ns`, runs `call` once granted, and reports the wall
+/// time it held the device. When no slot comes (the monitor refused, or
+/// its link is down) `call` does not run and the reason comes back.
+pub(crate) fn run_granted<R>(
+    sched: &Arc<Scheduler>,
+    u: usize,
+    expected_ns: f64,
+    call: impl FnOnce() -> R,
+) -> Result<R, String> {
+    let grant = ask(sched, u, expected_ns)
+        .wait(sched, u)
+        .map_err(|denied| match denied {
+            Denied::Refused(why) => why,
+            Denied::Link => format!(
+                "no slot on {}: the link to the monitor is down",
+                sched.units[u].name
+            ),
+        })?;
+    let started = Instant::now();
+    let out = call();
+    let ran_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let client = sched.link.client();
+    if let Err(e) = client.task_completed(grant, ran_ns) {
+        if e.is_disconnect() || !client.is_connected() {
+            spawn_failover(sched);
+        }
+    }
+    Ok(out)
+}
+
 /// Whether other clients' requests wait at the unit's agent (its page on
 /// the global view, up to a tick old).
 fn others_wait(sched: &Scheduler, u: usize) -> bool {

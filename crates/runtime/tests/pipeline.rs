@@ -330,15 +330,19 @@ fn a_panicking_device_cost_fails_its_chunk_only() {
 /// the machine's CPUs and one emulated device `dev0` (one stream, FIFO),
 /// so that a second client can contend for the device.
 fn start_daemon(dir: &std::path::Path) -> std::path::PathBuf {
+    start_daemon_with(
+        dir,
+        "default_policy = \"fifo\"\n[[emulated]]\nname = \"dev0\"\nkind = \"dev\"\nclass = \"gpu\"\nspeed = 10.0\ncopy_gbps = 12.0\n",
+    )
+}
+
+/// A daemon in this process over the config `text`; its socket.
+fn start_daemon_with(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     use hetsched_daemon::config::DaemonConfig;
     use hetsched_daemon::launch;
     use hetsched_daemon::server::Server;
     let config = dir.join("hetsched.toml");
-    std::fs::write(
-        &config,
-        "default_policy = \"fifo\"\n[[emulated]]\nname = \"dev0\"\nkind = \"dev\"\nclass = \"gpu\"\nspeed = 10.0\ncopy_gbps = 12.0\n",
-    )
-    .unwrap();
+    std::fs::write(&config, text).unwrap();
     let cfg = DaemonConfig::load_or_default(Some(&config)).unwrap();
     let (mut setup, _platform) = launch::prepare(&cfg).unwrap();
     let socket = dir.join("hetsched.sock");
@@ -616,6 +620,78 @@ mod opencl {
             want.reverse();
             assert_eq!(r.unwrap(), mix_cpu(want), "chunk {k}");
         }
+    }
+
+    /// On a device the monitor arbitrates (a daemon's `opencl0`, the
+    /// default `device_units`), every stage call waits for the unit's
+    /// agent and is charged there, like the runtime's other tasks.
+    #[test]
+    fn opencl_stages_on_a_gated_device_go_through_its_agent() {
+        use hetsched_protocol::{Client, ClientOptions};
+        use hetsched_runtime::{MonitorMode, Runtime, RuntimeOptions};
+        let found = hetsched_runtime::opencl::devices()
+            .map(drop)
+            .map_err(|e| e.to_string());
+        if !hetsched_platform::test_support::available("opencl", found) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let socket = start_daemon_with(dir.path(), "default_policy = \"fifo\"\n");
+        let opts = RuntimeOptions::new("pipe-gated")
+            .unwrap()
+            .monitor(MonitorMode::Daemon)
+            .socket(&socket)
+            .persist_models(false);
+        let rt = Runtime::with_options(opts).unwrap();
+        let ocl = rt
+            .units()
+            .iter()
+            .find(|u| u.name == "opencl0")
+            .expect("the daemon's opencl0")
+            .name
+            .clone();
+        let mut observer =
+            Client::connect(ClientOptions::observer("watch").socket(&socket)).unwrap();
+        let busy = |o: &mut Client| {
+            o.status()
+                .unwrap()
+                .units
+                .iter()
+                .find(|u| u.info.name == "opencl0")
+                .expect("opencl0 in the status")
+                .busy_ns_total
+        };
+        let p = PipelineBuilder::new("gated")
+            .stage(Stage::new("mix").cpu(mix_cpu).opencl(mix_opencl))
+            .assign(vec![ocl])
+            .build(&rt, &input(0))
+            .unwrap();
+        let before = busy(&mut observer);
+        let feeder = p.feeder().unwrap();
+        let producer = std::thread::spawn(move || {
+            for k in 0..20 {
+                feeder.push(input(k)).unwrap();
+            }
+        });
+        let mut p = p;
+        for k in 0..20 {
+            assert_eq!(p.pull().unwrap().unwrap(), mix_cpu(input(k)), "chunk {k}");
+        }
+        producer.join().unwrap();
+        assert!(p.finish().is_empty(), "every chunk was pulled");
+        // The agent charged the stage calls: the unit was held for them.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let after = loop {
+            let now = busy(&mut observer);
+            if now > before || std::time::Instant::now() > deadline {
+                break now;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            after > before,
+            "opencl0 was held {before} ns before and {after} ns after 20 stage calls"
+        );
     }
 
     #[test]

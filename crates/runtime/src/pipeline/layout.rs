@@ -467,9 +467,20 @@ impl<T: Clone + Send + 'static> Pool<T> {
                 })
             }
             #[cfg(feature = "opencl")]
-            Lane::OpenCl { .. } => {
+            Lane::OpenCl { unit: sched_unit } => {
                 let fns: Vec<Option<super::OpenClStageFn<T>>> =
                     layout.stages.iter().map(|s| s.opencl.clone()).collect();
+                // On a device the monitor arbitrates, each stage call waits
+                // for the unit's agent like any other task of this process,
+                // with the stage's profiled time as its expected time.
+                let gate = layout.sched.backends[sched_unit].is_gated().then(|| {
+                    let expected: Vec<f64> = layout
+                        .specs
+                        .iter()
+                        .map(|s| s.time_on(&layout.units[unit.index()]).unwrap_or(0.0))
+                        .collect();
+                    (Arc::clone(&layout.sched), sched_unit, expected)
+                });
                 let device = self
                     .devices
                     .opencl
@@ -482,11 +493,21 @@ impl<T: Clone + Send + 'static> Pool<T> {
                         ))
                     })?;
                 thread.spawn(move || {
-                    serve(&rx, &done, |stage, data| match &fns[stage] {
-                        Some(f) => catch_unwind(AssertUnwindSafe(|| f(&device, data)))
-                            .map_err(|p| crate::job::panic_message(&*p))
-                            .and_then(|r| r.map_err(|e| e.to_string())),
-                        None => Err("no OpenCL implementation".into()),
+                    serve(&rx, &done, |stage, data| {
+                        let Some(f) = &fns[stage] else {
+                            return Err("no OpenCL implementation".into());
+                        };
+                        let run = || {
+                            catch_unwind(AssertUnwindSafe(|| f(&device, data)))
+                                .map_err(|p| crate::job::panic_message(&*p))
+                                .and_then(|r| r.map_err(|e| e.to_string()))
+                        };
+                        match &gate {
+                            Some((sched, u, expected)) => {
+                                crate::gate_exec::run_granted(sched, *u, expected[stage], run)?
+                            }
+                            None => run(),
+                        }
                     });
                 })
             }

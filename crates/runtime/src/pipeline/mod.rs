@@ -42,7 +42,9 @@
 //!   Copies to and from an emulated device ride on its stage's submission
 //!   (its bytes in and out, as in the runtime's device path), so the
 //!   monitor holds the device's stream for them; an OpenCL stage makes its
-//!   own explicit copies. The table still lists copies in their own steps,
+//!   own explicit copies, and on a device the monitor arbitrates each of
+//!   its calls waits for the unit's agent first
+//!   (`gate_exec::run_granted`). The table still lists copies in their own steps,
 //!   for devices with copy engines (later).
 //! * **Re-planning.** Every `replan_every` (default 5 ms) between steps,
 //!   the controller reads the monitor's views (the private page's wait per
