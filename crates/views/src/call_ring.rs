@@ -16,6 +16,7 @@
 //! packet's index, then its payload.
 
 use crate::mapping::Mapping;
+use crate::slots::Slots;
 use rustix::fs::{FileType, MemfdFlags, SealFlags};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -65,8 +66,13 @@ fn sys(call: &'static str) -> impl Fn(rustix::io::Errno) -> RingError {
     move |errno| RingError::Sys { call, errno }
 }
 
+/// Slots of a ring of `capacity` packets.
+pub(crate) fn ring_slots(capacity: u64) -> usize {
+    DATA + capacity as usize * PACKET_WORDS
+}
+
 fn ring_bytes(capacity: u64) -> usize {
-    (DATA + capacity as usize * PACKET_WORDS) * 8
+    ring_slots(capacity) * 8
 }
 
 /// The daemon's end.
@@ -120,15 +126,7 @@ impl RingConsumer {
     /// Packets waiting, as the producer says; an error if what it says is
     /// impossible.
     pub fn len(&self) -> Result<u64, RingError> {
-        let tail = self.map.slots()[TAIL].load(Ordering::Acquire);
-        let n = tail.wrapping_sub(self.head);
-        if n > self.capacity {
-            return Err(RingError::Corrupt {
-                tail,
-                head: self.head,
-            });
-        }
-        Ok(n)
+        waiting(self.map.slots(), self.head, self.capacity)
     }
 
     pub fn is_empty(&self) -> Result<bool, RingError> {
@@ -143,47 +141,101 @@ impl RingConsumer {
 
     /// The oldest packet, if any.
     pub fn pop(&mut self) -> Result<Option<CallPacket>, RingError> {
-        let Some(p) = self.read_head()? else {
-            return Ok(None);
-        };
-        self.head += 1;
-        // Release: our reads of the packet happen before the producer may
-        // reuse its slot.
-        self.map.slots()[HEAD].store(self.head, Ordering::Release);
-        Ok(Some(p))
+        pop(self.map.slots(), &mut self.head, self.capacity)
     }
 
     /// The packet at our head, checked, without taking it.
     fn read_head(&self) -> Result<Option<CallPacket>, RingError> {
-        if self.len()? == 0 {
-            return Ok(None);
-        }
-        // `len` loaded the tail with Acquire: the packet's words, stored
-        // before the producer released that tail, are visible.
-        let s = self.map.slots();
-        let base = DATA + (self.head % self.capacity) as usize * PACKET_WORDS;
-        let index = s[base].load(Ordering::Relaxed);
-        if index != self.head {
-            return Err(RingError::Corrupt {
-                tail: s[TAIL].load(Ordering::Relaxed),
-                head: self.head,
-            });
-        }
-        let mut p = CallPacket::default();
-        for (w, slot) in p.0.iter_mut().zip(&s[base + 1..base + PACKET_WORDS]) {
-            *w = slot.load(Ordering::Relaxed);
-        }
-        Ok(Some(p))
+        read_head(self.map.slots(), self.head, self.capacity)
     }
 
     /// Drops everything queued (the client died or was cut off).
     pub fn clear(&mut self) {
-        let tail = self.map.slots()[TAIL].load(Ordering::Acquire);
+        let s = self.map.slots();
+        let tail = s.load(TAIL, Ordering::Acquire);
         if tail.wrapping_sub(self.head) <= self.capacity {
             self.head = tail;
-            self.map.slots()[HEAD].store(self.head, Ordering::Release);
+            s.store(HEAD, self.head, Ordering::Release);
         }
     }
+}
+
+// The ring's protocol, over any slots: the mapping's here, loom's in the
+// models (`loom_models`).
+
+/// Packets waiting for a consumer at `head`, as the producer's published
+/// tail says; an error if that is impossible.
+fn waiting<S: Slots + ?Sized>(s: &S, head: u64, capacity: u64) -> Result<u64, RingError> {
+    let tail = s.load(TAIL, Ordering::Acquire);
+    let n = tail.wrapping_sub(head);
+    if n > capacity {
+        return Err(RingError::Corrupt { tail, head });
+    }
+    Ok(n)
+}
+
+/// The packet at `head`, checked, without taking it.
+fn read_head<S: Slots + ?Sized>(
+    s: &S,
+    head: u64,
+    capacity: u64,
+) -> Result<Option<CallPacket>, RingError> {
+    if waiting(s, head, capacity)? == 0 {
+        return Ok(None);
+    }
+    // `waiting` loaded the tail with Acquire: the packet's words, stored
+    // before the producer released that tail, are visible.
+    let base = DATA + (head % capacity) as usize * PACKET_WORDS;
+    let index = s.load(base, Ordering::Relaxed);
+    if index != head {
+        return Err(RingError::Corrupt {
+            tail: s.load(TAIL, Ordering::Relaxed),
+            head,
+        });
+    }
+    let mut p = CallPacket::default();
+    for (i, w) in p.0.iter_mut().enumerate() {
+        *w = s.load(base + 1 + i, Ordering::Relaxed);
+    }
+    Ok(Some(p))
+}
+
+/// Takes the packet at `*head`, if any, and publishes the new head.
+pub(crate) fn pop<S: Slots + ?Sized>(
+    s: &S,
+    head: &mut u64,
+    capacity: u64,
+) -> Result<Option<CallPacket>, RingError> {
+    let Some(p) = read_head(s, *head, capacity)? else {
+        return Ok(None);
+    };
+    *head += 1;
+    // Release: our reads of the packet happen before the producer may
+    // reuse its slot.
+    s.store(HEAD, *head, Ordering::Release);
+    Ok(Some(p))
+}
+
+/// Queues `p` at `*tail`; `false` when the ring is full.
+pub(crate) fn push<S: Slots + ?Sized>(
+    s: &S,
+    tail: &mut u64,
+    capacity: u64,
+    p: &CallPacket,
+) -> bool {
+    let head = s.load(HEAD, Ordering::Acquire);
+    if tail.wrapping_sub(head) >= capacity {
+        return false;
+    }
+    let base = DATA + (*tail % capacity) as usize * PACKET_WORDS;
+    s.store(base, *tail, Ordering::Relaxed);
+    for (i, &w) in p.0.iter().enumerate() {
+        s.store(base + 1 + i, w, Ordering::Relaxed);
+    }
+    *tail += 1;
+    // Release: the packet's words are visible before the new tail.
+    s.store(TAIL, *tail, Ordering::Release);
+    true
 }
 
 /// The client's end.
@@ -236,20 +288,7 @@ impl RingProducer {
     /// Queues a call; `false` when the ring is full (the consumer is that
     /// far behind: back off or wait, the daemon will not queue more).
     pub fn push(&mut self, p: &CallPacket) -> bool {
-        let s = self.map.slots();
-        let head = s[HEAD].load(Ordering::Acquire);
-        if self.tail.wrapping_sub(head) >= self.capacity {
-            return false;
-        }
-        let base = DATA + (self.tail % self.capacity) as usize * PACKET_WORDS;
-        s[base].store(self.tail, Ordering::Relaxed);
-        for (slot, &w) in s[base + 1..base + PACKET_WORDS].iter().zip(&p.0) {
-            slot.store(w, Ordering::Relaxed);
-        }
-        self.tail += 1;
-        // Release: the packet's words are visible before the new tail.
-        s[TAIL].store(self.tail, Ordering::Release);
-        true
+        push(self.map.slots(), &mut self.tail, self.capacity, p)
     }
 
     /// Writes `tail` as the published tail, bypassing the protocol: for

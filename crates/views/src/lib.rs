@@ -36,6 +36,7 @@ mod mapping;
 mod page;
 mod private;
 mod seqlock;
+mod slots;
 
 pub use error::ViewError;
 pub use global::{
@@ -48,3 +49,6 @@ pub use seqlock::STALL_TIMEOUT;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod loom_models;

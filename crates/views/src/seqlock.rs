@@ -5,11 +5,12 @@
 //! explicit `Acquire` fences, which is what the standard library guarantees
 //! to work on read-only memory.
 
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::ViewError;
 use crate::layout::header;
+use crate::slots::Slots;
 
 /// How long a reader waits for a publish in progress before giving up with
 /// [`ViewError::WriterStalled`]. A publish takes well under a microsecond;
@@ -26,63 +27,61 @@ const SPINS_BEFORE_YIELD: u32 = 64;
 /// If `write` panics the publish is still closed (by a guard), so readers do
 /// not wait forever; they then see whichever slots `write` had stored.
 #[inline]
-pub(crate) fn publish(
-    slots: &[AtomicU64],
+pub(crate) fn publish<S: Slots + ?Sized>(
+    slots: &S,
     seq: &mut u64,
     now_ns: u64,
-    write: impl FnOnce(&[AtomicU64]),
+    write: impl FnOnce(&S),
 ) {
     /// Closes the publish on drop, also when `write` unwinds: stores the
     /// next even value and makes it the writer's own copy, so the next
     /// publish never reuses a sequence number a reader may have seen.
-    struct Close<'a> {
-        seq_slot: &'a AtomicU64,
+    struct Close<'a, S: Slots + ?Sized> {
+        slots: &'a S,
         seq: &'a mut u64,
     }
-    impl Drop for Close<'_> {
+    impl<S: Slots + ?Sized> Drop for Close<'_, S> {
         #[inline]
         fn drop(&mut self) {
             *self.seq = self.seq.wrapping_add(2);
-            self.seq_slot.store(*self.seq, Ordering::Release);
+            self.slots.store(header::SEQ, *self.seq, Ordering::Release);
         }
     }
 
-    let seq_slot = &slots[header::SEQ];
     debug_assert!(*seq % 2 == 0, "publish started with an odd sequence");
-    seq_slot.store(seq.wrapping_add(1), Ordering::Relaxed);
+    slots.store(header::SEQ, seq.wrapping_add(1), Ordering::Relaxed);
     // Orders the odd `seq` before every payload store below: a reader whose
     // loads see any of them then sees `seq` changed (its fence pairs with this one).
-    fence(Ordering::Release);
-    let _close = Close { seq_slot, seq };
+    S::fence(Ordering::Release);
+    let _close = Close { slots, seq };
     write(slots);
-    slots[header::PUBLISHED_AT_NS].store(now_ns, Ordering::Relaxed);
+    slots.store(header::PUBLISHED_AT_NS, now_ns, Ordering::Relaxed);
 }
 
 /// Reads a consistent value: runs `read` (which must only load slots and
 /// compute) until it ran entirely between two publishes. Returns the value and
 /// the sequence number it was read at.
 #[inline]
-pub(crate) fn read<T>(
-    slots: &[AtomicU64],
-    mut read: impl FnMut(&[AtomicU64]) -> T,
+pub(crate) fn read<S: Slots + ?Sized, T>(
+    slots: &S,
+    mut read: impl FnMut(&S) -> T,
 ) -> Result<(T, u64), ViewError> {
-    let seq_slot = &slots[header::SEQ];
     let mut backoff = Backoff::default();
     loop {
-        let before = seq_slot.load(Ordering::Relaxed);
+        let before = slots.load(header::SEQ, Ordering::Relaxed);
         // Acquire for the load above: the payload loads below see at least
         // the publish that stored `before`.
-        fence(Ordering::Acquire);
+        S::fence(Ordering::Acquire);
         if before % 2 == 0 {
             let value = read(slots);
             // Keeps the payload loads above before the re-check of `seq`; pairs
             // with the writer's release fence after its odd store.
-            fence(Ordering::Acquire);
-            if seq_slot.load(Ordering::Relaxed) == before {
+            S::fence(Ordering::Acquire);
+            if slots.load(header::SEQ, Ordering::Relaxed) == before {
                 return Ok((value, before));
             }
         }
-        backoff.wait()?;
+        backoff.wait::<S>()?;
     }
 }
 
@@ -95,17 +94,17 @@ struct Backoff {
 impl Backoff {
     #[cold]
     #[inline(never)]
-    fn wait(&mut self) -> Result<(), ViewError> {
+    fn wait<S: Slots + ?Sized>(&mut self) -> Result<(), ViewError> {
         if self.spins < SPINS_BEFORE_YIELD {
             self.spins += 1;
-            std::hint::spin_loop();
+            S::spin();
             return Ok(());
         }
         let since = *self.since.get_or_insert_with(Instant::now);
         if since.elapsed() > STALL_TIMEOUT {
             return Err(ViewError::WriterStalled);
         }
-        std::thread::yield_now();
+        S::yield_now();
         Ok(())
     }
 }
@@ -113,6 +112,7 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU64;
 
     #[test]
     fn odd_sequence_forever_reports_a_stalled_writer() {
@@ -120,7 +120,7 @@ mod tests {
         slots[header::SEQ].store(7, Ordering::Relaxed);
         let t = Instant::now();
         assert!(matches!(
-            read(&slots, |_| ()),
+            read(&slots[..], |_| ()),
             Err(ViewError::WriterStalled)
         ));
         assert!(t.elapsed() >= STALL_TIMEOUT);
@@ -131,7 +131,7 @@ mod tests {
         let slots: Vec<AtomicU64> = (0..header::SLOTS + 1).map(|_| AtomicU64::new(0)).collect();
         let mut seq = 0;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            publish(&slots, &mut seq, 5, |s| {
+            publish(&slots[..], &mut seq, 5, |s| {
                 s[header::SLOTS].store(1, Ordering::Relaxed);
                 panic!("writer bug");
             })
@@ -139,10 +139,10 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(seq, 2);
         assert_eq!(slots[header::SEQ].load(Ordering::Relaxed), 2);
-        let (v, s) = read(&slots, |s| s[header::SLOTS].load(Ordering::Relaxed)).unwrap();
+        let (v, s) = read(&slots[..], |s| s[header::SLOTS].load(Ordering::Relaxed)).unwrap();
         assert_eq!((v, s), (1, 2));
         // The next publish does not reuse a sequence number readers saw.
-        publish(&slots, &mut seq, 6, |_| ());
+        publish(&slots[..], &mut seq, 6, |_| ());
         assert_eq!(slots[header::SEQ].load(Ordering::Relaxed), 4);
     }
 }
