@@ -98,6 +98,56 @@ fn smartbalance_gains_energy_efficiency_over_linux_and_gts() {
     );
 }
 
+/// Why Eq. 11 stops short of the paper's +50 %: its own optimum on the
+/// *true* figures (perfect prediction, no hysteresis, no migration cost)
+/// gains no more than the policy does. The shortfall is the objective's,
+/// not the predictor's, the annealer's or the hysteresis's; the run prints
+/// the figures quoted in docs/balance.md
+/// (`cargo test --release -p hetsched-sim --test balance_scenarios -- --nocapture eq11`).
+#[test]
+fn eq11_policy_reaches_eq11s_own_optimum() {
+    use hetsched_core::balance::PerCoreEfficiency;
+    use std::collections::BTreeMap;
+    let r = mixes();
+    let linux = policy(r, "linux-default");
+    let eq11 = policy(r, "smartbalance-eq11");
+    // Per machine: Σ ln(IPS/W ÷ Linux's), Σ ln(throughput ÷ Linux's), cases.
+    let mut sums: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    for case in scenarios::smartbalance_mixes() {
+        let best = engine::best_static(&case, &PerCoreEfficiency::default(), 1);
+        let (ips, ipw) = engine::static_figures(&case, &best);
+        let base_ipw = linux.app_ips_per_watt[&case.label];
+        let base_ips = linux.result.apps[&case.label].tasks_per_s * 1e9;
+        println!(
+            "{:<16} Eq. 11 optimum {:?}: IPS/W x{:.2}, throughput x{:.2}",
+            case.label,
+            best.core_of,
+            ipw / base_ipw,
+            ips / base_ips
+        );
+        for key in [case.machine.clone(), "all".to_string()] {
+            let e = sums.entry(key).or_default();
+            e.0 += (ipw / base_ipw).ln();
+            e.1 += (ips / base_ips).ln();
+            e.2 += 1.0;
+        }
+    }
+    for (machine, (ipw, ips, n)) in &sums {
+        let (bound, tput) = ((ipw / n).exp(), (ips / n).exp());
+        let got = if machine == "all" {
+            eq11.ips_per_watt_relative
+        } else {
+            eq11.ips_per_watt_relative_by_machine[machine]
+        };
+        println!(
+            "{machine}: Eq. 11 optimum IPS/W x{bound:.3} (throughput x{tput:.3}); policy x{got:.3}"
+        );
+        // The policy, on predictions and through the hysteresis, gets within
+        // 3 % of what perfect knowledge of the same objective would get.
+        assert!(got >= 0.97 * bound, "{machine}: {got} vs {bound}");
+    }
+}
+
 #[test]
 fn kinship_puts_aes_threads_on_aes_cores_and_wins_use_case_2() {
     let r = run("kinship-usecase2", 1);

@@ -15,7 +15,7 @@
 
 use super::model::{Profile, SimKind};
 use super::predictor::{EPOCH_COUNTER_ERROR, Predictor, counts};
-use hetsched_core::balance::objective::Evaluator;
+use hetsched_core::balance::objective::{Evaluator, Objective};
 use hetsched_core::balance::{
     Allocation, AnnealParams, BalanceInput, Core, Gts, Hysteresis, HysteresisState, Kinship,
     KinshipState, LinuxDefault, PerCoreEfficiency, ProportionalFair, SmartBalance,
@@ -421,15 +421,33 @@ fn decide(
 /// GTS's allocations (near-optimal, not proven).
 pub fn oracle(case: &Case, seed: u64) -> Vec<f64> {
     let truth = case.truth();
-    let best = exhaustive_best(&truth).unwrap_or_else(|| annealed_best(&truth, seed));
+    let best = best_static(case, &ProportionalFair, seed);
     let ev = Evaluator::new(&truth, &ProportionalFair, &best);
     (0..case.threads.len()).map(|i| ev.thread_ips(i)).collect()
+}
+
+/// The static allocation that maximises `objective` on the case's *true*
+/// figures (no prediction error, no hysteresis, no migration): what a
+/// policy optimising `objective` would reach with perfect knowledge. Exact
+/// within [`EXHAUSTIVE_LIMIT`] allocations, else annealed as for
+/// [`oracle`].
+pub fn best_static<O: Objective + Clone>(case: &Case, objective: &O, seed: u64) -> Allocation {
+    let truth = case.truth();
+    exhaustive_best(&truth, objective).unwrap_or_else(|| annealed_best(&truth, objective, seed))
+}
+
+/// Useful IPS and whole-machine useful IPS/W (cores, sleeping cores and
+/// base power) of a static allocation on the true figures.
+pub fn static_figures(case: &Case, alloc: &Allocation) -> (f64, f64) {
+    let truth = case.truth();
+    let ev = Evaluator::new(&truth, &SystemEfficiency, alloc);
+    (ev.total_ips(), ev.value())
 }
 
 /// Largest number of allocations the oracle enumerates.
 pub const EXHAUSTIVE_LIMIT: u64 = 1 << 16;
 
-fn exhaustive_best(truth: &BalanceInput) -> Option<Allocation> {
+fn exhaustive_best<O: Objective>(truth: &BalanceInput, objective: &O) -> Option<Allocation> {
     let (m, n) = (truth.threads.len(), truth.cores.len());
     let total = (n as u64).checked_pow(m as u32)?;
     if total > EXHAUSTIVE_LIMIT {
@@ -438,7 +456,7 @@ fn exhaustive_best(truth: &BalanceInput) -> Option<Allocation> {
     let start = Allocation {
         core_of: vec![0; m],
     };
-    let mut ev = Evaluator::new(truth, &ProportionalFair, &start);
+    let mut ev = Evaluator::new(truth, objective, &start);
     let mut best = (ev.value(), start.clone());
     // An odometer over core indices: each step moves one thread, and a
     // carry a few more, each an O(1) update.
@@ -460,7 +478,11 @@ fn exhaustive_best(truth: &BalanceInput) -> Option<Allocation> {
     Some(best.1)
 }
 
-fn annealed_best(truth: &BalanceInput, seed: u64) -> Allocation {
+fn annealed_best<O: Objective + Clone>(
+    truth: &BalanceInput,
+    objective: &O,
+    seed: u64,
+) -> Allocation {
     let mut placed = truth.clone();
     for (i, t) in placed.threads.iter_mut().enumerate() {
         t.current = Some(i % truth.cores.len());
@@ -469,11 +491,11 @@ fn annealed_best(truth: &BalanceInput, seed: u64) -> Allocation {
         LinuxDefault::default().allocate(&placed),
         Gts::default().allocate(&placed),
     ];
-    // Hotter than the per-epoch policy: the oracle has time to climb out
+    // Hotter than the per-epoch policy: the search has time to climb out
     // of the local optimum it starts in.
     let mut params = AnnealParams::with_iterations(20_000);
     params.initial_accept = 2.0;
-    let sb = SmartBalance::new(ProportionalFair, params);
+    let sb = SmartBalance::new(objective.clone(), params);
     starts
         .into_iter()
         .map(|s| s.expect("valid by construction"))
