@@ -40,6 +40,25 @@ struct ChunkSlot<T> {
     error: Option<PipelineError>,
 }
 
+/// What one step spent waiting (for input, for results, for the
+/// consumer) and running stages on this thread; the rest of its wall time
+/// is the controller's own overhead.
+#[derive(Default)]
+struct StepTimes {
+    waited_ns: u64,
+    stage_ns: u64,
+}
+
+/// The entries of a step the controller started.
+#[derive(Default)]
+struct Dispatched {
+    /// Started on lane workers or at the monitor: their results come back
+    /// on the done channel.
+    pending: usize,
+    /// (chunk, stage) to run on this thread.
+    inline: Vec<(u64, usize)>,
+}
+
 pub(super) struct Controller<T> {
     layout: Layout<T>,
     names: Vec<String>,
@@ -124,65 +143,27 @@ impl<T: Clone + Send + 'static> Controller<T> {
         pool.shut_down();
     }
 
+    /// The step loop: admit input, run one step of the table, emit what
+    /// finished in order; until the input closes and everything is out,
+    /// the consumer goes, or the pipeline is cancelled.
     fn steps(&mut self) {
         let mut step = Step::default();
-        let mut closed = false;
+        let mut input_closed = false;
         loop {
             if self.cancel.load(Ordering::Acquire) {
                 return;
             }
             let started = Instant::now();
-            let mut waited_ns = 0u64;
-            let mut stage_ns = 0u64;
+            let mut times = StepTimes::default();
             // Between steps nothing runs: the one place to move stages.
             if self.replanner.is_some() && started - self.last_check >= self.replan_every {
                 self.last_check = started;
                 self.replan();
             }
-            // Admit input while there is room.
-            while (self.received - self.emitted) < self.max_in_flight as u64 && !closed {
-                let idle = self.received == self.emitted;
-                let got = if idle {
-                    let w = Instant::now();
-                    let r = match self.input.recv_timeout(POLL) {
-                        Ok(x) => Ok(x),
-                        Err(RecvTimeoutError::Timeout) => Err(TryRecvError::Empty),
-                        Err(RecvTimeoutError::Disconnected) => Err(TryRecvError::Disconnected),
-                    };
-                    waited_ns += w.elapsed().as_nanos() as u64;
-                    r
-                } else {
-                    self.input.try_recv()
-                };
-                match got {
-                    Ok(x) => {
-                        self.chunks.push_back(ChunkSlot {
-                            data: Some(x),
-                            error: None,
-                        });
-                        self.received += 1;
-                    }
-                    Err(TryRecvError::Empty) => {
-                        if idle && self.cancel.load(Ordering::Acquire) {
-                            return;
-                        }
-                        if idle {
-                            // Nothing to do yet; look again (and keep the
-                            // assignment current while idle).
-                            if self.replanner.is_some()
-                                && self.last_check.elapsed() >= self.replan_every
-                            {
-                                self.last_check = Instant::now();
-                                self.replan();
-                            }
-                            continue;
-                        }
-                        break;
-                    }
-                    Err(TryRecvError::Disconnected) => closed = true,
-                }
+            if !self.admit(&mut input_closed, &mut times) {
+                return;
             }
-            if closed && self.received == self.emitted {
+            if input_closed && self.received == self.emitted {
                 return;
             }
             self.stepper
@@ -190,160 +171,253 @@ impl<T: Clone + Send + 'static> Controller<T> {
             if step.is_empty() {
                 continue;
             }
-            let mut pending = 0usize;
-            let mut inline: Vec<(u64, usize)> = Vec::new();
-            for e in &step.compute {
-                let chunk = e.chunk as u64;
-                let slot = &mut self.chunks[(chunk - self.emitted) as usize];
-                if slot.error.is_some() {
-                    continue;
-                }
-                match &self.exec[e.stage] {
-                    Exec::Inline(_) => inline.push((chunk, e.stage)),
-                    Exec::Worker(w) => {
-                        let data = slot.data.take().expect("chunk data present");
-                        if self.pool.send(*w, (chunk, e.stage, data)) {
-                            pending += 1;
-                        } else {
-                            slot.error = Some(PipelineError::StageFailed {
-                                stage: e.stage,
-                                name: self.names[e.stage].clone(),
-                                chunk,
-                                why: "lane worker gone".into(),
-                            });
-                        }
-                    }
-                    Exec::Device {
-                        unit,
-                        cost,
-                        bytes_in,
-                        bytes_out,
-                        ..
-                    } => {
-                        let data = slot.data.as_ref().expect("chunk data present");
-                        let ns = match catch_unwind(AssertUnwindSafe(|| cost(data))) {
-                            Ok(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-                            Err(p) => {
-                                slot.data = None;
-                                slot.error = Some(PipelineError::StageFailed {
-                                    stage: e.stage,
-                                    name: self.names[e.stage].clone(),
-                                    chunk,
-                                    why: format!(
-                                        "its cost function panicked: {}",
-                                        crate::job::panic_message(&*p)
-                                    ),
-                                });
-                                continue;
-                            }
-                        };
-                        let tx = self.done_tx.clone();
-                        let stage = e.stage;
-                        let sent = self.layout.sched.link.client().submit_device_with(
-                            *unit,
-                            ns,
-                            *bytes_in,
-                            *bytes_out,
-                            Box::new(move |r| {
-                                let _ = tx.send(Done::Device {
-                                    chunk,
-                                    stage,
-                                    ok: reply_ok(r),
-                                });
-                            }),
-                        );
-                        match sent {
-                            Ok(_) => pending += 1,
-                            Err(err) => {
-                                let err = self.failed(e.stage, chunk, err.to_string());
-                                self.chunks[(chunk - self.emitted) as usize].error = Some(err);
-                            }
-                        }
-                    }
-                }
-            }
-            // Copies to and from devices ride on the stage submissions (see
-            // `Layout::execs`); between CPU lanes there is nothing to move.
-            let copies = step
-                .copies
-                .iter()
-                .filter(|c| {
-                    self.chunks[(c.chunk as u64 - self.emitted) as usize]
-                        .error
-                        .is_none()
-                })
-                .count();
-            add(&self.stats.copies, copies as u64);
+            let Dispatched { pending, inline } = self.dispatch(&step);
+            self.count_copies(&step);
             for (chunk, stage) in inline {
-                let Exec::Inline(f) = &self.exec[stage] else {
-                    continue;
-                };
-                let i = (chunk - self.emitted) as usize;
-                let data = self.chunks[i].data.take().expect("chunk data present");
-                let t = Instant::now();
-                let r = run_guarded(f, data);
-                stage_ns += t.elapsed().as_nanos() as u64;
-                self.store(chunk, stage, r);
+                self.run_inline(chunk, stage, &mut times);
             }
-            while pending > 0 {
-                let w = Instant::now();
-                let Ok(done) = recv_spinning(&self.done_rx) else {
-                    break;
-                };
-                waited_ns += w.elapsed().as_nanos() as u64;
-                pending -= 1;
-                match done {
-                    Done::Lane {
-                        chunk,
-                        stage,
-                        result,
-                    } => self.store(chunk, stage, result),
-                    Done::Device { chunk, stage, ok } => {
-                        let i = (chunk - self.emitted) as usize;
-                        let r = match ok {
-                            Ok(()) => match (&self.exec[stage], self.chunks[i].data.take()) {
-                                (Exec::Device { kernel, .. }, Some(data)) => {
-                                    let t = Instant::now();
-                                    let r = run_guarded(kernel, data);
-                                    stage_ns += t.elapsed().as_nanos() as u64;
-                                    r
-                                }
-                                _ => Err("device stage without its data".into()),
-                            },
-                            Err(why) => Err(why),
-                        };
-                        self.store(chunk, stage, r);
-                    }
-                }
-            }
+            self.collect(pending, &mut times);
             add(&self.stats.steps, 1);
             add(&self.stats.stage_steps, step.compute.len() as u64);
-            // Emit what finished, in order.
-            while self.emitted < self.stepper.finished() as u64 {
-                let slot = self.chunks.pop_front().expect("finished chunk present");
-                self.emitted += 1;
-                let out = match (slot.error, slot.data) {
-                    (Some(e), _) => {
-                        add(&self.stats.failed, 1);
-                        Err(e)
-                    }
-                    (None, Some(d)) => Ok(d),
-                    (None, None) => Err(PipelineError::Closed),
-                };
-                add(&self.stats.chunks_out, 1);
-                let w = Instant::now();
-                let sent = self.output.send(out).is_ok();
-                waited_ns += w.elapsed().as_nanos() as u64;
-                if !sent {
-                    return;
-                }
+            if !self.emit(&mut times) {
+                return;
             }
             let total = started.elapsed().as_nanos() as u64;
             add(
                 &self.stats.overhead_ns,
-                total.saturating_sub(waited_ns + stage_ns),
+                total.saturating_sub(times.waited_ns + times.stage_ns),
             );
         }
+    }
+
+    /// Takes input while there is room for it; `false` when the pipeline
+    /// was cancelled while it waited. With nothing in flight it waits for
+    /// input (keeping the assignment current meanwhile); otherwise it takes
+    /// only what is there.
+    fn admit(&mut self, input_closed: &mut bool, times: &mut StepTimes) -> bool {
+        while (self.received - self.emitted) < self.max_in_flight as u64 && !*input_closed {
+            let idle = self.received == self.emitted;
+            let got = if idle {
+                let w = Instant::now();
+                let r = match self.input.recv_timeout(POLL) {
+                    Ok(x) => Ok(x),
+                    Err(RecvTimeoutError::Timeout) => Err(TryRecvError::Empty),
+                    Err(RecvTimeoutError::Disconnected) => Err(TryRecvError::Disconnected),
+                };
+                times.waited_ns += w.elapsed().as_nanos() as u64;
+                r
+            } else {
+                self.input.try_recv()
+            };
+            match got {
+                Ok(x) => {
+                    self.chunks.push_back(ChunkSlot {
+                        data: Some(x),
+                        error: None,
+                    });
+                    self.received += 1;
+                }
+                Err(TryRecvError::Empty) if idle => {
+                    if self.cancel.load(Ordering::Acquire) {
+                        return false;
+                    }
+                    if self.replanner.is_some() && self.last_check.elapsed() >= self.replan_every {
+                        self.last_check = Instant::now();
+                        self.replan();
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => *input_closed = true,
+            }
+        }
+        true
+    }
+
+    /// Starts the step's stage entries: to lane workers, to the monitor
+    /// (device stages), or listed for this thread.
+    fn dispatch(&mut self, step: &Step) -> Dispatched {
+        let mut out = Dispatched::default();
+        for e in &step.compute {
+            let chunk = e.chunk as u64;
+            if self.slot(chunk).error.is_some() {
+                continue;
+            }
+            let started = match &self.exec[e.stage] {
+                Exec::Inline(_) => {
+                    out.inline.push((chunk, e.stage));
+                    false
+                }
+                Exec::Worker(w) => {
+                    let w = *w;
+                    let data = self.slot(chunk).data.take().expect("chunk data present");
+                    let sent = self.pool.send(w, (chunk, e.stage, data));
+                    if !sent {
+                        self.slot(chunk).error =
+                            Some(self.failed(e.stage, chunk, "lane worker gone".into()));
+                    }
+                    sent
+                }
+                Exec::Device { .. } => self.submit_device(chunk, e.stage),
+            };
+            out.pending += usize::from(started);
+        }
+        out
+    }
+
+    /// Sends device stage `stage` of `chunk` to the monitor, its cost
+    /// function giving the time; `false` (and the chunk failed) when it
+    /// could not go.
+    fn submit_device(&mut self, chunk: u64, stage: usize) -> bool {
+        let Exec::Device {
+            unit,
+            cost,
+            bytes_in,
+            bytes_out,
+            ..
+        } = &self.exec[stage]
+        else {
+            return false;
+        };
+        let (unit, bytes_in, bytes_out) = (*unit, *bytes_in, *bytes_out);
+        let data = self.chunks[(chunk - self.emitted) as usize]
+            .data
+            .as_ref()
+            .expect("chunk data present");
+        let ns = match catch_unwind(AssertUnwindSafe(|| cost(data))) {
+            Ok(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Err(p) => {
+                let why = format!(
+                    "its cost function panicked: {}",
+                    crate::job::panic_message(&*p)
+                );
+                let err = self.failed(stage, chunk, why);
+                let slot = self.slot(chunk);
+                slot.data = None;
+                slot.error = Some(err);
+                return false;
+            }
+        };
+        let tx = self.done_tx.clone();
+        let sent = self.layout.sched.link.client().submit_device_with(
+            unit,
+            ns,
+            bytes_in,
+            bytes_out,
+            Box::new(move |r| {
+                let _ = tx.send(Done::Device {
+                    chunk,
+                    stage,
+                    ok: reply_ok(r),
+                });
+            }),
+        );
+        match sent {
+            Ok(_) => true,
+            Err(err) => {
+                let err = self.failed(stage, chunk, err.to_string());
+                self.slot(chunk).error = Some(err);
+                false
+            }
+        }
+    }
+
+    /// Counts the step's copies of chunks still alive. Copies to and from
+    /// devices ride on the stage submissions (see `Layout::execs`);
+    /// between CPU lanes there is nothing to move.
+    fn count_copies(&self, step: &Step) {
+        let copies = step
+            .copies
+            .iter()
+            .filter(|c| {
+                self.chunks[(c.chunk as u64 - self.emitted) as usize]
+                    .error
+                    .is_none()
+            })
+            .count();
+        add(&self.stats.copies, copies as u64);
+    }
+
+    /// Runs stage `stage` of `chunk` on this thread.
+    fn run_inline(&mut self, chunk: u64, stage: usize, times: &mut StepTimes) {
+        let Exec::Inline(f) = &self.exec[stage] else {
+            return;
+        };
+        let data = self.chunks[(chunk - self.emitted) as usize]
+            .data
+            .take()
+            .expect("chunk data present");
+        let t = Instant::now();
+        let r = run_guarded(f, data);
+        times.stage_ns += t.elapsed().as_nanos() as u64;
+        self.store(chunk, stage, r);
+    }
+
+    /// Waits for the `pending` entries started elsewhere; a device stage's
+    /// kernel runs here once the monitor says the device work is done.
+    fn collect(&mut self, mut pending: usize, times: &mut StepTimes) {
+        while pending > 0 {
+            let w = Instant::now();
+            let Ok(done) = recv_spinning(&self.done_rx) else {
+                break;
+            };
+            times.waited_ns += w.elapsed().as_nanos() as u64;
+            pending -= 1;
+            match done {
+                Done::Lane {
+                    chunk,
+                    stage,
+                    result,
+                } => self.store(chunk, stage, result),
+                Done::Device { chunk, stage, ok } => {
+                    let r = match ok {
+                        Ok(()) => match (
+                            &self.exec[stage],
+                            self.chunks[(chunk - self.emitted) as usize].data.take(),
+                        ) {
+                            (Exec::Device { kernel, .. }, Some(data)) => {
+                                let t = Instant::now();
+                                let r = run_guarded(kernel, data);
+                                times.stage_ns += t.elapsed().as_nanos() as u64;
+                                r
+                            }
+                            _ => Err("device stage without its data".into()),
+                        },
+                        Err(why) => Err(why),
+                    };
+                    self.store(chunk, stage, r);
+                }
+            }
+        }
+    }
+
+    /// Sends out, in order, every chunk the table has finished; `false`
+    /// when the consumer has gone.
+    fn emit(&mut self, times: &mut StepTimes) -> bool {
+        while self.emitted < self.stepper.finished() as u64 {
+            let slot = self.chunks.pop_front().expect("finished chunk present");
+            self.emitted += 1;
+            let out = match (slot.error, slot.data) {
+                (Some(e), _) => {
+                    add(&self.stats.failed, 1);
+                    Err(e)
+                }
+                (None, Some(d)) => Ok(d),
+                (None, None) => Err(PipelineError::Closed),
+            };
+            add(&self.stats.chunks_out, 1);
+            let w = Instant::now();
+            let sent = self.output.send(out).is_ok();
+            times.waited_ns += w.elapsed().as_nanos() as u64;
+            if !sent {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The slot of `chunk`, which is in flight.
+    fn slot(&mut self, chunk: u64) -> &mut ChunkSlot<T> {
+        &mut self.chunks[(chunk - self.emitted) as usize]
     }
 
     /// One re-plan check, between steps: the views, the pure decision, and
