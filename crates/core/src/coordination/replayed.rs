@@ -117,13 +117,26 @@ impl Plan {
     }
 }
 
-/// A candidate's replay: `(floor up to the cap, Σ w ln r)`, `r_i`, waits.
+/// How a candidate replays, compared floor first, then sum.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Score {
+    /// The lowest app's throughput relative to native, up to
+    /// `REPLAY_FLOOR_CAP`.
+    floor: f64,
+    /// Σ wᵢ ln rᵢ over the apps.
+    log_sum: f64,
+}
+
+/// A candidate's replay: its score, `r_i`, waits.
 #[derive(Clone)]
 struct Judged {
-    score: (f64, f64),
+    score: Score,
     relative: Vec<f64>,
     outcome: ReplayOutcome,
 }
+
+/// A plan and its replay.
+type Candidate = (Plan, Judged);
 
 struct Judge<'a> {
     apps: &'a [AppDemand],
@@ -167,7 +180,10 @@ impl Judge<'_> {
             .map(|(r, w)| w * r.max(1e-12).ln())
             .sum();
         Judged {
-            score: (floor, log),
+            score: Score {
+                floor,
+                log_sum: log,
+            },
             relative,
             outcome,
         }
@@ -180,15 +196,15 @@ impl Judge<'_> {
     /// otherwise end a whole tie or more below the best floor (found by
     /// `replayed_targets_keep_the_native_floor`: 0.976 against the native
     /// plan's 0.99).
-    fn best(&self, plans: &[(Plan, Judged)]) -> usize {
+    fn best(&self, plans: &[Candidate]) -> usize {
         let top = plans
             .iter()
-            .map(|p| p.1.score.0)
+            .map(|p| p.1.score.floor)
             .fold(f64::NEG_INFINITY, f64::max);
         (0..plans.len())
-            .filter(|&i| plans[i].1.score.0 >= top - REPLAY_FLOOR_TIE)
+            .filter(|&i| plans[i].1.score.floor >= top - REPLAY_FLOOR_TIE)
             .reduce(|a, b| {
-                if plans[b].1.score.1 > plans[a].1.score.1 {
+                if plans[b].1.score.log_sum > plans[a].1.score.log_sum {
                     b
                 } else {
                     a
@@ -198,17 +214,17 @@ impl Judge<'_> {
     }
 
     /// Whether score `a` beats `b` by `margin` (floor first, then sum).
-    fn beats(&self, a: (f64, f64), b: (f64, f64), margin: f64) -> bool {
+    fn beats(&self, a: Score, b: Score, margin: f64) -> bool {
         let weight: f64 = self.weights.iter().sum();
-        a.0 > b.0 + REPLAY_FLOOR_TIE + margin
-            || (a.0 >= b.0 - REPLAY_FLOOR_TIE && a.1 > b.1 + margin * weight)
+        a.floor > b.floor + REPLAY_FLOOR_TIE + margin
+            || (a.floor >= b.floor - REPLAY_FLOOR_TIE && a.log_sum > b.log_sum + margin * weight)
     }
 }
 
 /// The best of `from` with one queue's order flipped (short-first or
 /// arrival order; only queues that can run short-first), if one beats it.
-fn reorder(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<(Plan, Judged)> {
-    let mut pick: Option<(Plan, Judged)> = None;
+fn reorder(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> {
+    let mut pick: Option<Candidate> = None;
     for (u, unit) in judge.units.iter().enumerate() {
         if !unit.short_first || unit.time_shared {
             continue;
@@ -231,7 +247,7 @@ fn reorder(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<(Plan, Judged)> 
 /// Histogram at 1.07 of native leave GPU-B room for DXT); a cut is kept
 /// where the plan then replays better (floor first, then sum). Returns the
 /// last plan kept, if any cut was.
-fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<(Plan, Judged)> {
+fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> {
     let mut current = from.0.clone();
     let mut current_judged = from.1.clone();
     let mut kept = false;
@@ -239,7 +255,7 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<(Plan, Judg
         let mut moved = false;
         for i in 0..current.rate.len() {
             let got = current_judged.outcome.throughput[i];
-            let mut pick: Option<(Plan, Judged)> = None;
+            let mut pick: Option<Candidate> = None;
             let least = judge.native[i] * RATE_CUT_FLOOR;
             for f in RATE_CUTS {
                 let rate = (got * f).max(least);
@@ -275,11 +291,7 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<(Plan, Judg
 /// steps: the objective is logarithmic) and each unit on its own, unpaced;
 /// the option that replays with the largest sum while keeping the floor is
 /// kept. Returns the last plan kept, if any move was.
-fn toward(
-    judge: &Judge<'_>,
-    from: (&Plan, &Judged),
-    to: (&Plan, &Judged),
-) -> Option<(Plan, Judged)> {
+fn toward(judge: &Judge<'_>, from: (&Plan, &Judged), to: (&Plan, &Judged)) -> Option<Candidate> {
     let (to, to_judged) = to;
     let gain = |i: usize| to_judged.relative[i] / from.1.relative[i].max(1e-9);
     let mut order: Vec<usize> = (0..to.fraction.len()).collect();
@@ -309,7 +321,7 @@ fn toward(
                 options.push((row, alone.max(native_rate) * NATIVE_PLAN_RATE));
             }
         }
-        let mut pick: Option<(Plan, Judged)> = None;
+        let mut pick: Option<Candidate> = None;
         for (row, rate) in options {
             let mut next = current.clone();
             next.fraction[i] = row;
@@ -317,9 +329,9 @@ fn toward(
             let judged = judge.judge(&next);
             let bar = pick
                 .as_ref()
-                .map_or(current_judged.score.1, |p| p.1.score.1);
-            if judged.score.0 >= current_judged.score.0 - REPLAY_FLOOR_TIE / 2.0
-                && judged.score.1 > bar
+                .map_or(current_judged.score.log_sum, |p| p.1.score.log_sum);
+            if judged.score.floor >= current_judged.score.floor - REPLAY_FLOOR_TIE / 2.0
+                && judged.score.log_sum > bar
             {
                 pick = Some((next, judged));
             }
@@ -357,61 +369,24 @@ pub fn solve_targets_replayed(
     // The candidates are found and walked with every queue in arrival
     // order; short-first comes in only after the walk.
     let arrival = vec![false; units.len()];
-    let short_first: Vec<bool> = units
-        .iter()
-        .map(|u| u.short_first && !u.time_shared)
-        .collect();
-
-    // The wait-aware rounds, with replayed waits.
-    let mut rounds_out: Vec<(NoLoserSolution, FairProblem, Judged)> = Vec::new();
-    let mut s = first;
-    let mut p = base.clone();
-    let mut wait = vec![vec![0.0; units.len()]; apps.len()];
-    for round in 0..=rounds {
-        let judged = judge.judge(&Plan::of(&p, &s, &arrival));
-        let next_p = (round < rounds).then(|| {
-            let mut q = p.clone();
-            for (i, row) in wait.iter_mut().enumerate() {
-                for (u, w) in row.iter_mut().enumerate() {
-                    if base.rate[i][u] > 0.0 {
-                        let seen = judged.outcome.wait_ns[i][u].unwrap_or_else(|| {
-                            expected_wait_ns(&base, units, &s.solution.allocation, i, u)
-                        });
-                        *w = 0.5 * (*w + seen);
-                        q.occupancy[i][u] = base.occupancy[i][u] + *w * base.rate[i][u] / 1e9;
-                    }
-                }
-            }
-            q
-        });
-        rounds_out.push((s.clone(), p.clone(), judged));
-        let Some(q) = next_p else { break };
-        match solve_no_loser_weighted(&q, floor_goal, &[], &judge.weights) {
-            Ok(next) => {
-                s = next;
-                p = q;
-            }
-            Err(_) => break,
-        }
-    }
-
-    let mut plans: Vec<(Plan, Judged)> = Vec::new();
-    let best_round = (0..rounds_out.len())
-        .reduce(|a, b| {
-            if judge.beats(rounds_out[b].2.score, rounds_out[a].2.score, 0.0) {
-                b
-            } else {
-                a
-            }
-        })
-        .unwrap_or(0);
+    let rounds_out = wait_aware_rounds(&judge, &base, first, floor_goal, rounds, &arrival);
+    let mut plans: Vec<Candidate> = Vec::new();
     if exclusion {
-        let (bs, bp, _) = &rounds_out[best_round];
+        let best_round = (0..rounds_out.len())
+            .reduce(|a, b| {
+                if judge.beats(rounds_out[b].judged.score, rounds_out[a].judged.score, 0.0) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .unwrap_or(0);
+        let r = &rounds_out[best_round];
         for (next, q) in exclusion_candidates(
             &base,
-            bp,
+            &r.problem,
             units,
-            &bs.solution.allocation,
+            &r.solution.solution.allocation,
             floor_goal,
             &judge.weights,
         ) {
@@ -420,76 +395,19 @@ pub fn solve_targets_replayed(
             plans.push((plan, judged));
         }
     }
-    for (s, p, judged) in rounds_out {
-        plans.push((Plan::of(&p, &s, &arrival), judged));
+    for r in rounds_out {
+        plans.push((Plan::of(&r.problem, &r.solution, &arrival), r.judged));
     }
     let native_plan = Plan::native(apps, units.len(), &native);
     let judged = judge.judge(&native_plan);
     plans.push((native_plan, judged));
-    // From the native plan, and from the best candidate so far, toward the
-    // candidate with the best replayed sum, one app at a time, keeping each
-    // move that keeps the floor and adds to the sum.
-    let richest = (0..plans.len())
-        .max_by(|&a, &b| plans[a].1.score.1.total_cmp(&plans[b].1.score.1))
-        .unwrap_or(0);
-    let leader = judge.best(&plans);
-    let native_at = plans.len() - 1;
-    let mut starts = vec![native_at];
-    if leader != native_at && leader != richest {
-        starts.push(leader);
-    }
-    for from in starts {
-        let (a, b) = (&plans[from], &plans[richest]);
-        if let Some(found) = toward(&judge, (&a.0, &a.1), (&b.0, &b.1)) {
-            plans.push(found);
-        }
-    }
-
-    // Every candidate again with the queues short-first where they can,
-    // then the best of those with one queue's order flipped at a time. A
-    // short-first plan must beat the best in arrival order by a margin:
-    // the replay predicts who passes whom less well than plain FIFO turns.
-    if short_first.contains(&true) {
-        let in_arrival = judge.best(&plans);
-        let mut reordered: Vec<(Plan, Judged)> = plans
-            .iter()
-            .map(|(plan, _)| {
-                let plan = plan.ordered(&short_first);
-                let judged = judge.judge(&plan);
-                (plan, judged)
-            })
-            .collect();
-        let best = judge.best(&reordered);
-        if let Some(found) = reorder(&judge, (&reordered[best].0, &reordered[best].1)) {
-            reordered.push(found);
-        }
-        let best = judge.best(&reordered);
-        if judge.beats(
-            reordered[best].1.score,
-            plans[in_arrival].1.score,
-            SHORT_FIRST_MARGIN,
-        ) {
-            plans.push(reordered.swap_remove(best));
-        }
-    }
+    walk_toward_the_richest(&judge, &mut plans);
+    add_short_first(&judge, &mut plans);
     let best = judge.best(&plans);
     if let Some(found) = refine_rates(&judge, (&plans[best].0, &plans[best].1)) {
         plans.push(found);
     }
-    let mut best = judge.best(&plans);
-    let incumbent = incumbent
-        .filter(|i| {
-            i.fraction.len() == apps.len()
-                && i.rate.len() == apps.len()
-                && i.short_first.len() == units.len()
-        })
-        .map(|i| (i.clone(), judge.judge(i)));
-    if let Some((plan, judged)) = incumbent
-        && !judge.beats(plans[best].1.score, judged.score, INCUMBENT_MARGIN)
-    {
-        plans.push((plan, judged));
-        best = plans.len() - 1;
-    }
+    let best = keep_incumbent(&judge, &mut plans, incumbent);
     let (plan, judged) = plans.swap_remove(best);
     Ok(Targets {
         fraction: plan.fraction,
@@ -500,4 +418,154 @@ pub fn solve_targets_replayed(
         floor_feasible,
         predicted_relative: judged.relative,
     })
+}
+
+/// One wait-aware round: the no-loser solution of a problem whose
+/// occupancies carry the waits replayed so far, and its replay.
+struct Round {
+    solution: NoLoserSolution,
+    problem: FairProblem,
+    judged: Judged,
+}
+
+/// The wait-aware rounds with replayed waits: from `first` (the solution
+/// of `base`), each round adds to every occupancy the wait the replay of
+/// the round before saw (averaged with the earlier rounds'), and solves
+/// again; `rounds` rounds at most, fewer if a problem has no solution.
+fn wait_aware_rounds(
+    judge: &Judge<'_>,
+    base: &FairProblem,
+    first: NoLoserSolution,
+    floor_goal: f64,
+    rounds: usize,
+    arrival: &[bool],
+) -> Vec<Round> {
+    let mut out: Vec<Round> = Vec::new();
+    let mut s = first;
+    let mut p = base.clone();
+    let mut wait = vec![vec![0.0; judge.units.len()]; judge.apps.len()];
+    for round in 0..=rounds {
+        let judged = judge.judge(&Plan::of(&p, &s, arrival));
+        let next_p = (round < rounds).then(|| {
+            let mut q = p.clone();
+            for (i, row) in wait.iter_mut().enumerate() {
+                for (u, w) in row.iter_mut().enumerate() {
+                    if base.rate[i][u] > 0.0 {
+                        let seen = judged.outcome.wait_ns[i][u].unwrap_or_else(|| {
+                            expected_wait_ns(base, judge.units, &s.solution.allocation, i, u)
+                        });
+                        *w = 0.5 * (*w + seen);
+                        q.occupancy[i][u] = base.occupancy[i][u] + *w * base.rate[i][u] / 1e9;
+                    }
+                }
+            }
+            q
+        });
+        out.push(Round {
+            solution: s.clone(),
+            problem: p.clone(),
+            judged,
+        });
+        let Some(q) = next_p else { break };
+        match solve_no_loser_weighted(&q, floor_goal, &[], &judge.weights) {
+            Ok(next) => {
+                s = next;
+                p = q;
+            }
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// From the native plan (the last of `plans`), and from the best candidate
+/// so far, toward the candidate with the best replayed sum, one app at a
+/// time, keeping each move that keeps the floor and adds to the sum; what
+/// each walk ends at joins `plans`.
+fn walk_toward_the_richest(judge: &Judge<'_>, plans: &mut Vec<Candidate>) {
+    let richest = (0..plans.len())
+        .max_by(|&a, &b| {
+            plans[a]
+                .1
+                .score
+                .log_sum
+                .total_cmp(&plans[b].1.score.log_sum)
+        })
+        .unwrap_or(0);
+    let leader = judge.best(plans);
+    let native_at = plans.len() - 1;
+    let mut starts = vec![native_at];
+    if leader != native_at && leader != richest {
+        starts.push(leader);
+    }
+    for from in starts {
+        let (a, b) = (&plans[from], &plans[richest]);
+        if let Some(found) = toward(judge, (&a.0, &a.1), (&b.0, &b.1)) {
+            plans.push(found);
+        }
+    }
+}
+
+/// Every candidate again with the queues short-first where they can, then
+/// the best of those with one queue's order flipped at a time. A
+/// short-first plan joins `plans` only if it beats the best in arrival
+/// order by a margin: the replay predicts who passes whom less well than
+/// plain FIFO turns.
+fn add_short_first(judge: &Judge<'_>, plans: &mut Vec<Candidate>) {
+    let short_first: Vec<bool> = judge
+        .units
+        .iter()
+        .map(|u| u.short_first && !u.time_shared)
+        .collect();
+    if !short_first.contains(&true) {
+        return;
+    }
+    let in_arrival = judge.best(plans);
+    let mut reordered: Vec<Candidate> = plans
+        .iter()
+        .map(|(plan, _)| {
+            let plan = plan.ordered(&short_first);
+            let judged = judge.judge(&plan);
+            (plan, judged)
+        })
+        .collect();
+    let best = judge.best(&reordered);
+    if let Some(found) = reorder(judge, (&reordered[best].0, &reordered[best].1)) {
+        reordered.push(found);
+    }
+    let best = judge.best(&reordered);
+    if judge.beats(
+        reordered[best].1.score,
+        plans[in_arrival].1.score,
+        SHORT_FIRST_MARGIN,
+    ) {
+        plans.push(reordered.swap_remove(best));
+    }
+}
+
+/// The index of the plan to adopt: the best of `plans`, unless the plan in
+/// force (`incumbent`, added to `plans` then) is not beaten by
+/// `INCUMBENT_MARGIN`.
+fn keep_incumbent(
+    judge: &Judge<'_>,
+    plans: &mut Vec<Candidate>,
+    incumbent: Option<&Plan>,
+) -> usize {
+    let best = judge.best(plans);
+    let incumbent = incumbent
+        .filter(|i| {
+            i.fraction.len() == judge.apps.len()
+                && i.rate.len() == judge.apps.len()
+                && i.short_first.len() == judge.units.len()
+        })
+        .map(|i| (i.clone(), judge.judge(i)));
+    match incumbent {
+        Some((plan, judged))
+            if !judge.beats(plans[best].1.score, judged.score, INCUMBENT_MARGIN) =>
+        {
+            plans.push((plan, judged));
+            plans.len() - 1
+        }
+        _ => best,
+    }
 }
