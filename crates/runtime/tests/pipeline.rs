@@ -330,9 +330,9 @@ fn a_panicking_device_cost_fails_its_chunk_only() {
 /// the machine's CPUs and one emulated device `dev0` (one stream, FIFO),
 /// so that a second client can contend for the device.
 fn start_daemon(dir: &std::path::Path) -> std::path::PathBuf {
-    use hetsched_daemon::config::DaemonConfig;
-    use hetsched_daemon::launch;
-    use hetsched_daemon::server::Server;
+    use hetsched_monitor::config::DaemonConfig;
+    use hetsched_monitor::launch;
+    use hetsched_monitor::server::Server;
     let config = dir.join("hetsched.toml");
     std::fs::write(
         &config,

@@ -15,8 +15,8 @@
 //! "Thousands of clients".)
 
 use crate::agent::UnitSetup;
+use crate::host::{Host, MetricsBindError, MetricsHttp};
 use crate::kernel_exec::{ExecJob, KernelJob};
-use crate::metrics::http::MetricsListener;
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
@@ -45,10 +45,11 @@ pub struct DaemonSetup {
     pub tick: Duration,
     pub cpu_scan: Duration,
     /// The CPU agent maps each application's class to the nice level of
-    /// its threads ([`crate::nice_map`]).
+    /// its threads ([`crate::nice_map`]; applied by the host's
+    /// [`crate::host::CpuControls`]).
     pub cpu_nice_from_shares: bool,
     /// The CPU agent weighs each application's cgroup by its CPU credits
-    /// ([`crate::cpu_cgroups`]).
+    /// ([`crate::cpu_weights`]; applied by the host's controls).
     pub cpu_cgroups: bool,
     /// Memory and client cap of the units accelerator selection chooses
     /// among, by unit name (others get the defaults).
@@ -65,8 +66,12 @@ pub struct DaemonSetup {
     /// The devices of the units the daemon runs kernels on; the server
     /// starts one executor thread for each.
     pub kernel_backends: crate::kernel_exec::Backends,
-    /// Where `/metrics` is served over HTTP, if anywhere.
+    /// Where `/metrics` is served over HTTP, if anywhere (by the host's
+    /// listener).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// What the host applies and serves beyond the monitor: none for an
+    /// embedded monitor, hetsched-daemon's for the daemon.
+    pub host: Host,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +92,7 @@ pub enum DaemonError {
     #[error("no units to manage: enable CPU discovery or declare [[emulated]] units")]
     NoUnits,
     #[error(transparent)]
-    Metrics(#[from] crate::metrics::http::MetricsBindError),
+    Metrics(#[from] MetricsBindError),
 }
 
 /// A client connection as the state knows it.
@@ -260,7 +265,7 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
-    metrics: Option<MetricsListener>,
+    metrics: Option<Box<dyn MetricsHttp>>,
 }
 
 impl Server {
@@ -273,7 +278,7 @@ impl Server {
     }
 
     /// [`Server::bind`], on `listener` when one is given (systemd socket
-    /// activation: [`crate::activation`]); the socket path is then the
+    /// activation: hetsched-daemon's `activation`); the socket path is then the
     /// listener's.
     pub fn bind_with(
         mut setup: DaemonSetup,
@@ -290,10 +295,17 @@ impl Server {
             .collect();
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let doorbell = Doorbell::create()?;
-        let metrics = setup
-            .metrics_listen
-            .map(MetricsListener::bind)
-            .transpose()?;
+        let metrics = match (setup.metrics_listen, setup.host.metrics) {
+            (Some(addr), Some(bind)) => Some(bind(addr)?),
+            (Some(addr), None) => {
+                tracing::warn!(
+                    "metrics_listen {addr}: this monitor has no /metrics listener \
+                     (the daemon's); metrics are not served"
+                );
+                None
+            }
+            (None, _) => None,
+        };
         let listener = match listener {
             Some(l) => {
                 if let Some(path) = l
@@ -366,7 +378,7 @@ impl Server {
     /// Where `/metrics` is served (with the port chosen when configured
     /// with port 0).
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.metrics.as_ref().and_then(MetricsListener::local_addr)
+        self.metrics.as_ref().and_then(|m| m.local_addr())
     }
 
     /// For whoever stops the daemon: waits until the latest settings are
@@ -423,11 +435,11 @@ impl Server {
             )?);
         }
         if let Some(metrics) = self.metrics {
-            running.unblock_metrics = Some(Box::new(metrics.unblocker()));
+            running.unblock_metrics = Some(metrics.unblocker());
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 "hetsched-metrics",
-                Box::new(move || metrics.serve(&shared)),
+                Box::new(move || metrics.serve(&|| crate::metrics::exposition_now(&shared))),
             )?);
         }
         let (workers, stop) = crate::reactor::start(&self.shared, self.listener)?;
