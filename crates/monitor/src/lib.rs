@@ -12,7 +12,9 @@
 //!   thread that ends emulated device work and publishes the views every
 //!   10 ms, the CPU agent's thread (the /proc scan, the exclusive-core
 //!   hint, the share → nice mapping of [`nice_map`] and the cgroup weights
-//!   of [`cpu_weights`]), the kernel executors and the coordinator;
+//!   of [`cpu_weights`]), the kernel executors and (feature
+//!   `coordination`, which brings hetsched-core's conic solver) the
+//!   proportional-fair coordinator;
 //! * [`embedded`] — the same server on threads of an application, behind
 //!   a private socket: [`embedded::MonitorHandle`] stops and joins them
 //!   all when dropped;
@@ -24,9 +26,11 @@ pub mod admission;
 pub mod agent;
 pub mod config;
 mod connection;
+#[cfg(feature = "coordination")]
 mod coordinator;
 mod cpu_agent;
 pub mod cpu_weights;
+mod demand_report;
 pub mod devices;
 pub mod domains;
 pub mod embedded;

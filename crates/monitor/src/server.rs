@@ -54,7 +54,8 @@ pub struct DaemonSetup {
     /// Memory and client cap of the units accelerator selection chooses
     /// among, by unit name (others get the defaults).
     pub accelerator_limits: BTreeMap<String, crate::monitor::AcceleratorLimits>,
-    /// Proportional-fair coordination ([`crate::coordinator`]).
+    /// Proportional-fair coordination (the coordinator thread; without
+    /// the `coordination` feature it is always off).
     pub coordination: crate::config::Coordination,
     /// The coordinator's settings (mode and floor) when it is on.
     pub coordinator: hetsched_core::coordination::CoordinatorConfig,
@@ -129,7 +130,7 @@ pub(crate) struct State {
     /// The min-funding hint per client, for the private pages.
     pub exclusive: BTreeMap<ClientId, Vec<u32>>,
     /// Latest `ReportDemand` per client, not yet taken by the coordinator.
-    pub demand_reports: BTreeMap<ClientId, crate::coordinator::DemandReport>,
+    pub demand_reports: BTreeMap<ClientId, crate::demand_report::DemandReport>,
     /// The coordinator's targets per client, for the private pages.
     pub targets: BTreeMap<ClientId, hetsched_views::Targets>,
     /// The coordinator's state for `status` (`None` when it is off).
@@ -287,6 +288,14 @@ impl Server {
         if setup.units.is_empty() {
             return Err(DaemonError::NoUnits);
         }
+        #[cfg(not(feature = "coordination"))]
+        if setup.coordination.is_on() {
+            tracing::warn!(
+                "coordination: this monitor is built without the coordinator \
+                 (hetsched-monitor's `coordination` feature); it is off"
+            );
+            setup.coordination = crate::config::Coordination::Off;
+        }
         let cpu_unit_slots: Vec<u32> = setup
             .units
             .iter()
@@ -427,6 +436,7 @@ impl Server {
                 Box::new(move || crate::kernel_exec::run(&shared, unit, backend, rx)),
             )?);
         }
+        #[cfg(feature = "coordination")]
         if self.shared.setup.coordination.is_on() {
             let coordinator = Arc::clone(&self.shared);
             running.threads.push(spawn(
