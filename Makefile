@@ -48,8 +48,12 @@ HAVE_STARPU := $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo yes)
 # Cargo feature flags of the installed binary and library (CUDA: add cuda).
 INSTALL_FEATURES ?= --features opencl
 
+# Two builds: in one, Cargo would unify the features of both, and the
+# library would carry what only the daemon needs (the coordinator and its
+# conic solver: hetsched-monitor's `coordination`).
 install:
-	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched -p hetsched-capi $(INSTALL_FEATURES)
+	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched $(INSTALL_FEATURES)
+	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched-capi $(INSTALL_FEATURES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
 	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/hetsched $(DESTDIR)$(DATADIR)/man/man1 \
 	    $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \

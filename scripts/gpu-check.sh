@@ -216,7 +216,7 @@ fi
 
 # The package a manifest is for: its first `name = ` (a [lib] name comes later).
 package_of() { sed -n 's/^name = "\(.*\)"/\1/p' "$1" | head -n 1; }
-packages=(hetsched hetsched-runtime hetsched-platform hetsched-daemon)
+packages=(hetsched hetsched-runtime hetsched-platform hetsched-monitor hetsched-daemon)
 test_targets=()
 for f in crates/*/tests/*.rs; do
     grep -q 'feature = "cuda"' "$f" || continue

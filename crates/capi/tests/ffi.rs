@@ -224,9 +224,9 @@ fn an_embedded_runtime_runs_c_calls() {
 
 /// A daemon on a private socket, served by threads of this test process.
 fn start_daemon(dir: &Path) -> PathBuf {
-    use hetsched_daemon::config::DaemonConfig;
-    use hetsched_daemon::launch;
-    use hetsched_daemon::server::Server;
+    use hetsched_monitor::config::DaemonConfig;
+    use hetsched_monitor::launch;
+    use hetsched_monitor::server::Server;
     let cfg = DaemonConfig::load_or_default(Some(&write_config(dir))).unwrap();
     let (mut setup, _platform) = launch::prepare(&cfg).unwrap();
     let socket = dir.join("hetsched.sock");

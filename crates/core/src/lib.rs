@@ -15,6 +15,7 @@ pub mod backend_policy;
 pub mod balance;
 pub mod coordination;
 pub mod demand_meter;
+#[cfg(feature = "solver")]
 pub mod fairness;
 pub mod ids;
 pub mod ips_model;
@@ -26,6 +27,7 @@ pub mod pipeline_table;
 pub mod placement;
 pub mod policy;
 /// Task loops replayed to judge allocations (part of [`coordination`]).
+#[cfg(feature = "solver")]
 pub use coordination::replay;
 pub mod task_model;
 pub mod unit;

@@ -40,7 +40,8 @@
 //!   (pinned CPU workers per kind; emulated devices served by the monitor;
 //!   OpenCL devices, feature `opencl`; CUDA devices, feature `cuda`, with
 //!   [`cuda`] its device layer and kernels), sharing the `worker` loop;
-//! * `link` and `embedded` — the connection to the monitor and failover;
+//! * `link` — the connection to the monitor and failover (the embedded
+//!   monitor itself is `hetsched_monitor::embedded`);
 //! * [`model_store`] — task models persisted across runs;
 //! * [`pipeline`] — streaming pipelines driven by a controller thread from
 //!   hetsched-core's pipelining table (APC);
@@ -57,7 +58,6 @@ pub use hetsched_cuda as cuda;
 mod cuda_exec;
 mod device_exec;
 mod device_units;
-mod embedded;
 mod gate_exec;
 mod handle;
 mod job;

@@ -6,8 +6,8 @@
 //! comes back on the same socket within `reconnect_for`), else to a fresh
 //! embedded monitor with the same units, so unit ids and models stay valid.
 
-use crate::embedded::{Embedded, EmbeddedError};
 use crate::options::{MonitorMode, RuntimeOptions};
+use hetsched_monitor::embedded::{EmbeddedError, MonitorHandle};
 use hetsched_protocol::{ClientError, ClientOptions, Role, SharedClient, UnitInfo};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -34,7 +34,7 @@ struct Current {
     client: Arc<SharedClient>,
     kind: LinkKind,
     /// Kept alive while the link uses it.
-    _embedded: Option<Embedded>,
+    _embedded: Option<MonitorHandle>,
 }
 
 pub(crate) struct Link {
@@ -256,8 +256,8 @@ fn connect_daemon(opts: &RuntimeOptions) -> Result<Current, LinkError> {
 
 fn start_embedded(opts: &RuntimeOptions, units: Option<&[UnitInfo]>) -> Result<Current, LinkError> {
     let embedded = match units {
-        Some(u) => Embedded::from_units(u)?,
-        None => Embedded::from_config(opts.embedded_config_path().as_deref())?,
+        Some(u) => MonitorHandle::from_units(u)?,
+        None => MonitorHandle::from_config(opts.embedded_config_path().as_deref())?,
     };
     let client = SharedClient::connect(client_options(opts, embedded.socket()))?;
     Ok(Current {

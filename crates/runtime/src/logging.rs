@@ -1,7 +1,7 @@
 //! Where hetsched's log events go when the program has no `tracing`
 //! subscriber of its own (the `hetsched` binary, C programs through the C
 //! API, Python): stderr, filtered by `RUST_LOG` (`error`, `warn`, `info`,
-//! `debug`, `trace`, or per crate: `hetsched_daemon=debug`). Under systemd
+//! `debug`, `trace`, or per crate: `hetsched_monitor=debug`). Under systemd
 //! (`JOURNAL_STREAM` set) lines carry no timestamp, since the journal adds
 //! its own, and no colours.
 

@@ -338,9 +338,9 @@ fn start_daemon(dir: &std::path::Path) -> std::path::PathBuf {
 
 /// A daemon in this process over the config `text`; its socket.
 fn start_daemon_with(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
-    use hetsched_daemon::config::DaemonConfig;
-    use hetsched_daemon::launch;
-    use hetsched_daemon::server::Server;
+    use hetsched_monitor::config::DaemonConfig;
+    use hetsched_monitor::launch;
+    use hetsched_monitor::server::Server;
     let config = dir.join("hetsched.toml");
     std::fs::write(&config, text).unwrap();
     let cfg = DaemonConfig::load_or_default(Some(&config)).unwrap();

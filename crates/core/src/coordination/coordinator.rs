@@ -56,6 +56,7 @@ impl Default for CoordinatorConfig {
 }
 
 /// One client's share of the last solve.
+#[cfg(feature = "solver")]
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct ClientTargets {
     fraction: Vec<f64>,
@@ -65,6 +66,7 @@ pub(super) struct ClientTargets {
 }
 
 /// The monitor's side: apps' demands in, per-client targets out.
+#[cfg(feature = "solver")]
 #[derive(Clone, Debug)]
 pub struct Coordinator {
     config: CoordinatorConfig,
@@ -83,6 +85,7 @@ pub struct Coordinator {
     short_first: Vec<bool>,
 }
 
+#[cfg(feature = "solver")]
 impl Coordinator {
     pub fn new(config: CoordinatorConfig, units: Vec<UnitSupply>) -> Self {
         // Arrival order until a solve chooses: passing while apps profile

@@ -187,6 +187,7 @@ pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
 /// apps' task loops played out on their fastest units, which sees FIFO
 /// turns and idle gaps while the app at a queue's head copies. The fluid
 /// estimate stands in for an app the replay could not measure.
+#[cfg(feature = "solver")]
 pub fn native_estimate_replayed(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
     let fluid = native_estimate(apps, units);
     crate::replay::replay_native(apps, units, crate::replay::ReplayBudget::default())
@@ -197,6 +198,7 @@ pub fn native_estimate_replayed(apps: &[AppDemand], units: &[UnitSupply]) -> Vec
 }
 
 /// The fluid problem of a set of apps, with `native` as baseline.
+#[cfg(feature = "solver")]
 pub fn problem(apps: &[AppDemand], units: &[UnitSupply], native: &[f64]) -> FairProblem {
     let mut rate = Vec::with_capacity(apps.len());
     let mut occupancy = Vec::with_capacity(apps.len());

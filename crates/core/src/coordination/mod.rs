@@ -32,16 +32,27 @@
 //! loops played out, to judge allocations), [`solve`] and
 //! [`solve_targets_replayed`] (finding the allocation), [`coordinator`]
 //! (the monitor's side).
+//!
+//! Without hetsched-core's `solver` feature (the runtime and the C API
+//! build it so) only what needs no solve is here: the client's side
+//! ([`follow`]), [`supply`], [`demand`] without `problem` and
+//! `native_estimate_replayed`, and [`CoordinatorConfig`].
 
+#[cfg(feature = "solver")]
 use crate::fairness::{
     FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
 };
-use crate::ids::{ClientId, Ns};
+#[cfg(feature = "solver")]
+use crate::ids::ClientId;
+use crate::ids::Ns;
 use crate::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "solver")]
 use std::collections::BTreeMap;
 
+#[cfg(feature = "solver")]
 mod replayed;
+#[cfg(feature = "solver")]
 pub use replayed::{
     INCUMBENT_MARGIN, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SHORT_FIRST_MARGIN,
     solve_targets_replayed,
@@ -50,16 +61,21 @@ pub use replayed::{
 pub mod coordinator;
 pub mod demand;
 pub mod follow;
+#[cfg(feature = "solver")]
 pub mod limits;
+#[cfg(feature = "solver")]
 pub mod replay;
+#[cfg(feature = "solver")]
 pub mod solve;
 pub mod supply;
-#[cfg(test)]
+#[cfg(all(test, feature = "solver"))]
 mod tests;
 
 pub use coordinator::*;
 pub use demand::*;
 pub use follow::*;
+#[cfg(feature = "solver")]
 pub use limits::*;
+#[cfg(feature = "solver")]
 pub use solve::*;
 pub use supply::*;

@@ -1,9 +1,9 @@
 //! `GET /metrics` over HTTP (tiny_http: one thread, one request at a
 //! time, which is all a scraper needs).
 
-use super::exposition::{CONTENT_TYPE, render};
-use super::snapshot::MetricsSnapshot;
-use crate::server::Shared;
+use super::exposition::CONTENT_TYPE;
+pub use hetsched_monitor::host::MetricsBindError;
+use hetsched_monitor::host::MetricsHttp;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tiny_http::{Header, Method, Response};
@@ -21,13 +21,6 @@ impl std::fmt::Debug for MetricsListener {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("cannot serve metrics on {addr}: {why}")]
-pub struct MetricsBindError {
-    pub addr: SocketAddr,
-    pub why: String,
-}
-
 impl MetricsListener {
     pub fn bind(addr: SocketAddr) -> Result<MetricsListener, MetricsBindError> {
         tiny_http::Server::http(addr)
@@ -39,32 +32,26 @@ impl MetricsListener {
                 why: e.to_string(),
             })
     }
+}
 
+impl MetricsHttp for MetricsListener {
     /// Where it listens (the port chosen when bound to port 0).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    fn local_addr(&self) -> Option<SocketAddr> {
         self.http.server_addr().to_ip()
     }
 
-    /// Ends [`MetricsListener::serve`] (from another thread).
-    pub(crate) fn unblocker(&self) -> impl Fn() + Send + Sync + 'static {
+    /// Ends [`MetricsHttp::serve`] (from another thread).
+    fn unblocker(&self) -> Box<dyn Fn() + Send + Sync> {
         let http = Arc::clone(&self.http);
-        move || http.unblock()
+        Box::new(move || http.unblock())
     }
 
-    /// Answers requests until [`MetricsListener::unblocker`]'s call.
-    pub(crate) fn serve(self, shared: &Arc<Shared>) {
+    /// Answers requests until the unblocker's call.
+    fn serve(self: Box<Self>, exposition: &dyn Fn() -> String) {
         for request in self.http.incoming_requests() {
             let path = request.url().split('?').next().unwrap_or("");
             let response = match (request.method(), path) {
-                (Method::Get, "/metrics") => {
-                    let snapshot = {
-                        let st = shared.lock();
-                        let now = shared.now();
-                        let coordination = st.coordination.as_ref().map(|c| (c, st.last_solve_ns));
-                        MetricsSnapshot::of(&st.monitor, coordination, now, now)
-                    };
-                    text(200, render(snapshot), CONTENT_TYPE)
-                }
+                (Method::Get, "/metrics") => text(200, exposition(), CONTENT_TYPE),
                 (Method::Get, "/") => text(
                     200,
                     "hetsched daemon: metrics at /metrics\n".into(),

@@ -1,9 +1,7 @@
-//! The Prometheus endpoint (`metrics_listen`, `hetsched daemon --metrics
-//! ADDR`): counters that only grow ([`ledger`]), a snapshot taken under the
-//! state lock ([`snapshot`]), its text exposition ([`exposition`]) and the
-//! HTTP listener that serves it ([`http`]).
+//! The Prometheus endpoint: the monitor's counters, snapshot and text
+//! exposition (`hetsched_monitor::metrics`, re-exported), served over HTTP
+//! by [`http`].
 
-pub mod exposition;
+pub use hetsched_monitor::metrics::{exposition, ledger, snapshot};
+
 pub mod http;
-pub mod ledger;
-pub mod snapshot;

@@ -4,11 +4,11 @@
 
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::view::ClientUnitView;
-use hetsched_daemon::monitor::{Monitor, MonitorConfig};
-use hetsched_daemon::outbox::Outbox;
-use hetsched_daemon::page_rounds::{PageRounds, QUIET_AFTER, moved};
-use hetsched_daemon::privilege::Peer;
-use hetsched_daemon::store::SettingsStore;
+use hetsched_monitor::monitor::{Monitor, MonitorConfig};
+use hetsched_monitor::outbox::Outbox;
+use hetsched_monitor::page_rounds::{PageRounds, QUIET_AFTER, moved};
+use hetsched_monitor::privilege::Peer;
+use hetsched_monitor::store::SettingsStore;
 use hetsched_protocol::{Role, SettingsRequest, WireClass};
 use std::collections::BTreeMap;
 
@@ -38,7 +38,7 @@ fn hello(m: &mut Monitor, rounds: &mut PageRounds, pid: u32, class: Option<WireC
 fn check_pages(
     m: &Monitor,
     pages: &mut BTreeMap<ClientId, Vec<ClientUnitView>>,
-    updates: Vec<hetsched_daemon::page_rounds::PageUpdate>,
+    updates: Vec<hetsched_monitor::page_rounds::PageUpdate>,
     now: Ns,
 ) {
     for u in updates {

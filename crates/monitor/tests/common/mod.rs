@@ -3,7 +3,7 @@
 use hetsched_core::ids::{KindId, UnitId};
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::{Capabilities, LinkCost, Unit, UnitClass};
-use hetsched_daemon::agent::UnitSetup;
+use hetsched_monitor::agent::UnitSetup;
 
 /// An emulated GPU, `gpu0`, with `slots` slots under the share policy.
 pub fn device(slots: u32) -> UnitSetup {

@@ -15,8 +15,8 @@
 //! "Thousands of clients".)
 
 use crate::agent::UnitSetup;
+use crate::host::{Host, MetricsBindError, MetricsHttp};
 use crate::kernel_exec::{ExecJob, KernelJob};
-use crate::metrics::http::MetricsListener;
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
@@ -47,15 +47,17 @@ pub struct DaemonSetup {
     /// How often the CPU agent publishes the CPU schedule (`HS`).
     pub cpu_schedule: Duration,
     /// The CPU agent maps each application's class to the nice level of
-    /// its threads ([`crate::nice_map`]).
+    /// its threads ([`crate::nice_map`]; applied by the host's
+    /// [`crate::host::CpuControls`]).
     pub cpu_nice_from_shares: bool,
     /// The CPU agent weighs each application's cgroup by its CPU credits
-    /// ([`crate::cpu_cgroups`]).
+    /// ([`crate::cpu_weights`]; applied by the host's controls).
     pub cpu_cgroups: bool,
     /// Memory and client cap of the units accelerator selection chooses
     /// among, by unit name (others get the defaults).
     pub accelerator_limits: BTreeMap<String, crate::monitor::AcceleratorLimits>,
-    /// Proportional-fair coordination ([`crate::coordinator`]).
+    /// Proportional-fair coordination (the coordinator thread; without
+    /// the `coordination` feature it is always off).
     pub coordination: crate::config::Coordination,
     /// The coordinator's settings (mode and floor) when it is on.
     pub coordinator: hetsched_core::coordination::CoordinatorConfig,
@@ -67,8 +69,12 @@ pub struct DaemonSetup {
     /// The devices of the units the daemon runs kernels on; the server
     /// starts one executor thread for each.
     pub kernel_backends: crate::kernel_exec::Backends,
-    /// Where `/metrics` is served over HTTP, if anywhere.
+    /// Where `/metrics` is served over HTTP, if anywhere (by the host's
+    /// listener).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// What the host applies and serves beyond the monitor: none for an
+    /// embedded monitor, hetsched-daemon's for the daemon.
+    pub host: Host,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +95,7 @@ pub enum DaemonError {
     #[error("no units to manage: enable CPU discovery or declare [[emulated]] units")]
     NoUnits,
     #[error(transparent)]
-    Metrics(#[from] crate::metrics::http::MetricsBindError),
+    Metrics(#[from] MetricsBindError),
 }
 
 /// A client connection as the state knows it.
@@ -126,7 +132,7 @@ pub(crate) struct State {
     /// The min-funding hint per client, for the private pages.
     pub exclusive: BTreeMap<ClientId, Vec<u32>>,
     /// Latest `ReportDemand` per client, not yet taken by the coordinator.
-    pub demand_reports: BTreeMap<ClientId, crate::coordinator::DemandReport>,
+    pub demand_reports: BTreeMap<ClientId, crate::demand_report::DemandReport>,
     /// The coordinator's targets per client, for the private pages.
     pub targets: BTreeMap<ClientId, hetsched_views::Targets>,
     /// The coordinator's state for `status` (`None` when it is off).
@@ -262,7 +268,7 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
-    metrics: Option<MetricsListener>,
+    metrics: Option<Box<dyn MetricsHttp>>,
 }
 
 impl Server {
@@ -275,7 +281,7 @@ impl Server {
     }
 
     /// [`Server::bind`], on `listener` when one is given (systemd socket
-    /// activation: [`crate::activation`]); the socket path is then the
+    /// activation: hetsched-daemon's `activation`); the socket path is then the
     /// listener's.
     pub fn bind_with(
         mut setup: DaemonSetup,
@@ -283,6 +289,14 @@ impl Server {
     ) -> Result<Server, DaemonError> {
         if setup.units.is_empty() {
             return Err(DaemonError::NoUnits);
+        }
+        #[cfg(not(feature = "coordination"))]
+        if setup.coordination.is_on() {
+            tracing::warn!(
+                "coordination: this monitor is built without the coordinator \
+                 (hetsched-monitor's `coordination` feature); it is off"
+            );
+            setup.coordination = crate::config::Coordination::Off;
         }
         let cpu_unit_slots: Vec<u32> = setup
             .units
@@ -292,10 +306,17 @@ impl Server {
             .collect();
         let global = GlobalWriter::create(setup.units.len(), cpu_unit_slots.len())?;
         let doorbell = Doorbell::create()?;
-        let metrics = setup
-            .metrics_listen
-            .map(MetricsListener::bind)
-            .transpose()?;
+        let metrics = match (setup.metrics_listen, setup.host.metrics) {
+            (Some(addr), Some(bind)) => Some(bind(addr)?),
+            (Some(addr), None) => {
+                tracing::warn!(
+                    "metrics_listen {addr}: this monitor has no /metrics listener \
+                     (the daemon's); metrics are not served"
+                );
+                None
+            }
+            (None, _) => None,
+        };
         let listener = match listener {
             Some(l) => {
                 if let Some(path) = l
@@ -368,7 +389,7 @@ impl Server {
     /// Where `/metrics` is served (with the port chosen when configured
     /// with port 0).
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.metrics.as_ref().and_then(MetricsListener::local_addr)
+        self.metrics.as_ref().and_then(|m| m.local_addr())
     }
 
     /// For whoever stops the daemon: waits until the latest settings are
@@ -417,6 +438,7 @@ impl Server {
                 Box::new(move || crate::kernel_exec::run(&shared, unit, backend, rx)),
             )?);
         }
+        #[cfg(feature = "coordination")]
         if self.shared.setup.coordination.is_on() {
             let coordinator = Arc::clone(&self.shared);
             running.threads.push(spawn(
@@ -425,11 +447,11 @@ impl Server {
             )?);
         }
         if let Some(metrics) = self.metrics {
-            running.unblock_metrics = Some(Box::new(metrics.unblocker()));
+            running.unblock_metrics = Some(metrics.unblocker());
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 "hetsched-metrics",
-                Box::new(move || metrics.serve(&shared)),
+                Box::new(move || metrics.serve(&|| crate::metrics::exposition_now(&shared))),
             )?);
         }
         let (workers, stop) = crate::reactor::start(&self.shared, self.listener)?;

@@ -6,16 +6,17 @@
 //! exclusive-core hint, (with `cpu_nice_from_shares`) sets the nice
 //! level of every application thread from its class, and (with
 //! `cpu_cgroups`) keeps each application in a cgroup weighed by its CPU
-//! credits ([`crate::cpu_cgroups`]).
+//! credits ([`crate::cpu_weights`]). The last two are the host's
+//! [`CpuControls`] (hetsched-daemon's `renice` and `cpu_cgroups`); a
+//! monitor without them leaves nice levels and cgroups alone.
 //!
 //! It runs apart from the event loop because a /proc walk takes
 //! milliseconds on a busy machine, and the dispatch gate must not wait
 //! for it. It holds the state lock only to read the clients and to store
 //! its results; the I/O happens outside it.
 
-use crate::cpu_cgroups::CpuCgroups;
+use crate::host::{CpuControls, Renice};
 use crate::procfs;
-use crate::renice::{Renicer, may_renice};
 use crate::server::Shared;
 use hetsched_protocol::Role;
 use hetsched_views::CpuKindView;
@@ -24,33 +25,23 @@ use std::sync::Arc;
 
 /// Scans until the process ends.
 pub(crate) fn run(shared: Arc<Shared>) {
-    let mut renicer = if !shared.setup.cpu_nice_from_shares {
-        None
-    } else if may_renice() {
-        Some(Renicer::default())
-    } else {
-        tracing::warn!(
-            "cpu_nice_from_shares needs root (only root can give a thread \
-             its priority back); nice levels are left alone"
-        );
-        None
-    };
-    let mut cgroups = if shared.setup.cpu_cgroups {
-        match CpuCgroups::open() {
-            Ok(cg) => {
-                tracing::info!("cpu_cgroups: {}", cg.describe());
-                Some(cg)
-            }
-            Err(why) => {
+    let mut controls = match shared.setup.host.cpu_controls {
+        Some(open) => open(&shared.setup),
+        None => {
+            if shared.setup.cpu_nice_from_shares {
                 tracing::warn!(
-                    "cpu_cgroups: {why}; client CPU shares are not enforced \
-                     through cgroups"
+                    "cpu_nice_from_shares: this monitor has no host controls \
+                     (the daemon's); nice levels are left alone"
                 );
-                None
             }
+            if shared.setup.cpu_cgroups {
+                tracing::warn!(
+                    "cpu_cgroups: this monitor has no host controls (the \
+                     daemon's); client CPU shares are not enforced through cgroups"
+                );
+            }
+            CpuControls::default()
         }
-    } else {
-        None
     };
     let scan_every = shared.setup.cpu_scan;
     let schedule_every = shared.setup.cpu_schedule.min(scan_every);
@@ -58,10 +49,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
     loop {
         if since_scan >= scan_every {
             since_scan = std::time::Duration::ZERO;
-            scan(&shared, renicer.as_mut());
-            if let Some(cg) = cgroups.as_mut() {
+            scan(&shared, controls.renice.as_mut());
+            if let Some(apply) = controls.cgroups.as_mut() {
                 let targets = shared.lock().monitor.cpu_cgroup_targets();
-                cg.apply(&targets);
+                apply(&targets);
             }
         }
         // Between full scans, only while some unit follows the schedule:
@@ -127,7 +118,7 @@ fn publish_cpu_schedule(shared: &Shared) {
     state.monitor.set_cpu_schedule(&schedule);
 }
 
-fn scan(shared: &Shared, renicer: Option<&mut Renicer>) {
+fn scan(shared: &Shared, renicer: Option<&mut Renice>) {
     publish_cpu_schedule(shared);
     let kinds = shared.cpu_unit_slots.len();
     if kinds == 0 {
@@ -146,7 +137,7 @@ fn scan(shared: &Shared, renicer: Option<&mut Renicer>) {
         (pids, targets)
     };
     if let (Some(r), Some(targets)) = (renicer, nice_targets) {
-        r.apply(&targets);
+        r(&targets);
     }
     let threads: HashMap<u32, u32> = pids.into_iter().map(|p| (p, procfs::threads(p))).collect();
     let mut state = shared.lock();

@@ -4,7 +4,7 @@
 //! [`Outbox`], so it can be tested without sockets, threads or clocks.
 
 use crate::agent::{Agent, AgentRefusal, UnitSetup, Work};
-use crate::cpu_cgroups::{self, CgroupTarget, DomainTarget};
+use crate::cpu_weights::{self, CgroupTarget, DomainTarget};
 use crate::domains::{self, DomainSpec};
 use crate::metrics::ledger::Ledger;
 use crate::nice_map::nice_for_cpu_classes;
@@ -1272,7 +1272,7 @@ impl Monitor {
 
     /// The `cpu.shares` (cgroup v1 scale) of each application process's
     /// cgroup, from its classes on the CPU units
-    /// ([`cpu_cgroups::cpu_shares`]); a process with several connections
+    /// ([`cpu_weights::cpu_shares`]); a process with several connections
     /// gets the largest. Empty without CPU units.
     ///
     /// A process in a configured domain shares the domain's cgroup, with
@@ -1284,7 +1284,7 @@ impl Monitor {
             .values()
             .filter(|c| c.role == Role::Application)
         {
-            if let Some(shares) = cpu_cgroups::cpu_shares(&self.cpu_classes(c)) {
+            if let Some(shares) = cpu_weights::cpu_shares(&self.cpu_classes(c)) {
                 let domain = c.domain.map(|i| DomainTarget {
                     name: self.domains[i].name.clone(),
                     cpu_cap: self.domains[i].cpu_cap,
@@ -1309,7 +1309,7 @@ impl Monitor {
             .clients
             .get(&client)
             .filter(|c| c.role == Role::Application)
-            .and_then(|c| cpu_cgroups::cpu_credits(&self.cpu_classes(c)))
+            .and_then(|c| cpu_weights::cpu_credits(&self.cpu_classes(c)))
         else {
             return;
         };

@@ -5,12 +5,13 @@
 //! the domain's credits, one count of ticks:
 //! [`hetsched_core::policy::SharedDomain`]); with `cpu_cgroups` they also
 //! share one daemon-owned cgroup, which `cpu_cap` holds to that many
-//! cores ([`crate::cpu_cgroups`]).
+//! cores (hetsched-daemon's `cpu_cgroups`; the targets are
+//! [`crate::cpu_weights`]).
 //!
 //! This file has the config entry, its checks, and the match of a
 //! process's `/proc/PID/cgroup` text against the entries. It does no I/O.
 
-use crate::cpu_cgroups::{DOMAIN_PREFIX, PARENT_PREFIX};
+use crate::cpu_weights::{DOMAIN_PREFIX, PARENT_PREFIX};
 use hetsched_core::policy::DEFAULT_NORMAL_SHARES;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -124,7 +124,7 @@ pub struct DaemonConfig {
     /// why and serves none.
     pub cuda_units: bool,
     /// While the daemon runs, it is the only user that may open the
-    /// devices it serves ([`crate::exclusive`]): with a served CUDA device,
+    /// devices it serves (hetsched-daemon's `exclusive`): with a served CUDA device,
     /// `/dev/nvidia<N>`, `nvidiactl`, `nvidia-uvm` and `nvidia-uvm-tools`
     /// become the daemon's user's with mode 0600; with a served OpenCL
     /// device, so do the ICD loader's vendor files (`*.icd`), so other

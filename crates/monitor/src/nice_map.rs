@@ -1,6 +1,6 @@
 //! The CPU agent's share → nice mapping (Rinnegan §3.1: the CPU agent
 //! enforces shares with the kernel's own knob). Pure: the /proc and
-//! `setpriority` side is in [`crate::renice`].
+//! `setpriority` side is hetsched-daemon's `renice`.
 //!
 //! The kernel divides a CPU among runnable threads in proportion to their
 //! CFS weights, and a nice level is nothing but a weight. So a class maps

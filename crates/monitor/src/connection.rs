@@ -593,7 +593,7 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
         } => {
             let checked = st.monitor.check_application(id).and_then(|()| {
                 let named: Vec<UnitId> = implemented.iter().copied().chain(native).collect();
-                crate::coordinator::check_report(&units, &named, st.monitor.agents().len())
+                crate::demand_report::check_report(&units, &named, st.monitor.agents().len())
                     .map_err(|m| (ErrorCode::UnknownUnit, m))
             });
             match checked {
@@ -605,7 +605,7 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                     st.monitor.note_activity(id, now);
                     st.demand_reports.insert(
                         id,
-                        crate::coordinator::DemandReport {
+                        crate::demand_report::DemandReport {
                             units,
                             in_flight,
                             implemented,

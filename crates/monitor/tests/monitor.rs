@@ -3,11 +3,11 @@
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::UnitClass;
-use hetsched_daemon::agent::UnitSetup;
-use hetsched_daemon::monitor::{Monitor, MonitorConfig, ProcessTable};
-use hetsched_daemon::outbox::Outbox;
-use hetsched_daemon::privilege::Peer;
-use hetsched_daemon::store::{ProcessKey, SettingsStore};
+use hetsched_monitor::agent::UnitSetup;
+use hetsched_monitor::monitor::{Monitor, MonitorConfig, ProcessTable};
+use hetsched_monitor::outbox::Outbox;
+use hetsched_monitor::privilege::Peer;
+use hetsched_monitor::store::{ProcessKey, SettingsStore};
 use hetsched_protocol::kernel_call::{self, Kernel, KernelCall};
 use hetsched_protocol::{
     DaemonMsg, DaemonStatus, ErrorCode, Role, STATUS_PAGE_BYTES, SettingsRequest, StatusReport,
@@ -577,7 +577,7 @@ fn a_kernel_call_past_its_slot_asks_for_no_retry_while_it_holds_the_unit() {
 /// and only root (or the admin group) changes its credits and ceiling.
 #[test]
 fn clients_of_a_container_join_its_domain() {
-    use hetsched_daemon::domains::DomainSpec;
+    use hetsched_monitor::domains::DomainSpec;
     let mut unit = device(1);
     unit.policy = PolicyKind::BackendAccC;
     let mut m = Monitor::new(
@@ -691,7 +691,7 @@ fn binding_associations_hold_calls_to_the_chosen_accelerator() {
         },
         SettingsStore::default(),
     );
-    let cap_one = hetsched_daemon::monitor::AcceleratorLimits {
+    let cap_one = hetsched_monitor::monitor::AcceleratorLimits {
         memory_bytes: 1 << 30,
         max_clients: 1,
     };
@@ -776,7 +776,7 @@ fn status_pages_stay_under_the_budget_and_a_walk_lists_each_client_once() {
         })
         .collect();
     let mut m = Monitor::new(units, MonitorConfig::default(), SettingsStore::default());
-    let roomy = hetsched_daemon::monitor::AcceleratorLimits {
+    let roomy = hetsched_monitor::monitor::AcceleratorLimits {
         memory_bytes: 1 << 40,
         max_clients: 1 << 20,
     };
