@@ -235,8 +235,8 @@ fn tokens(ptx: &str) -> Vec<&str> {
         let c = rest.chars().next().expect("i is at a character");
         if rest.starts_with("//") {
             i += rest.find('\n').unwrap_or(rest.len());
-        } else if rest.starts_with("/*") {
-            i += rest[2..].find("*/").map_or(rest.len(), |e| e + 4);
+        } else if let Some(body) = rest.strip_prefix("/*") {
+            i += body.find("*/").map_or(rest.len(), |e| e + 4);
         } else if c.is_whitespace() {
             i += c.len_utf8();
         } else if word(c) {
