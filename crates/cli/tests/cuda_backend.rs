@@ -105,6 +105,60 @@ fn the_daemon_serves_cuda_devices_or_says_why_not() {
     }
 }
 
+/// A client registers a PTX kernel with `served-cuda0`, declaring its
+/// kinds, and runs it on its data region through its kernel ring; a
+/// declaration that does not match the PTX is refused naming the
+/// parameter. On a GPU only; elsewhere it says why it skips.
+#[test]
+fn a_registered_ptx_kernel_runs_through_the_daemon() {
+    use hetsched_cuda::kernels::{SCALE_PTX, SCALE_PTX_DECLARATION};
+    use hetsched_protocol::user_kernel::{ArgBlock, flags};
+    if let Some(why) = no_gpu() {
+        hetsched_platform::test_support::available("cuda", Err(why));
+        return;
+    }
+    let d = TestDaemon::start("cuda-ptx", "include_cpus = false\ncuda_units = true\n");
+    let mut c = d.app("ptx");
+    let unit = c
+        .unit_by_name(SERVED)
+        .unwrap_or_else(|| panic!("no {SERVED}: {}", d.log_text()))
+        .id;
+    let err = c
+        .register_kernel(unit, SCALE_PTX, "scale(const ptr, ptr, f32)")
+        .unwrap_err();
+    assert!(err.to_string().contains("has 4"), "{err}");
+    let err = c.register_kernel(unit, SCALE_PTX, "scale").unwrap_err();
+    assert!(err.to_string().contains("parameter kinds"), "{err}");
+    let k = c
+        .register_kernel(unit, SCALE_PTX, SCALE_PTX_DECLARATION)
+        .unwrap();
+    let names: Vec<&str> = k.signature.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names[0], "scale_param_0");
+    let mut ring = c.open_kernel_ring(unit, 64 << 10).unwrap();
+    let n = 1000u64;
+    let src: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    ring.region().write(0, &src).unwrap();
+    let block = ArgBlock::new()
+        .buffer(0..n * 4, flags::COPY_IN)
+        .buffer(8192..8192 + n * 4, flags::COPY_OUT)
+        .f32(0.5)
+        .u32(n as u32);
+    ring.region().write(32768, block.bytes()).unwrap();
+    let args = 32768..32768 + block.bytes().len() as u64;
+    let task = c
+        .push_user_call(&mut ring, k.kernel, args, n, 0)
+        .expect("the ring has room");
+    c.wait_device(task).unwrap();
+    let mut out = vec![0u8; n as usize * 4];
+    ring.region().read(8192, &mut out).unwrap();
+    let got: Vec<f32> = out
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    assert_eq!(got, want);
+}
+
 /// Without the feature the same key is a config error (the other half is
 /// in hetsched-daemon's config tests); with it, `hetsched units --json`
 /// lists what `cuda_units` would serve.

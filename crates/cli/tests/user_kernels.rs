@@ -197,6 +197,30 @@ fn a_kernel_that_does_not_compile_is_refused_with_the_compilers_log() {
     assert!(c.register_kernel(unit, SAXPY, "saxpy").is_ok());
 }
 
+/// A declaration (`name(kind, ...)`) is for CUDA units' PTX: an OpenCL
+/// unit refuses it, saying to register by name; one that does not parse
+/// is refused before any unit sees it, naming the parameter. The client
+/// stays connected.
+#[test]
+fn an_opencl_unit_refuses_a_ptx_declaration() {
+    let d = served_daemon("user-kernel-decl");
+    let mut c = d.app("decl");
+    let unit = served_unit(&c);
+    let err = c
+        .register_kernel(unit, SAXPY, "saxpy(const ptr, ptr, f32, u32)")
+        .unwrap_err();
+    assert!(err.to_string().contains("by name alone"), "{err}");
+    let err = c
+        .register_kernel(unit, SAXPY, "saxpy(const ptr, float)")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("parameter 1") && text.contains("`float`"),
+        "{text}"
+    );
+    assert!(c.register_kernel(unit, SAXPY, "saxpy").is_ok());
+}
+
 /// A buffer kept on the device (`KEEP`) is used by the next call without
 /// copying it again: the call sees the device's copy, not the region.
 #[test]

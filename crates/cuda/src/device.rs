@@ -3,7 +3,7 @@
 
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
-    DriverError, LaunchArgs, LaunchConfig, PinnedHostSlice, ValidAsZeroBits, sys,
+    DriverError, LaunchArgs, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits, sys,
 };
 use hetsched_platform::gpu;
 use std::any::{Any, TypeId};
@@ -46,6 +46,83 @@ impl Pod for u64 {}
 impl Pod for i32 {}
 impl Pod for f32 {}
 impl Pod for f64 {}
+
+/// A kernel of a PTX module loaded at run time ([`CudaDevice::load_ptx`]),
+/// with the size of each of its parameters as the caller read them from
+/// the PTX: every launch is checked against them.
+pub struct PtxKernel {
+    name: String,
+    function: CudaFunction,
+    param_bytes: Vec<usize>,
+}
+
+impl PtxKernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bytes of each parameter, in order.
+    pub fn param_bytes(&self) -> &[usize] {
+        &self.param_bytes
+    }
+}
+
+impl std::fmt::Debug for PtxKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtxKernel")
+            .field("name", &self.name)
+            .field("param_bytes", &self.param_bytes)
+            .finish()
+    }
+}
+
+/// One argument of a [`PtxKernel`] launch: a device buffer (passed as its
+/// 8-byte device address) or a scalar.
+#[derive(Clone, Copy, Debug)]
+pub enum PtxArg<'a> {
+    Buffer(&'a CudaSlice<u8>),
+    U32(u32),
+    I32(i32),
+    U64(u64),
+    F32(f32),
+}
+
+impl PtxArg<'_> {
+    /// Bytes of the kernel parameter it fills.
+    pub fn bytes(&self) -> usize {
+        match self {
+            PtxArg::Buffer(_) | PtxArg::U64(_) => 8,
+            PtxArg::U32(_) | PtxArg::I32(_) | PtxArg::F32(_) => 4,
+        }
+    }
+}
+
+/// Most threads of one block on any CUDA device.
+pub const MAX_BLOCK: u32 = 1024;
+
+/// The 1-D launch of `global` threads in blocks of `block`: `grid =
+/// ceil(global / block)` blocks, so the kernel sees at least `global`
+/// threads (it must guard the rest). Checks the sizes CUDA allows.
+pub fn linear_launch(global: u64, block: u32) -> Result<LaunchConfig, String> {
+    if block == 0 || block > MAX_BLOCK {
+        return Err(format!(
+            "{block} threads per block: CUDA takes 1..={MAX_BLOCK}"
+        ));
+    }
+    if global == 0 {
+        return Err("a launch of no threads".into());
+    }
+    let grid = global.div_ceil(u64::from(block));
+    let grid = u32::try_from(grid)
+        .ok()
+        .filter(|g| *g <= i32::MAX as u32)
+        .ok_or_else(|| format!("{grid} blocks: more than a CUDA grid holds"))?;
+    Ok(LaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
 
 /// What the runtime and placement know about a device.
 #[derive(Clone, Debug, PartialEq)]
@@ -231,6 +308,104 @@ impl CudaDevice {
         drv("cuModuleLoadData", self.ctx.load_module(ptx))
     }
 
+    /// Loads PTX text (`cuModuleLoadData`: the driver compiles it for this
+    /// device) and finds its kernel `name`, whose parameters take
+    /// `param_bytes` bytes each, as read from the PTX's `.entry` (the
+    /// driver API cannot tell them). A PTX the driver refuses is an error
+    /// naming the driver's code; its JIT log is not collected.
+    pub fn load_ptx(
+        &self,
+        ptx: &str,
+        name: &str,
+        param_bytes: Vec<usize>,
+    ) -> Result<PtxKernel, CudaError> {
+        let bad = |reason: String| CudaError::BadArgs {
+            kernel: "load_ptx",
+            reason,
+        };
+        // cudarc passes both as C strings (and panics on a NUL).
+        if ptx.contains('\0') || name.contains('\0') {
+            return Err(bad("the PTX or the kernel's name holds a NUL byte".into()));
+        }
+        if let Some(b) = param_bytes.iter().find(|b| ![4, 8].contains(*b)) {
+            return Err(bad(format!(
+                "a parameter of {b} bytes: kernels here take 4- and 8-byte parameters"
+            )));
+        }
+        let module = drv(
+            "cuModuleLoadData",
+            self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)),
+        )?;
+        let function = drv("cuModuleGetFunction", module.load_function(name))?;
+        Ok(PtxKernel {
+            name: name.to_string(),
+            function,
+            param_bytes,
+        })
+    }
+
+    /// Launches `kernel` with `args` on a 1-D grid of at least `global`
+    /// threads in blocks of `block` ([`linear_launch`]), timed like every
+    /// launch. The arguments must be as many as the kernel's parameters,
+    /// each of its parameter's size, or nothing is launched.
+    ///
+    /// What the kernel does is its author's: CUDA keeps it inside this
+    /// context's memory, but a kernel that faults (an illegal address)
+    /// leaves the context unusable, and every later command fails.
+    pub fn launch_ptx(
+        &self,
+        kernel: &PtxKernel,
+        global: u64,
+        block: u32,
+        args: &[PtxArg<'_>],
+    ) -> Result<(), CudaError> {
+        let bad = |reason: String| CudaError::BadArgs {
+            kernel: "launch_ptx",
+            reason,
+        };
+        if args.len() != kernel.param_bytes.len() {
+            return Err(bad(format!(
+                "`{}` takes {} arguments, not {}",
+                kernel.name,
+                kernel.param_bytes.len(),
+                args.len()
+            )));
+        }
+        for (i, (arg, want)) in args.iter().zip(&kernel.param_bytes).enumerate() {
+            if arg.bytes() != *want {
+                return Err(bad(format!(
+                    "argument {i} of `{}` is {} bytes; its parameter takes {want}",
+                    kernel.name,
+                    arg.bytes()
+                )));
+            }
+        }
+        let cfg = linear_launch(global, block).map_err(bad)?;
+        let mut builder = self.stream.launch_builder(&kernel.function);
+        for arg in args {
+            match arg {
+                PtxArg::Buffer(b) => builder.arg(*b),
+                PtxArg::U32(v) => builder.arg(v),
+                PtxArg::I32(v) => builder.arg(v),
+                PtxArg::U64(v) => builder.arg(v),
+                PtxArg::F32(v) => builder.arg(v),
+            };
+        }
+        // SAFETY: `launch`'s contract. The arguments are as many as the
+        // kernel's parameters and each is exactly its parameter's size
+        // (checked above against the sizes read from the PTX), so the
+        // driver reads each parameter's bytes from a live value of that
+        // size (`args` outlives the launch call, which copies them). What
+        // the kernel computes from them is untrusted code on the device:
+        // it can reach only device memory and memory mapped into the
+        // context, that is this device's buffers and its pinned staging
+        // memory; the host touches staging memory only after the stream
+        // it runs on is synchronised (`download` and `take_times` wait
+        // for it, and the daemon does after every call), so no host
+        // access races a kernel's.
+        unsafe { self.launch(&mut builder, cfg) }
+    }
+
     /// A device buffer of `len` zeros.
     pub fn zeros<T: Pod>(&self, len: usize) -> Result<CudaSlice<T>, CudaError> {
         drv("cuMemAllocAsync", self.stream.alloc_zeros::<T>(len.max(1)))
@@ -387,5 +562,31 @@ impl CudaDevice {
         let needed = work.div_ceil(u64::from(block.max(1))).max(1);
         let cap = u64::from(self.info.sm_count.max(1) * per_sm.max(1));
         needed.min(cap) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_linear_launch_covers_global_in_whole_blocks() {
+        let c = linear_launch(1000, 256).unwrap();
+        assert_eq!((c.grid_dim, c.block_dim), ((4, 1, 1), (256, 1, 1)));
+        assert_eq!(linear_launch(256, 256).unwrap().grid_dim.0, 1);
+        assert_eq!(linear_launch(1, 1).unwrap().grid_dim.0, 1);
+        assert_eq!(linear_launch(1 << 32, 1024).unwrap().grid_dim.0, 1 << 22);
+        assert!(linear_launch(1 << 40, 1).unwrap_err().contains("blocks"));
+        assert!(linear_launch(64, 0).unwrap_err().contains("1..=1024"));
+        assert!(linear_launch(2048, 2048).unwrap_err().contains("1..=1024"));
+        assert!(linear_launch(0, 256).is_err());
+    }
+
+    #[test]
+    fn ptx_arguments_have_their_parameters_sizes() {
+        assert_eq!(PtxArg::U32(1).bytes(), 4);
+        assert_eq!(PtxArg::I32(-1).bytes(), 4);
+        assert_eq!(PtxArg::F32(1.0).bytes(), 4);
+        assert_eq!(PtxArg::U64(1).bytes(), 8);
     }
 }

@@ -17,6 +17,14 @@ pub const SPIN_SOURCE: &str = include_str!("cuda_kernels/spin.cu");
 /// CUDA C source of `lbm_d2q9_step`.
 pub const LBM_D2Q9_SOURCE: &str = include_str!("cuda_kernels/lbm_d2q9.cu");
 
+/// A PTX module with one kernel, `scale(const float *src, float *dst,
+/// float factor, unsigned n)` (`dst[i] = src[i] * factor` for `i < n`),
+/// as `nvcc -ptx` writes it for `extern "C"` CUDA C: the example of a
+/// kernel a client registers with a served CUDA unit, and its tests'.
+pub const SCALE_PTX: &str = include_str!("cuda_kernels/scale.ptx");
+/// The declaration a client registers [`SCALE_PTX`] with.
+pub const SCALE_PTX_DECLARATION: &str = "scale(const ptr, ptr, f32, u32)";
+
 /// Threads per block of the 1-D kernels: a multiple of the warp size that
 /// leaves room for several resident blocks per SM.
 const BLOCK: u32 = 256;

@@ -12,6 +12,9 @@
 //!   lattice-Boltzmann stencil) from the CUDA C sources in
 //!   `src/cuda_kernels/`, and [`reference`](mod@reference) their CPU versions, which the
 //!   kernels equal exactly.
+//! * [`PtxKernel`] — a kernel of a PTX module loaded at run time (what a
+//!   client registers with the daemon's CUDA unit), launched with raw
+//!   arguments ([`PtxArg`]) checked against its parameters' sizes.
 //!
 //! The CUDA driver and NVRTC are loaded at run time, so a binary built with
 //! this crate starts where they are absent: [`probe`] then says why, and
@@ -26,4 +29,7 @@ pub mod kernels;
 pub mod reference;
 
 pub use cudarc;
-pub use device::{CudaDevice, CudaDeviceInfo, CudaError, DeviceTimes, Pod, device_names, probe};
+pub use device::{
+    CudaDevice, CudaDeviceInfo, CudaError, DeviceTimes, MAX_BLOCK, Pod, PtxArg, PtxKernel,
+    device_names, linear_launch, probe,
+};

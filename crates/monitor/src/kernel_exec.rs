@@ -45,7 +45,7 @@ pub trait KernelBackend: Send {
     ) -> Result<Registered, String> {
         Err(
             "this unit runs only its built-in kernels; registering kernels is built for \
-             OpenCL units"
+             OpenCL units (OpenCL C) and CUDA units (PTX, in a build with the `cuda` feature)"
                 .into(),
         )
     }
@@ -245,6 +245,8 @@ pub(crate) fn run(
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_user;
 
 #[cfg(feature = "opencl")]
 pub mod opencl;
@@ -252,6 +254,8 @@ pub mod opencl;
 mod opencl_user;
 #[cfg(feature = "opencl")]
 mod region_memory;
+#[cfg(any(feature = "opencl", feature = "cuda", test))]
+mod user_store;
 
 #[cfg(test)]
 mod tests {
@@ -308,6 +312,31 @@ mod tests {
         let mut got = [0u8; 64];
         client.read(0, &mut got).unwrap();
         assert_eq!(got, [0xFF; 64]);
+    }
+
+    /// A unit that runs only built-in kernels (an emulated one, or a CUDA
+    /// device in a build without `cuda`, which the config refuses to
+    /// serve at all) refuses a registration, OpenCL C or PTX, saying what
+    /// is built.
+    #[test]
+    fn a_backend_without_registered_kernels_says_why() {
+        let err = register(&mut Plain, ClientId(1), ".entry f()", "f()").unwrap_err();
+        assert!(err.contains("only its built-in kernels"), "{err}");
+        assert!(
+            err.contains("PTX") && err.contains("`cuda` feature"),
+            "{err}"
+        );
+        let (daemon, _client) = hetsched_views::data_region::pair(4096).unwrap();
+        let call = UserCall {
+            kernel: UserKernelId(0),
+            global: 1,
+            local: None,
+            args: Vec::new(),
+        };
+        let err = Plain
+            .run_user(ClientId(1), &call, &Arc::new(daemon))
+            .unwrap_err();
+        assert!(err.contains("does not run user kernel 0"), "{err}");
     }
 
     /// A panicking backend fails the call it was running, and the next

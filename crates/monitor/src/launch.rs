@@ -364,7 +364,7 @@ fn served_cuda_units(
     if !cfg.cuda_units {
         return Vec::new();
     }
-    let backends = match crate::kernel_exec::cuda::open_all() {
+    let backends = match crate::kernel_exec::cuda::open_all(cfg.max_region_mb << 20) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!("cuda_units = true, but no CUDA device is served: {e}");

@@ -21,9 +21,7 @@ use hetsched_core::policy::{ClientSettings, MAX_CUSTOM_SHARES, ShareClass, Share
 use hetsched_core::unit::UnitClass;
 use hetsched_core::view::{ClientUnitView, UnitView};
 use hetsched_protocol::kernel_call::{Kernel, KernelCall, KernelCallError};
-use hetsched_protocol::user_kernel::{
-    KernelSignature, MAX_ENTRY_BYTES, MAX_SOURCE_BYTES, UserKernelId,
-};
+use hetsched_protocol::user_kernel::{KernelSignature, MAX_SOURCE_BYTES, UserKernelId};
 use hetsched_protocol::{
     ClientStatus, ClientUnitStatus, CoordinationStatus, DaemonMsg, DaemonStatus, DomainInfo,
     ErrorCode, Role, STATUS_PAGE_BYTES, SettingsRequest, StatusPage, StatusReport,
@@ -920,17 +918,8 @@ impl Monitor {
                 "a kernel source of {source_bytes} bytes: it must be 1..={MAX_SOURCE_BYTES}"
             ));
         }
-        let identifier = entry
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !identifier || entry.len() > MAX_ENTRY_BYTES {
-            return bad(format!(
-                "{:?} is not a kernel name (an identifier of at most {MAX_ENTRY_BYTES} bytes)",
-                entry.chars().take(MAX_ENTRY_BYTES).collect::<String>()
-            ));
-        }
+        // A kernel name, or for CUDA units a declaration of its kinds.
+        hetsched_protocol::user_kernel::check_entry(entry).or_else(bad)?;
         if self.user_kernels.count(client) >= MAX_KERNELS_PER_CLIENT {
             return bad(format!(
                 "this client has {MAX_KERNELS_PER_CLIENT} kernels registered already (the limit)"

@@ -13,6 +13,7 @@ pub mod kernel_call;
 mod message;
 mod mux;
 mod paths;
+pub mod ptx;
 mod socket;
 mod status_json;
 mod status_pages;

@@ -44,6 +44,23 @@ pub const MAX_LOCAL_BYTES: u64 = 1 << 20;
 /// Most work-items of one launch.
 pub const MAX_GLOBAL: u64 = 1 << 32;
 
+/// Checks the `entry` of a `RegisterKernel` before any unit sees it: a
+/// kernel name (an identifier, for OpenCL units) or a declaration
+/// `name(kind, ...)` (for CUDA units, [`crate::ptx`]). Which of the two a
+/// unit takes, its backend says.
+pub fn check_entry(entry: &str) -> Result<(), String> {
+    if crate::ptx::is_declaration(entry) {
+        return crate::ptx::parse_declaration(entry).map(|_| ());
+    }
+    if !crate::ptx::is_identifier(entry) || entry.len() > MAX_ENTRY_BYTES {
+        return Err(format!(
+            "{:?} is not a kernel name (an identifier of at most {MAX_ENTRY_BYTES} bytes)",
+            entry.chars().take(MAX_ENTRY_BYTES).collect::<String>()
+        ));
+    }
+    Ok(())
+}
+
 /// Buffer flags, the third word of a buffer's entry.
 pub mod flags {
     /// Copy the region's bytes to the device before the launch.
@@ -588,6 +605,22 @@ mod tests {
             user(&w, 8192),
             Err(KernelCallError::SpareWord { .. })
         ));
+    }
+
+    #[test]
+    fn an_entry_is_a_name_or_a_declaration() {
+        assert!(check_entry("scale").is_ok());
+        assert!(check_entry("scale(const ptr, ptr, f32)").is_ok());
+        assert!(
+            check_entry("9scale")
+                .unwrap_err()
+                .contains("not a kernel name")
+        );
+        assert!(check_entry("").unwrap_err().contains("not a kernel name"));
+        let e = check_entry("scale(ptr, float)").unwrap_err();
+        assert!(e.contains("parameter 1") && e.contains("`float`"), "{e}");
+        let long = "k".repeat(MAX_ENTRY_BYTES + 1);
+        assert!(check_entry(&long).is_err());
     }
 
     #[test]

@@ -14,17 +14,26 @@
 //!   same bytes, so nothing is converted here; the tests below check the
 //!   two references agree.
 //!
+//! Clients may also register their own kernels as PTX
+//! ([`super::cuda_user`]).
+//!
 //! Every device command is timed by CUDA events; the daemon charges wall
 //! time (as for OpenCL), so each call drains those timings, or they would
 //! pile up for as long as the daemon runs.
 
-use super::KernelBackend;
+use super::cuda_user::PtxKernels;
+use super::{KernelBackend, Registered};
+use hetsched_core::ids::ClientId;
 use hetsched_cuda::{CudaDevice, CudaDeviceInfo, kernels};
 use hetsched_platform::gpu;
 use hetsched_protocol::kernel_call::{AES_AUX_BYTES, Kernel};
+use hetsched_protocol::user_kernel::UserCall;
+use hetsched_views::data_region::DataRegion;
+use std::sync::Arc;
 
 pub struct CudaBackend {
     device: CudaDevice,
+    user: PtxKernels,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -72,8 +81,10 @@ pub fn reference_output(kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<
 
 impl CudaBackend {
     /// Opens device `ordinal` and builds both kernels with NVRTC, so the
-    /// first call does not pay for it.
-    pub fn open(ordinal: usize) -> Result<CudaBackend, String> {
+    /// first call does not pay for it. A client may keep up to
+    /// `max_kept_bytes` of buffers on the device between calls of its
+    /// registered kernels.
+    pub fn open(ordinal: usize, max_kept_bytes: u64) -> Result<CudaBackend, String> {
         let device = CudaDevice::open(ordinal).map_err(|e| e.to_string())?;
         for (source, name) in [
             (kernels::HISTOGRAM_SOURCE, "histogram256"),
@@ -83,7 +94,10 @@ impl CudaBackend {
                 .function(source, name)
                 .map_err(|e| format!("building {name}: {e}"))?;
         }
-        Ok(CudaBackend { device })
+        Ok(CudaBackend {
+            device,
+            user: PtxKernels::new(max_kept_bytes),
+        })
     }
 
     pub fn info(&self) -> &CudaDeviceInfo {
@@ -117,18 +131,47 @@ impl KernelBackend for CudaBackend {
         let _ = self.device.take_times();
         out
     }
+
+    fn register(
+        &mut self,
+        _client: ClientId,
+        source: &str,
+        entry: &str,
+    ) -> Result<Registered, String> {
+        let (user, device) = (&mut self.user, &self.device);
+        gpu::guarded("loading the PTX", || user.register(device, source, entry))
+    }
+
+    fn run_user(
+        &mut self,
+        client: ClientId,
+        call: &UserCall,
+        region: &Arc<DataRegion>,
+    ) -> Result<(), String> {
+        let (user, device) = (&mut self.user, &self.device);
+        let out = gpu::guarded("a registered kernel's call", || {
+            user.run(device, client, call, region)
+        });
+        let _ = self.device.take_times();
+        out
+    }
+
+    fn forget_client(&mut self, client: ClientId) {
+        self.user.forget(client);
+    }
 }
 
 /// Every CUDA device that opens, with its backend; none, and the reason,
-/// where CUDA is absent or sees no device.
-pub fn open_all() -> Result<Vec<CudaBackend>, String> {
+/// where CUDA is absent or sees no device. A client may keep up to
+/// `max_kept_bytes` on each.
+pub fn open_all(max_kept_bytes: u64) -> Result<Vec<CudaBackend>, String> {
     let count = hetsched_cuda::probe()?;
     if count == 0 {
         return Err("the CUDA driver reports no device".into());
     }
     let mut out = Vec::new();
     for ordinal in 0..count {
-        match CudaBackend::open(ordinal) {
+        match CudaBackend::open(ordinal, max_kept_bytes) {
             Ok(b) => out.push(b),
             Err(e) => tracing::warn!("CUDA device {ordinal} is not served: {e}"),
         }
@@ -261,7 +304,7 @@ mod tests {
     /// it skips, and `open_all` says why there is no device (no panic).
     #[test]
     fn the_backend_equals_the_references_on_a_gpu() {
-        let mut backends = match open_all() {
+        let mut backends = match open_all(1 << 20) {
             Ok(b) if !b.is_empty() => b,
             Ok(_) => {
                 hetsched_platform::test_support::available(

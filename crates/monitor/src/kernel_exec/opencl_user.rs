@@ -1,17 +1,10 @@
 //! Kernels clients register with a served OpenCL unit: built once per
 //! distinct (source, entry) and shared by every client that registers the
 //! same, and run with buffers copied between the client's data region and
-//! the device as each argument's flags say.
-//!
-//! What the daemon enforces here, beyond the checks of
-//! [`hetsched_protocol::user_kernel`] (every range inside the region):
-//! - a device buffer that is not copied in starts zeroed, so no kernel
-//!   reads what another client's call left in device memory (buffers are
-//!   reused between calls of one client only, whose own data they hold);
-//! - the buffers a client keeps on the device between calls add up to at
-//!   most `max_kept_bytes` (`max_region_mb`), and go when it leaves;
-//! - a kept buffer belongs to one client and one data region: a client
-//!   that opens a new region starts with none.
+//! the device as each argument's flags say. The bookkeeping of built
+//! kernels and of kept and spare buffers, and what it guarantees (zeroed
+//! buffers, `max_kept_bytes`, buffers tied to a client and its region),
+//! is [`super::user_store`]'s, shared with CUDA units.
 //!
 //! On a device that works on host memory (a CPU device such as PoCL's), a
 //! buffer copied in or out, not kept, and overlapping no other buffer of
@@ -24,66 +17,24 @@
 
 use super::Registered;
 use super::region_memory::RegionMemory;
+use super::user_store::{BuiltKernels, CallBuffer, CallBuffers, DeviceBytes};
 use hetsched_core::ids::ClientId;
 use hetsched_opencl::{DeviceBuffer, HostMemory, Kernel, KernelArg, OpenClDevice, OpenClError};
 use hetsched_protocol::user_kernel::{
-    KernelSignature, MAX_PARAMS, ParamKind, ParamSpec, UserArg, UserCall, UserKernelId, flags,
+    KernelSignature, MAX_PARAMS, ParamKind, ParamSpec, UserArg, UserCall, flags,
 };
 use hetsched_views::data_region::DataRegion;
-use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-/// Most distinct kernels one unit builds (each holds a compiled program).
-const MAX_KERNELS: usize = 256;
-
-struct Built {
-    kernel: Kernel,
-    signature: KernelSignature,
-}
-
-/// A buffer kept on the device: whose, for which region, which bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct KeptKey {
-    client: ClientId,
-    /// The region's address: with `Kept::region` it tells a kept buffer
-    /// of a region that is gone from one of a new region at the same
-    /// address.
-    region: usize,
-    offset: u64,
-    len: u64,
-}
-
-struct Kept {
-    buffer: DeviceBuffer,
-    region: Weak<DataRegion>,
+impl DeviceBytes for DeviceBuffer {
+    fn byte_len(&self) -> u64 {
+        self.len() as u64
+    }
 }
 
 pub(super) struct UserKernels {
-    built: Vec<Built>,
-    by_source: HashMap<(String, String), UserKernelId>,
-    kept: HashMap<KeptKey, Kept>,
-    kept_bytes: HashMap<ClientId, u64>,
-    max_kept_bytes: u64,
-    /// Buffers of finished calls, per client, for its next calls (a
-    /// buffer costs an allocation, and zeroing, to make): at most
-    /// `max_kept_bytes` per client.
-    spare: HashMap<ClientId, Vec<DeviceBuffer>>,
-    scratch: Vec<u8>,
-}
-
-/// A call's device buffer: fresh for this call, or one it kept.
-struct CallBuffer {
-    key: KeptKey,
-    buffer: DeviceBuffer,
-    flags: u64,
-    range: std::ops::Range<u64>,
-    /// It was kept from an earlier call (`KEEP`).
-    was_kept: bool,
-    /// It was allocated for this call: its contents are anybody's.
-    fresh: bool,
-    /// It is the region's own bytes, used in place: nothing to copy, and
-    /// it goes when the call ends.
-    in_place: bool,
+    built: BuiltKernels<Kernel>,
+    buffers: CallBuffers<DeviceBuffer>,
 }
 
 /// Whether the buffer argument `i` of `args` can be the region's bytes
@@ -151,13 +102,8 @@ fn scalar<'a>(kind: ParamKind, value: u64) -> KernelArg<'a> {
 impl UserKernels {
     pub(super) fn new(max_kept_bytes: u64) -> UserKernels {
         UserKernels {
-            built: Vec::new(),
-            by_source: HashMap::new(),
-            kept: HashMap::new(),
-            kept_bytes: HashMap::new(),
-            max_kept_bytes,
-            spare: HashMap::new(),
-            scratch: Vec::new(),
+            built: BuiltKernels::new(),
+            buffers: CallBuffers::new(max_kept_bytes),
         }
     }
 
@@ -168,39 +114,22 @@ impl UserKernels {
         source: &str,
         entry: &str,
     ) -> Result<Registered, String> {
-        let key = (source.to_string(), entry.to_string());
-        if let Some(&id) = self.by_source.get(&key) {
-            return Ok(Registered {
-                id,
-                signature: self.built[id.0 as usize].signature.clone(),
-                log: String::new(),
-                cached: true,
-            });
-        }
-        if self.built.len() >= MAX_KERNELS {
+        if hetsched_protocol::ptx::is_declaration(entry) {
             return Err(format!(
-                "this unit holds {MAX_KERNELS} registered kernels already; it builds no more \
-                 until the daemon restarts"
+                "an OpenCL unit reads the kernel's parameters from its source: register it by \
+                 name alone, not `{}` (declarations are for CUDA units' PTX)",
+                entry.chars().take(64).collect::<String>()
             ));
         }
-        let kernel = device.build(source, entry).map_err(|e| match e {
-            OpenClError::Build { device, log } => {
-                format!("`{entry}` does not build on {device}; the compiler says:\n{log}")
-            }
-            other => other.to_string(),
-        })?;
-        let signature = signature_of(&kernel, entry)?;
-        let id = UserKernelId(self.built.len() as u32);
-        self.built.push(Built {
-            kernel,
-            signature: signature.clone(),
-        });
-        self.by_source.insert(key, id);
-        Ok(Registered {
-            id,
-            signature,
-            log: String::new(),
-            cached: false,
+        self.built.register(source, entry, || {
+            let kernel = device.build(source, entry).map_err(|e| match e {
+                OpenClError::Build { device, log } => {
+                    format!("`{entry}` does not build on {device}; the compiler says:\n{log}")
+                }
+                other => other.to_string(),
+            })?;
+            let signature = signature_of(&kernel, entry)?;
+            Ok((kernel, signature))
         })
     }
 
@@ -212,150 +141,50 @@ impl UserKernels {
         call: &UserCall,
         region: &Arc<DataRegion>,
     ) -> Result<(), String> {
-        let index = call.kernel.0 as usize;
-        let entry = match self.built.get(index) {
-            Some(b) => b.signature.entry.clone(),
-            None => return Err(format!("this unit has no {}", call.kernel)),
-        };
-        let mut buffers: Vec<CallBuffer> = Vec::new();
-        let mut keeping = 0u64;
+        let entry = self.built.get(call.kernel)?.1.entry.clone();
         let shares_host = device.shares_host_memory();
         let mut memory: Option<Arc<dyn HostMemory>> = None;
-        for (i, arg) in call.args.iter().enumerate() {
-            let UserArg::Buffer { range, flags } = arg else {
-                continue;
-            };
-            let key = KeptKey {
-                client,
-                region: Arc::as_ptr(region) as usize,
-                offset: range.start,
-                len: range.end - range.start,
-            };
-            if flags & flags::KEEP != 0
-                && !buffers
-                    .iter()
-                    .any(|b| b.key == key && b.flags & flags::KEEP != 0)
-            {
-                keeping += key.len;
-            }
-            let in_place = shares_host && in_place_candidate(&call.args, i);
-            let got = if in_place {
+        let in_place = |i: usize, range: &std::ops::Range<u64>| {
+            (shares_host && in_place_candidate(&call.args, i)).then(|| {
                 let host = memory
                     .get_or_insert_with(|| Arc::new(RegionMemory(Arc::clone(region))))
                     .clone();
                 device
                     .in_place_buffer(host, range.start as usize..range.end as usize)
-                    .map(|b| (b, false, false))
-            } else if let Some(buffer) = self.take_kept(&key, region) {
-                Ok((buffer, true, false))
-            } else if let Some(buffer) = self.take_spare(client, key.len) {
-                Ok((buffer, false, false))
-            } else {
-                device.buffer(key.len as usize).map(|b| (b, false, true))
-            };
-            let (buffer, was_kept, fresh) = match got {
-                Ok(b) => b,
-                Err(e) => {
-                    self.put_back(buffers, region);
-                    return Err(format!("`{entry}`: {e}"));
-                }
-            };
-            buffers.push(CallBuffer {
-                key,
-                buffer,
-                flags: *flags,
-                range: range.clone(),
-                was_kept,
-                fresh,
-                in_place,
-            });
-        }
-        let held = self.kept_bytes.get(&client).copied().unwrap_or(0);
-        if held + keeping > self.max_kept_bytes {
-            self.put_back(buffers, region);
-            return Err(format!(
-                "`{entry}`: keeping {keeping} bytes on the device would take this client over \
-                 its {} bytes (it keeps {held} more)",
-                self.max_kept_bytes
-            ));
-        }
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let alloc = |len: u64| device.buffer(len as usize).map_err(|e| e.to_string());
+        let mut buffers = self
+            .buffers
+            .acquire(client, call, region, in_place, alloc)
+            .map_err(|e| format!("`{entry}`: {e}"))?;
         let result = self
-            .copy_in_and_launch(device, index, call, region, &buffers)
+            .copy_in_and_launch(device, call, region, &mut buffers)
             .map_err(|e| format!("`{entry}`: {e}"));
-        // Buffers marked KEEP stay, even after a failed launch (what they
-        // hold is the client's own); the others are the client's spares.
-        for b in buffers.into_iter().filter(|b| !b.in_place) {
-            if b.flags & flags::KEEP != 0 {
-                self.keep(b.key, b.buffer, region);
-            } else {
-                self.put_spare(client, b.buffer);
-            }
-        }
+        self.buffers.release(client, buffers, region);
         result
-    }
-
-    /// A spare buffer of `len` bytes of `client`'s, if it has one.
-    fn take_spare(&mut self, client: ClientId, len: u64) -> Option<DeviceBuffer> {
-        let spares = self.spare.get_mut(&client)?;
-        let i = spares.iter().position(|b| b.len() as u64 == len)?;
-        Some(spares.swap_remove(i))
-    }
-
-    /// Keeps `buffer` for `client`'s next calls, if its spares have room
-    /// (the oldest go first).
-    fn put_spare(&mut self, client: ClientId, buffer: DeviceBuffer) {
-        let spares = self.spare.entry(client).or_default();
-        spares.push(buffer);
-        let mut total: u64 = spares.iter().map(|b| b.len() as u64).sum();
-        while total > self.max_kept_bytes {
-            total -= spares.remove(0).len() as u64;
-        }
-    }
-
-    /// Returns a call's kept buffers to the kept set, as they were.
-    fn put_back(&mut self, buffers: Vec<CallBuffer>, region: &Arc<DataRegion>) {
-        for b in buffers.into_iter().filter(|b| !b.in_place) {
-            if b.was_kept {
-                self.keep(b.key, b.buffer, region);
-            } else {
-                self.put_spare(b.key.client, b.buffer);
-            }
-        }
     }
 
     fn copy_in_and_launch(
         &mut self,
         device: &OpenClDevice,
-        index: usize,
         call: &UserCall,
         region: &DataRegion,
-        buffers: &[CallBuffer],
+        buffers: &mut [CallBuffer<DeviceBuffer>],
     ) -> Result<(), String> {
-        for b in buffers.iter().filter(|b| !b.in_place) {
-            let copy_in = b.flags & flags::COPY_IN != 0;
-            if !b.fresh && !copy_in {
-                // Its contents are this client's own, from an earlier call.
-                continue;
-            }
-            self.scratch.resize(b.key.len as usize, 0);
-            if copy_in {
-                region
-                    .read(b.range.start, &mut self.scratch)
-                    .map_err(|e| e.to_string())?;
-            } else {
-                // Device memory is not cleared between users.
-                self.scratch.fill(0);
-            }
+        self.buffers.copy_in(region, buffers, |b, bytes| {
             device
-                .write(&b.buffer, &self.scratch)
-                .map_err(|e| e.to_string())?;
-        }
-        let built = &self.built[index];
+                .write(b, bytes)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })?;
+        let (kernel, signature) = self.built.get(call.kernel)?;
         let mut next_buffer = buffers.iter();
         let args: Vec<KernelArg<'_>> = call
             .args
             .iter()
-            .zip(&built.signature.params)
+            .zip(&signature.params)
             .map(|(arg, param)| match arg {
                 UserArg::Buffer { .. } => {
                     KernelArg::Buffer(&next_buffer.next().expect("one per buffer").buffer)
@@ -366,7 +195,7 @@ impl UserKernels {
             .collect();
         device
             .launch(
-                &built.kernel,
+                kernel,
                 call.global as usize,
                 call.local.map(|l| l as usize),
                 &args,
@@ -375,76 +204,26 @@ impl UserKernels {
         for b in buffers.iter().filter(|b| b.in_place) {
             device.sync_in_place(&b.buffer).map_err(|e| e.to_string())?;
         }
-        for b in buffers
-            .iter()
-            .filter(|b| !b.in_place && b.flags & flags::COPY_OUT != 0)
-        {
-            self.scratch.resize(b.key.len as usize, 0);
-            device
-                .read(&b.buffer, &mut self.scratch)
-                .map_err(|e| e.to_string())?;
-            region
-                .write(b.range.start, &self.scratch)
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
-    /// Takes `key`'s kept buffer out of the set, if it is kept for this
-    /// very region.
-    fn take_kept(&mut self, key: &KeptKey, region: &Arc<DataRegion>) -> Option<DeviceBuffer> {
-        let kept = self.kept.remove(key)?;
-        self.account(key.client, -(key.len as i128));
-        let same = kept
-            .region
-            .upgrade()
-            .is_some_and(|r| Arc::ptr_eq(&r, region));
-        same.then_some(kept.buffer)
-    }
-
-    /// Keeps `buffer` for `key` (a second buffer for the same key in one
-    /// call is dropped: the first stays).
-    fn keep(&mut self, key: KeptKey, buffer: DeviceBuffer, region: &Arc<DataRegion>) {
-        if self.kept.contains_key(&key) {
-            return;
-        }
-        self.account(key.client, key.len as i128);
-        self.kept.insert(
-            key,
-            Kept {
-                buffer,
-                region: Arc::downgrade(region),
-            },
-        );
-    }
-
-    fn account(&mut self, client: ClientId, delta: i128) {
-        let held = self.kept_bytes.entry(client).or_insert(0);
-        *held = (i128::from(*held) + delta).max(0) as u64;
-        if *held == 0 {
-            self.kept_bytes.remove(&client);
-        }
+        self.buffers.copy_out(region, buffers, |b, out| {
+            device.read(b, out).map(|_| ()).map_err(|e| e.to_string())
+        })
     }
 
     /// `client` left: its kept buffers go.
     pub(super) fn forget(&mut self, client: ClientId) {
-        self.kept.retain(|k, _| k.client != client);
-        self.kept_bytes.remove(&client);
-        self.spare.remove(&client);
+        self.buffers.forget(client);
     }
 
     /// Bytes of `client`'s spare device buffers.
     #[cfg(test)]
     pub(super) fn spare_bytes(&self, client: ClientId) -> u64 {
-        self.spare
-            .get(&client)
-            .map_or(0, |s| s.iter().map(|b| b.len() as u64).sum())
+        self.buffers.spare_bytes(client)
     }
 
     /// Bytes `client` keeps on the device.
     #[cfg(test)]
     pub(super) fn kept_bytes(&self, client: ClientId) -> u64 {
-        self.kept_bytes.get(&client).copied().unwrap_or(0)
+        self.buffers.kept_bytes(client)
     }
 }
 
@@ -452,7 +231,9 @@ impl UserKernels {
 /// so, where no OpenCL device exists.
 #[cfg(test)]
 mod tests {
+    use super::super::user_store::{floats, write_floats};
     use super::*;
+    use hetsched_protocol::user_kernel::UserKernelId;
     use hetsched_protocol::user_kernel::flags::{COPY_IN, COPY_OUT, KEEP};
 
     const SCALE: &str = "__kernel void scale(__global const float *src, __global float *dst, \
@@ -484,20 +265,6 @@ mod tests {
             daemon: Arc::new(daemon),
             client,
         }
-    }
-
-    fn floats(region: &DataRegion, at: u64, n: usize) -> Vec<f32> {
-        let mut bytes = vec![0u8; n * 4];
-        region.read(at, &mut bytes).unwrap();
-        bytes
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-
-    fn write_floats(region: &DataRegion, at: u64, v: &[f32]) {
-        let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
-        region.write(at, &bytes).unwrap();
     }
 
     fn scale_call(id: UserKernelId, src_flags: u64, factor: f32) -> UserCall {
@@ -557,6 +324,10 @@ mod tests {
             err.contains('y'),
             "the compiler's log names the error: {err}"
         );
+        let err = k
+            .register(&dev, SCALE, "scale(const ptr, ptr, f32)")
+            .unwrap_err();
+        assert!(err.contains("by name alone"), "{err}");
         let err = k.register(&dev, SCALE, "scal").unwrap_err();
         assert!(
             err.contains("scale"),
