@@ -33,6 +33,12 @@ copy_gbps = 3.0
 
 const SECONDS: f64 = 5.0;
 
+/// The runs that check where each app's calls went take the machine's
+/// CPUs for their apps: two at once on a 2-core machine would each see
+/// the other's load, which their targets were not solved for. They take
+/// this lock, one after the other.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_daemon_publishes_targets_and_the_apps_follow_them() {
     let status = targets_are_published_and_followed("coordination", CONFIG);
@@ -63,6 +69,8 @@ fn the_replay_judged_pick_on_short_first_devices_is_followed_too() {
 /// Runs three apps under `config`, checks the targets and that the apps
 /// followed them, and returns the last status with targets for all three.
 fn targets_are_published_and_followed(name: &str, config: &str) -> serde_json::Value {
+    // A failed run poisons the lock; the next one still runs.
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start(name, config);
     let models = daemon.dir.join("models");
     let apps = ["aes", "lbm", "histogram"];
@@ -265,6 +273,7 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
 /// coordination, so that app takes part.
 #[test]
 fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it() {
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start("coordination-custom", CONFIG);
     let models = daemon.dir.join("models");
     let app = |name: &str, class: &[&str]| {
