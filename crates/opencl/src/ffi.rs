@@ -138,8 +138,8 @@ pub(crate) fn create_in_place(
 
 /// Makes what the device wrote into an in-place buffer the host memory's
 /// own, as OpenCL requires of `CL_MEM_USE_HOST_PTR` buffers: maps it for
-/// reading and unmaps it at once, both blocking. (On a device that works
-/// on host memory, both are bookkeeping.)
+/// reading and unmaps it at once, and returns when the unmap is done. (On
+/// a device that works on host memory, both are bookkeeping.)
 pub(crate) fn sync_in_place(queue: &CommandQueue, buffer: &Buffer<u8>, len: usize) -> Result<()> {
     let mut mapped: cl_mem = ptr::null_mut();
     // SAFETY: a map of the buffer's own `len` bytes (OpenCL checks the
