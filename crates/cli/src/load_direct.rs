@@ -8,6 +8,7 @@
 use anyhow::{Context, Result, bail};
 use hetsched_opencl::OpenClDevice;
 use hetsched_opencl::kernels::Histogram;
+use hetsched_protocol::kernel_call::Kernel;
 use rand::{RngCore, SeedableRng};
 use std::time::Instant;
 
@@ -39,16 +40,15 @@ pub fn run(index: usize, bytes: u64, until: Instant, think: impl Fn()) -> Result
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(std::process::id()));
     let mut input = vec![0u8; bytes as usize];
     rng.fill_bytes(&mut input);
-    let mut want = [0u32; 256];
-    for &b in &input {
-        want[b as usize] += 1;
-    }
+    let want = crate::load_kernel::reference(Kernel::Histogram, &input, &[])
+        .expect("the histogram's reference needs no feature");
     let mut load = DirectLoad::default();
     while Instant::now() < until {
         let t0 = Instant::now();
         let (counts, timing) = histogram.run(&device, &input)?;
         let call = t0.elapsed().as_nanos() as u64;
-        if counts != want {
+        let got: Vec<u8> = counts.iter().flat_map(|c| c.to_le_bytes()).collect();
+        if got != want {
             bail!(
                 "histogram call {} on OpenCL device {index}: the output differs from the reference",
                 load.tasks

@@ -33,7 +33,7 @@ fn round8(n: u64) -> u64 {
 /// The expected output of `kernel` on `input`, where this build can
 /// compute it (AES needs the `opencl` or the `cuda` feature's reference;
 /// the two agree, which the daemon's CUDA backend tests check).
-fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<u8>> {
     match kernel {
         Kernel::Histogram => {
             let mut counts = [0u32; 256];
