@@ -111,12 +111,18 @@ pub(crate) fn run_loop(
                 None => break,
             }
         }
-        let client = sched.link.client();
-        if let Err(e) = client.task_completed(grant, device_ns) {
-            // The grant died with its connection; the monitor freed it.
-            if e.is_disconnect() || !client.is_connected() {
-                spawn_failover(sched);
-            }
+        report_done(sched, grant, device_ns);
+    }
+}
+
+/// Tells the agent the grant's work is done and how long it held the
+/// device; a grant that died with its connection was freed by the monitor
+/// already, and the link fails over.
+fn report_done(sched: &Arc<Scheduler>, grant: Grant, device_ns: u64) {
+    let client = sched.link.client();
+    if let Err(e) = client.task_completed(grant, device_ns) {
+        if e.is_disconnect() || !client.is_connected() {
+            spawn_failover(sched);
         }
     }
 }
@@ -144,12 +150,7 @@ pub(crate) fn run_granted<R>(
     let started = Instant::now();
     let out = call();
     let ran_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let client = sched.link.client();
-    if let Err(e) = client.task_completed(grant, ran_ns) {
-        if e.is_disconnect() || !client.is_connected() {
-            spawn_failover(sched);
-        }
-    }
+    report_done(sched, grant, ran_ns);
     Ok(out)
 }
 
