@@ -48,17 +48,23 @@ pub struct ClientUnitView {
 impl Default for ClientUnitView {
     /// An idle unit: no wait, nothing guaranteed because nothing is contended.
     fn default() -> Self {
-        ClientUnitView {
-            guaranteed: 0.0,
-            wait_ns: 0.0,
-            current_utilisation: 0.0,
-            throttled: false,
-            max_utilisation: 1.0,
-        }
+        ClientUnitView::OPEN
     }
 }
 
 impl ClientUnitView {
+    /// Nothing guaranteed, no wait, no use, not held back and not capped:
+    /// what a policy that never throttles nor caps completes its view with
+    /// (`ClientUnitView { guaranteed, wait_ns, current_utilisation,
+    /// ..ClientUnitView::OPEN }`).
+    pub const OPEN: ClientUnitView = ClientUnitView {
+        guaranteed: 0.0,
+        wait_ns: 0.0,
+        current_utilisation: 0.0,
+        throttled: false,
+        max_utilisation: 1.0,
+    };
+
     /// Expected utilisation (0..=1] for a task that runs `exec_ns` on the unit:
     /// the fraction of wall time it will actually be running, so that
     /// `turnaround = exec / utilisation` (Rinnegan's `exec × 100 / U`).

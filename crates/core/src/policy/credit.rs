@@ -342,9 +342,47 @@ impl UnitPolicy for CreditPolicy {
         self.sched.domain_state(self.domain_of(client))
     }
 
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
+        clients.iter().map(|&c| self.view_of(c, now)).collect()
+    }
+
+    fn unit_view(&self, now: Ns) -> UnitView {
+        self.ledger.unit_view(now)
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// A shared domain runs next if any member does, with the most credit
+    /// any of them has left.
+    fn set_cpu_schedule(&mut self, scheduled: &[(ClientId, u32)]) {
+        let mut by_domain: Vec<(DomainId, u32)> = Vec::with_capacity(scheduled.len());
+        for &(c, r) in scheduled {
+            let d = self.domain_of(c);
+            match by_domain.iter_mut().find(|(id, _)| *id == d) {
+                Some(e) => e.1 = e.1.max(r),
+                None => by_domain.push((d, r)),
+            }
+        }
+        self.sched.set_cpu_schedule(CpuSchedule {
+            scheduled: by_domain,
+        });
+    }
+
+    fn set_cpu_credits(&mut self, client: ClientId, credits: u32) {
+        CreditPolicy::set_cpu_credits(self, client, credits);
+    }
+
+    fn set_client_domain(&mut self, client: ClientId, domain: Option<SharedDomain>, now: Ns) {
+        CreditPolicy::set_client_domain(self, client, domain, now);
+    }
+}
+
+impl CreditPolicy {
     /// A client's guarantee is its domain's part of the credits of the
     /// active domains, split evenly among the domain's active members.
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
+    fn view_of(&self, client: ClientId, now: Ns) -> ClientUnitView {
         let active = |c: ClientId| {
             c == client
                 || self
@@ -382,41 +420,8 @@ impl UnitPolicy for CreditPolicy {
             guaranteed,
             wait_ns: self.ledger.backlog_ahead_ns(client, now, |_| true),
             current_utilisation,
-            throttled: false,
-            max_utilisation: 1.0,
+            ..ClientUnitView::OPEN
         }
-    }
-
-    fn unit_view(&self, now: Ns) -> UnitView {
-        self.ledger.unit_view(now)
-    }
-
-    fn queued(&self) -> usize {
-        self.queued
-    }
-
-    /// A shared domain runs next if any member does, with the most credit
-    /// any of them has left.
-    fn set_cpu_schedule(&mut self, scheduled: &[(ClientId, u32)]) {
-        let mut by_domain: Vec<(DomainId, u32)> = Vec::with_capacity(scheduled.len());
-        for &(c, r) in scheduled {
-            let d = self.domain_of(c);
-            match by_domain.iter_mut().find(|(id, _)| *id == d) {
-                Some(e) => e.1 = e.1.max(r),
-                None => by_domain.push((d, r)),
-            }
-        }
-        self.sched.set_cpu_schedule(CpuSchedule {
-            scheduled: by_domain,
-        });
-    }
-
-    fn set_cpu_credits(&mut self, client: ClientId, credits: u32) {
-        CreditPolicy::set_cpu_credits(self, client, credits);
-    }
-
-    fn set_client_domain(&mut self, client: ClientId, domain: Option<SharedDomain>, now: Ns) {
-        CreditPolicy::set_client_domain(self, client, domain, now);
     }
 }
 

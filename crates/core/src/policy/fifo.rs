@@ -160,10 +160,6 @@ impl UnitPolicy for FifoPolicy {
         None
     }
 
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        self.client_views(&[client], now).remove(0)
-    }
-
     /// In FIFO order the backlog is summed once for the round and each
     /// client's own part taken out; passing short-first order depends on
     /// each client's key, so each is computed on its own.
@@ -197,8 +193,7 @@ impl UnitPolicy for FifoPolicy {
                     guaranteed: 0.0,
                     wait_ns,
                     current_utilisation: me.map_or(0.0, |c| ledger.utilisation(c, now)),
-                    throttled: false,
-                    max_utilisation: 1.0,
+                    ..ClientUnitView::OPEN
                 }
             })
             .collect()

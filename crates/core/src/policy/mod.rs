@@ -263,16 +263,19 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// wake up to dispatch them), or `None` if nothing is held back.
     fn retry_at(&self, now: Ns) -> Option<Ns>;
 
-    /// What this client can expect from the unit (the private page).
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView;
-
-    /// The views of `clients` at `now`, in their order: what
-    /// [`UnitPolicy::client_view`] gives each. Policies whose view of one
-    /// client scans the others override this to scan once for the whole
-    /// round (the daemon refreshes every client's page each tick).
-    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
-        clients.iter().map(|&c| self.client_view(c, now)).collect()
+    /// What this client can expect from the unit (the private page): its
+    /// entry of [`UnitPolicy::client_views`] for a round of one.
+    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
+        self.client_views(std::slice::from_ref(&client), now)
+            .pop()
+            .unwrap_or_default()
     }
+
+    /// The views of `clients` at `now`, in their order. Each policy gives
+    /// the whole round at once, so that a view that depends on the other
+    /// clients scans them once per round, not once per client (the daemon
+    /// refreshes every client's page each tick).
+    fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView>;
 
     /// A backend-served unit's credits, ticks and SLO state for `client`
     /// (Pegasus policies); `None` for other policies.

@@ -120,10 +120,6 @@ impl UnitPolicy for PriorityPolicy {
     /// Wait = work of other active clients at the same or higher priority
     /// (they run first, or arrived first), plus the expected residual of a
     /// running lower-priority task (half its average: it cannot be preempted).
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        self.client_views(&[client], now).remove(0)
-    }
-
     /// The active clients' work is summed once per priority level; each
     /// client then adds up the levels at or above its own (minus its own
     /// work) and the running tasks below it.
@@ -167,8 +163,7 @@ impl UnitPolicy for PriorityPolicy {
                     guaranteed: 0.0,
                     wait_ns: (ahead_ns.max(0.0) + residual_ns) / slots,
                     current_utilisation: me.map_or(0.0, |c| ledger.utilisation(c, now)),
-                    throttled: false,
-                    max_utilisation: 1.0,
+                    ..ClientUnitView::OPEN
                 }
             })
             .collect()

@@ -637,10 +637,6 @@ impl UnitPolicy for SharePolicy {
         }
     }
 
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        ShareViews::new(self, now).view(client)
-    }
-
     fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
         let round = ShareViews::new(self, now);
         clients.iter().map(|&c| round.view(c)).collect()

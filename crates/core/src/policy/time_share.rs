@@ -73,10 +73,6 @@ impl UnitPolicy for TimeSharePolicy {
         self.admission.retry_at(now)
     }
 
-    fn client_view(&self, client: ClientId, now: Ns) -> ClientUnitView {
-        self.client_views(&[client], now).remove(0)
-    }
-
     /// Each client's fair slice counts the others' tasks: summed once for
     /// the round, each client's own taken out.
     fn client_views(&self, clients: &[ClientId], now: Ns) -> Vec<ClientUnitView> {
@@ -97,8 +93,7 @@ impl UnitPolicy for TimeSharePolicy {
                     // No queue, only sharing: the fair slice is the utilisation.
                     wait_ns: f64::INFINITY,
                     current_utilisation: me.map_or(0.0, |c| ledger.utilisation(c, now)),
-                    throttled: false,
-                    max_utilisation: 1.0,
+                    ..ClientUnitView::OPEN
                 }
             })
             .collect()
