@@ -73,44 +73,121 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         slow_cores: cfg.slow_cores.clone(),
     })?;
     let throttles = set_up_throttles(cfg, &platform)?;
-    let (first_id, first_kind) = (platform.machine.units.len(), platform.machine.kinds.len());
-    let mut served = served_opencl_units(cfg, first_id, first_kind);
-    let cuda = served_cuda_units(cfg, first_id + served.len(), first_kind + served.len());
-    served.extend(cuda);
-    let served_kinds: Vec<String> = served.iter().map(|(s, _)| s.kind_name.clone()).collect();
-    let gated = gated_device_units(
+    let devices = DeviceUnits::open(
         cfg,
-        &served_kinds,
-        first_id + served.len(),
-        first_kind + served.len(),
+        platform.machine.units.len(),
+        platform.machine.kinds.len(),
     );
     let names: Vec<&str> = platform
         .machine
         .units
         .iter()
         .map(|u| u.name.as_str())
-        .chain(served.iter().map(|(s, _)| s.unit.name.as_str()))
-        .chain(gated.iter().map(|s| s.unit.name.as_str()))
+        .chain(devices.names())
         .collect();
-    let unknown = cfg.unknown_policy_units(&names);
+    check_unit_names(cfg, &names)?;
+    let admin_gid = match &cfg.admin_group {
+        Some(g) => Some(procfs::group_gid(g).ok_or_else(|| LaunchError::UnknownGroup(g.clone()))?),
+        None => None,
+    };
+    let mut units = platform_units(cfg, &platform, &throttles);
+    let mut backends = Vec::new();
+    for (mut setup, backend) in devices.served {
+        setup.policy = device_policy(cfg, &setup.unit.name);
+        backends.push((setup.unit.id, backend));
+        units.push(setup);
+    }
+    for mut setup in devices.gated {
+        setup.policy = device_policy(cfg, &setup.unit.name);
+        units.push(setup);
+    }
+    let setup = DaemonSetup {
+        socket: cfg.socket_path(),
+        state_path: cfg.state_path(),
+        monitor: monitor_config(cfg, admin_gid),
+        units,
+        tick: Duration::from_millis(cfg.tick_ms),
+        cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
+        cpu_schedule: Duration::from_millis(cfg.cpu_schedule_ms),
+        cpu_nice_from_shares: cfg.cpu_nice_from_shares,
+        cpu_cgroups: cfg.cpu_cgroups,
+        accelerator_limits: accelerator_limits(cfg),
+        coordination: cfg.coordination,
+        coordinator: cfg.coordination.coordinator_config(cfg.coordination_floor),
+        max_frame_bytes: cfg.max_frame_bytes,
+        connection_limits: crate::admission::ConnectionLimits {
+            per_uid: cfg.max_connections_per_uid,
+            total: cfg.max_connections,
+        },
+        kind_of_cpu: kind_of_cpu(&platform),
+        kernel_backends: crate::kernel_exec::Backends::new(backends),
+        metrics_listen: cfg.metrics_listen,
+        host: crate::host::Host::default(),
+    };
+    Ok((setup, platform))
+}
+
+/// The device units the config asks for, after the platform's: the ones
+/// the daemon serves (OpenCL, then CUDA; each with the backend that runs
+/// its kernels), then the gated ones clients drive themselves.
+struct DeviceUnits {
+    served: Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)>,
+    gated: Vec<UnitSetup>,
+}
+
+impl DeviceUnits {
+    /// Opens them, numbered from `first_id` (one kind each, from
+    /// `first_kind`).
+    fn open(cfg: &DaemonConfig, first_id: usize, first_kind: usize) -> DeviceUnits {
+        let mut served = served_opencl_units(cfg, first_id, first_kind);
+        let cuda = served_cuda_units(cfg, first_id + served.len(), first_kind + served.len());
+        served.extend(cuda);
+        let served_kinds: Vec<String> = served.iter().map(|(s, _)| s.kind_name.clone()).collect();
+        let gated = gated_device_units(
+            cfg,
+            &served_kinds,
+            first_id + served.len(),
+            first_kind + served.len(),
+        );
+        DeviceUnits { served, gated }
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.served
+            .iter()
+            .map(|(s, _)| s.unit.name.as_str())
+            .chain(self.gated.iter().map(|s| s.unit.name.as_str()))
+    }
+}
+
+/// Refuses a `[policies]` entry or a domain's `unit_credits` that names a
+/// unit not among `names`.
+fn check_unit_names(cfg: &DaemonConfig, names: &[&str]) -> Result<(), LaunchError> {
+    let unknown = cfg.unknown_policy_units(names);
     if !unknown.is_empty() {
         return Err(LaunchError::UnknownPolicyUnit {
             unknown: unknown.join(", "),
             known: names.join(", "),
         });
     }
-    let unknown = crate::domains::unknown_units(&cfg.domains, &names);
+    let unknown = crate::domains::unknown_units(&cfg.domains, names);
     if !unknown.is_empty() {
         return Err(LaunchError::UnknownDomainUnit {
             unknown: unknown.join(", "),
             known: names.join(", "),
         });
     }
-    let admin_gid = match &cfg.admin_group {
-        Some(g) => Some(procfs::group_gid(g).ok_or_else(|| LaunchError::UnknownGroup(g.clone()))?),
-        None => None,
-    };
-    let mut units: Vec<UnitSetup> = platform
+    Ok(())
+}
+
+/// The setup of each unit the platform discovery found (CPU kinds and
+/// `[[emulated]]` devices), with its configured policy.
+fn platform_units(
+    cfg: &DaemonConfig,
+    platform: &Platform,
+    throttles: &BTreeMap<String, PathBuf>,
+) -> Vec<UnitSetup> {
+    platform
         .machine
         .units
         .iter()
@@ -139,17 +216,11 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
                 throttle: throttles.get(&u.name).cloned(),
             }
         })
-        .collect();
-    let mut backends = Vec::new();
-    for (mut setup, backend) in served {
-        setup.policy = device_policy(cfg, &setup.unit.name);
-        backends.push((setup.unit.id, backend));
-        units.push(setup);
-    }
-    for mut setup in gated {
-        setup.policy = device_policy(cfg, &setup.unit.name);
-        units.push(setup);
-    }
+        .collect()
+}
+
+/// The CPU kind of each OS CPU number (`None` for numbers not in use).
+fn kind_of_cpu(platform: &Platform) -> Vec<Option<usize>> {
     let n_os_cpus = platform
         .cpus
         .iter()
@@ -160,48 +231,33 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     for c in &platform.cpus {
         kind_of_cpu[c.os_index] = Some(c.kind.index());
     }
-    let setup = DaemonSetup {
-        socket: cfg.socket_path(),
-        state_path: cfg.state_path(),
-        monitor: MonitorConfig {
-            max_outstanding: cfg.max_outstanding,
-            max_device_ns: (cfg.max_device_seconds * 1e9) as u64,
-            admin_gid,
-            max_region_bytes: cfg.max_region_mb << 20,
-            domains: cfg.domains.clone(),
-            accelerator_binding: cfg.accelerator_binding,
-            anticipation_ns: cfg.anticipation_us.map(|us| us * 1_000),
-        },
-        units,
-        tick: Duration::from_millis(cfg.tick_ms),
-        cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
-        cpu_schedule: Duration::from_millis(cfg.cpu_schedule_ms),
-        cpu_nice_from_shares: cfg.cpu_nice_from_shares,
-        cpu_cgroups: cfg.cpu_cgroups,
-        accelerator_limits: cfg
-            .emulated
-            .iter()
-            .map(|e| {
-                let limits = crate::monitor::AcceleratorLimits {
-                    memory_bytes: e.memory_bytes(),
-                    max_clients: e.max_clients,
-                };
-                (e.name.clone(), limits)
-            })
-            .collect(),
-        coordination: cfg.coordination,
-        coordinator: cfg.coordination.coordinator_config(cfg.coordination_floor),
-        max_frame_bytes: cfg.max_frame_bytes,
-        connection_limits: crate::admission::ConnectionLimits {
-            per_uid: cfg.max_connections_per_uid,
-            total: cfg.max_connections,
-        },
-        kind_of_cpu,
-        kernel_backends: crate::kernel_exec::Backends::new(backends),
-        metrics_listen: cfg.metrics_listen,
-        host: crate::host::Host::default(),
-    };
-    Ok((setup, platform))
+    kind_of_cpu
+}
+
+fn monitor_config(cfg: &DaemonConfig, admin_gid: Option<u32>) -> MonitorConfig {
+    MonitorConfig {
+        max_outstanding: cfg.max_outstanding,
+        max_device_ns: (cfg.max_device_seconds * 1e9) as u64,
+        admin_gid,
+        max_region_bytes: cfg.max_region_mb << 20,
+        domains: cfg.domains.clone(),
+        accelerator_binding: cfg.accelerator_binding,
+        anticipation_ns: cfg.anticipation_us.map(|us| us * 1_000),
+    }
+}
+
+/// Each `[[emulated]]` device's memory and client limits, by name.
+fn accelerator_limits(cfg: &DaemonConfig) -> BTreeMap<String, crate::monitor::AcceleratorLimits> {
+    cfg.emulated
+        .iter()
+        .map(|e| {
+            let limits = crate::monitor::AcceleratorLimits {
+                memory_bytes: e.memory_bytes(),
+                max_clients: e.max_clients,
+            };
+            (e.name.clone(), limits)
+        })
+        .collect()
 }
 
 /// The policy of device unit `name`: its own in `[policies]`, else the
