@@ -48,6 +48,20 @@ HAVE_STARPU := $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo yes)
 # Cargo feature flags of the installed binary and library (CUDA: add cuda).
 INSTALL_FEATURES ?= --features opencl
 
+# The binary and the shared library are installed without their debug
+# info, which goes next to them in a `.debug` directory that gdb and perf
+# find through the `.gnu_debuglink` section (most of a build's size is
+# debug info). SPLIT_DEBUG=no installs them as built.
+SPLIT_DEBUG ?= yes
+OBJCOPY ?= objcopy
+# $(call split_debug,DIR,FILE): moves FILE's debug info to DIR/.debug/FILE.debug.
+define split_debug
+	install -d $(1)/.debug
+	$(OBJCOPY) --only-keep-debug $(1)/$(2) $(1)/.debug/$(2).debug
+	chmod 644 $(1)/.debug/$(2).debug
+	$(OBJCOPY) --strip-debug --add-gnu-debuglink=$(1)/.debug/$(2).debug $(1)/$(2)
+endef
+
 # Two builds: in one, Cargo would unify the features of both, and the
 # library would carry what only the daemon needs (the coordinator and its
 # conic solver: hetsched-monitor's `coordination`).
@@ -61,6 +75,10 @@ install:
 	install -m 755 $(BUILT)/hetsched $(DESTDIR)$(BINDIR)/hetsched
 	install -m 755 $(BUILT)/libhetsched.so $(DESTDIR)$(LIBDIR)/libhetsched.so
 	install -m 644 $(BUILT)/libhetsched.a $(DESTDIR)$(LIBDIR)/libhetsched.a
+ifeq ($(SPLIT_DEBUG),yes)
+	$(call split_debug,$(DESTDIR)$(BINDIR),hetsched)
+	$(call split_debug,$(DESTDIR)$(LIBDIR),libhetsched.so)
+endif
 	install -m 644 crates/capi/include/hetsched.h $(DESTDIR)$(INCLUDEDIR)/hetsched.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e "s|@VERSION@|$$(sed -n 's/^version = \"\(.*\)\"/\1/p' Cargo.toml | head -1)|" \
@@ -84,6 +102,7 @@ endif
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hetsched $(DESTDIR)$(LIBDIR)/libhetsched.so $(DESTDIR)$(LIBDIR)/libhetsched.a \
+	    $(DESTDIR)$(BINDIR)/.debug/hetsched.debug $(DESTDIR)$(LIBDIR)/.debug/libhetsched.so.debug \
 	    $(DESTDIR)$(INCLUDEDIR)/hetsched.h $(DESTDIR)$(LIBDIR)/pkgconfig/hetsched.pc \
 	    $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.socket \
 	    $(DESTDIR)$(DATADIR)/man/man1/hetsched*.1 \

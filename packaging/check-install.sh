@@ -22,6 +22,14 @@ for f in bin/hetsched lib/libhetsched.so lib/libhetsched.a include/hetsched.h li
     [ -s "$root$prefix/$f" ] || fail "$prefix/$f was not installed"
 done
 [ -s "$root/etc/hetsched/hetsched.toml" ] || fail "/etc/hetsched/hetsched.toml was not installed"
+# Debug info is split off: the installed files carry a link to it, not it.
+for f in bin/hetsched lib/libhetsched.so; do
+    dir=$(dirname "$f"); name=$(basename "$f")
+    [ -s "$root$prefix/$dir/.debug/$name.debug" ] || fail "$prefix/$dir/.debug/$name.debug was not installed"
+    sections=$(readelf -SW "$root$prefix/$f")
+    grep -q '\.gnu_debuglink' <<<"$sections" || fail "$prefix/$f has no .gnu_debuglink"
+    if grep -q '\.debug_line' <<<"$sections"; then fail "$prefix/$f still carries its debug info"; fi
+done
 "$root$prefix/bin/hetsched" --version | grep -q '^hetsched ' || fail "the installed binary does not run"
 grep -q "^ExecStart=$prefix/bin/hetsched daemon --config /etc/hetsched/hetsched.toml" \
     "$root$prefix/lib/systemd/system/hetsched.service" || fail "ExecStart does not name the installed binary"
