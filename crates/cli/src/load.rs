@@ -252,16 +252,15 @@ fn run_direct(args: &LoadArgs, index: usize) -> Result<()> {
     if args.kernel.as_deref().is_some_and(|k| k != "histogram") {
         bail!("--direct-opencl runs the histogram kernel only");
     }
-    let start = Instant::now();
-    let until = start + Duration::from_secs_f64(args.seconds);
-    let mut got = crate::load_direct::run(index, args.bytes, until, || think(args.think_ms))?;
+    let seconds = Duration::from_secs_f64(args.seconds);
+    let mut got = crate::load_direct::run(index, args.bytes, seconds, || think(args.think_ms))?;
     let report = LoadReport {
         pid: std::process::id(),
         unit: format!("opencl{index}"),
         class: "direct".into(),
         tasks: got.tasks,
         unit_ns: got.device_ns,
-        wall_ns: start.elapsed().as_nanos() as u64,
+        wall_ns: got.wall_ns,
         mean_wait_ns: got.waits.iter().sum::<u64>() as f64 / got.tasks.max(1) as f64,
         p50_wait_ns: percentile(&mut got.waits, 0.50),
         p99_wait_ns: percentile(&mut got.waits, 0.99),

@@ -10,12 +10,15 @@ use hetsched_opencl::OpenClDevice;
 use hetsched_opencl::kernels::Histogram;
 use hetsched_protocol::kernel_call::Kernel;
 use rand::{RngCore, SeedableRng};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What a direct run got.
 #[derive(Default)]
 pub struct DirectLoad {
     pub tasks: u64,
+    /// The loop's wall time (from the first call, after the device is
+    /// open and the kernel built), ns.
+    pub wall_ns: u64,
     /// Device time the calls took (copies and kernel, by profiling
     /// events), ns.
     pub device_ns: u64,
@@ -28,9 +31,10 @@ pub struct DirectLoad {
 }
 
 /// Runs the histogram of `bytes` random bytes on OpenCL device `index`
-/// until `until`, one call at a time, checking every result; `think`
-/// runs after each.
-pub fn run(index: usize, bytes: u64, until: Instant, think: impl Fn()) -> Result<DirectLoad> {
+/// for `seconds`, one call at a time, checking every result; `think` runs
+/// after each. The time starts once the device is open and the kernel
+/// built, as a served unit's kernels are built before clients come.
+pub fn run(index: usize, bytes: u64, seconds: Duration, think: impl Fn()) -> Result<DirectLoad> {
     if bytes == 0 {
         bail!("--bytes must be at least 1");
     }
@@ -43,6 +47,8 @@ pub fn run(index: usize, bytes: u64, until: Instant, think: impl Fn()) -> Result
     let want = crate::load_kernel::reference(Kernel::Histogram, &input, &[])
         .expect("the histogram's reference needs no feature");
     let mut load = DirectLoad::default();
+    let start = Instant::now();
+    let until = start + seconds;
     while Instant::now() < until {
         let t0 = Instant::now();
         let (counts, timing) = histogram.run(&device, &input)?;
@@ -62,5 +68,6 @@ pub fn run(index: usize, bytes: u64, until: Instant, think: impl Fn()) -> Result
         load.waits.push(call.saturating_sub(on_device));
         think();
     }
+    load.wall_ns = start.elapsed().as_nanos() as u64;
     Ok(load)
 }

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use std::process::Child;
+use std::time::{Duration, Instant};
 
 mod common;
 use common::{TestDaemon, load_report as report, unit_s};
@@ -26,28 +27,34 @@ fn credits_split_the_device(policy: &str, ring: bool) {
             (c, d.load(&class, &load))
         })
         .collect();
-    // Midway, status shows each client's credits and the ticks it was given.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let status = d.observer().unwrap().status().unwrap();
-    let mut ticks_by_credits: Vec<(u32, u64)> = status
-        .clients
-        .iter()
-        .filter_map(|c| c.units.iter().find_map(|u| u.backend))
-        .map(|b| {
-            assert_eq!(b.policy.name(), policy, "{b:?}");
-            (b.config.acc_credits, b.ticks_granted)
-        })
-        .collect();
-    ticks_by_credits.sort();
-    assert_eq!(
-        ticks_by_credits.iter().map(|t| t.0).collect::<Vec<_>>(),
-        vec![256, 256, 512, 1024],
-        "{status:?}"
-    );
-    assert!(
-        ticks_by_credits[3].1 > ticks_by_credits[0].1.max(ticks_by_credits[1].1),
-        "the 1024-credit client got no more ticks than a 256 one: {ticks_by_credits:?}"
-    );
+    // While they run, status shows each client's credits and the ticks it
+    // was given: the 1024-credit client soon has more than either 256 one.
+    let mut observer = d.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_millis(2500);
+    loop {
+        let status = observer.status().unwrap();
+        let mut ticks_by_credits: Vec<(u32, u64)> = status
+            .clients
+            .iter()
+            .filter_map(|c| c.units.iter().find_map(|u| u.backend))
+            .map(|b| {
+                assert_eq!(b.policy.name(), policy, "{b:?}");
+                (b.config.acc_credits, b.ticks_granted)
+            })
+            .collect();
+        ticks_by_credits.sort();
+        let all_listed =
+            ticks_by_credits.iter().map(|t| t.0).collect::<Vec<_>>() == [256, 256, 512, 1024];
+        if all_listed && ticks_by_credits[3].1 > ticks_by_credits[0].1.max(ticks_by_credits[1].1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "want four clients of 256, 256, 512 and 1024 credits, the 1024 one with more \
+             ticks than a 256 one: {ticks_by_credits:?} in {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let got: Vec<(f64, Value)> = children
         .into_iter()
         .map(|(c, ch)| (c, report(ch)))
@@ -88,7 +95,6 @@ fn calls_through_rings_follow_credits_under_accc() {
 #[test]
 fn a_flooding_ring_cannot_starve_others_and_a_lying_one_is_cut_short() {
     use hetsched_protocol::{Client, ClientOptions, ErrorCode};
-    use std::time::{Duration, Instant};
     let config = format!(
         "{}\n[policies]\ngpu0 = \"rr\"\n",
         common::ONE_GPU.trim_end()
@@ -308,7 +314,6 @@ fn accelerator_selection_honours_memory_caps_and_departures() {
     use hetsched_core::ids::UnitId;
     use hetsched_core::unit::UnitClass;
     use hetsched_protocol::{ClientError, ErrorCode};
-    use std::time::{Duration, Instant};
     const MIB: u64 = 1 << 20;
     let d = TestDaemon::start("selection", TWO_GPUS);
     let (gpu0, gpu1) = (UnitId(0), UnitId(1));
@@ -432,7 +437,6 @@ fn cpu_shares_split_a_contended_cpu() {
     use std::io::{BufRead, BufReader};
     use std::path::Path;
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
     if !hetsched_platform::test_support::root_and_cgroup_v1() {
         return;
     }

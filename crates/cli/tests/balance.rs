@@ -29,6 +29,17 @@ fn busy(dir: &Path, name: &str, cpus: &str) -> Child {
         .unwrap()
 }
 
+/// Waits until `child` runs the program `name` (taskset has exec'd it), so
+/// that what is set on its pid from now on is set on the program.
+fn wait_exec(child: &Child, name: &str) {
+    let comm = format!("/proc/{}/comm", child.id());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(&comm).map_or(true, |c| c.trim_end() != name) {
+        assert!(Instant::now() < deadline, "{name} never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 struct Kill(Vec<Child>);
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -51,7 +62,7 @@ fn a_dry_run_prints_the_allocation_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let kids = Kill(vec![busy(dir.path(), "busy-a", "0")]);
     let pid = kids.0[0].id();
-    std::thread::sleep(Duration::from_millis(100));
+    wait_exec(&kids.0[0], "busy-a");
     let cfg = dir.path().join("balance.toml");
     std::fs::write(
         &cfg,
@@ -187,7 +198,9 @@ fn a_symmetric_machine_predicts_no_gain_and_no_move() {
 /// 0 and 1: the set the balancer takes as theirs.
 fn busy_released(dir: &Path, names: &[(&str, &str)]) -> Kill {
     let kids = Kill(names.iter().map(|(n, c)| busy(dir, n, c)).collect());
-    std::thread::sleep(Duration::from_millis(200));
+    for (k, (name, _)) in kids.0.iter().zip(names) {
+        wait_exec(k, name);
+    }
     for k in &kids.0 {
         let ok = Command::new("taskset")
             .args(["-a", "-p", "-c", "0,1", &k.id().to_string()])

@@ -127,7 +127,10 @@ fn clients_of_one_container_share_its_credits() {
         &["--unit", "gpu0", "--seconds", "3", "--exec-ms", "5"],
     );
     // Midway: both container clients are members, and status says so.
-    std::thread::sleep(Duration::from_millis(1200));
+    wait_for("the three clients to be listed", || {
+        let status: serde_json::Value = serde_json::from_str(&cli(&["status", "--json"])).unwrap();
+        status["clients"].as_array().map_or(0, Vec::len) == 3
+    });
     let listed = cli(&["domains"]);
     let row = listed.lines().find(|l| l.starts_with("web ")).unwrap();
     assert_eq!(

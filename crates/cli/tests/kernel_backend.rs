@@ -269,9 +269,26 @@ fn a_queued_call_keeps_its_region_when_the_ring_is_replaced() {
     let task = c
         .push_kernel_call(&mut old, Kernel::Histogram, 0..4096, 4096..5120, 0)
         .unwrap();
-    // Let the poller take the call into the (busy) unit's queue, then
+    // Once the poller has taken the call into the (busy) unit's queue,
     // replace the ring with a region too small for the call's ranges.
-    std::thread::sleep(Duration::from_millis(20));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = c.status().unwrap();
+        let taken = st
+            .clients
+            .iter()
+            .filter(|cl| cl.name == "replacer")
+            .flat_map(|cl| &cl.units)
+            .any(|u| u.unit == unit && u.outstanding > 0);
+        if taken {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the ring call was never taken: {st:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let _new = c.open_kernel_ring(unit, 8).unwrap();
     c.wait_device(task).unwrap();
     let mut counts = [0u8; 1024];
