@@ -168,8 +168,18 @@ fn a_slow_consumer_bounds_what_is_in_flight() {
             count.fetch_add(1, Ordering::SeqCst);
         }
     });
-    std::thread::sleep(Duration::from_millis(200));
-    // Input queue (2) + controller (2) + output queue (2) + one blocked send.
+    // Input queue (2) + controller (2) + output queue (2) + one blocked send:
+    // wait until the pipeline is that full, then give the producer time to
+    // (wrongly) push more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pushed.load(Ordering::SeqCst) < 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pipeline never filled"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let early = pushed.load(Ordering::SeqCst);
     assert!(early <= 8, "{early} chunks pushed with nobody pulling");
     assert!(p.stats().chunks_out <= 3);
