@@ -65,6 +65,8 @@ fn domain(name: &str, acc: u32, cpu: u32, cpu_ms: f64, call_ms: f64, depth: u32)
         depth,
         think_ns: 0,
         slo: None,
+        cpu: None,
+        accelerator: 0,
     }
 }
 
@@ -73,6 +75,7 @@ pub fn machine(name: &str) -> Option<Machine> {
     let m = match name {
         "pegasus-fig5" => Machine {
             cpus: 2,
+            accelerators: 1,
             switch_ns: SWITCH_NS,
             anticipation_ns: DEFAULT_ANTICIPATION_NS,
             hs_period_ns: engine::TICK_NS,
@@ -93,6 +96,7 @@ pub fn machine(name: &str) -> Option<Machine> {
         // (1024, 1024, 0.8), (256, 1024, 0.8), (768, 256, 0.2).
         "pegasus-fig6" => Machine {
             cpus: 2,
+            accelerators: 1,
             switch_ns: SWITCH_NS,
             anticipation_ns: DEFAULT_ANTICIPATION_NS,
             hs_period_ns: engine::TICK_NS,
@@ -122,6 +126,7 @@ pub fn machine(name: &str) -> Option<Machine> {
             }
             Machine {
                 cpus: 2,
+                accelerators: 1,
                 switch_ns: SWITCH_NS,
                 anticipation_ns: DEFAULT_ANTICIPATION_NS,
                 hs_period_ns: engine::TICK_NS,
