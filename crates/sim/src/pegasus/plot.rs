@@ -41,7 +41,8 @@ fn draw(r: &PegasusReport, out: &mut String) -> Result<(), Box<dyn std::error::E
                     .map(|g| g * slot + per as i32 / 2)
                     .collect(),
             ),
-            0.0..top * 1.3,
+            // Headroom above the bars for the legend (one row per policy).
+            0.0..top * 1.7,
         )?;
     let names: Vec<String> = r
         .apps
