@@ -1,9 +1,12 @@
 //! The timer thread: ends emulated device work on time, runs the agents'
-//! 10 ms accounting, publishes both view pages and drops stored settings
-//! of processes that exited. It sleeps on the state's condition variable
-//! until the earliest of those deadlines, or until a connection thread
-//! says new work may have moved it.
+//! 10 ms accounting, publishes both view pages (with the CPU agent's and
+//! the coordinator's latest results) and drops stored settings of
+//! processes that exited (reading /proc with no lock held). It sleeps on
+//! the doorbell until the earliest of those deadlines, or until another
+//! thread says new work may have moved it.
 
+use crate::coordination_results::CoordinationResults;
+use crate::cpu_figures::CpuFigures;
 use crate::outbox::Outbox;
 use crate::procfs;
 use crate::server::OpenRing;
@@ -43,6 +46,7 @@ pub(crate) fn run(shared: &Shared) {
     );
     let busy_for = RING_BUSY_FOR.as_nanos() as Ns;
     let mut last_call: Option<Ns> = None;
+    let mut shown = Shown::now(shared);
     let mut state = shared.lock();
     loop {
         if shared.stop.is_stopped() {
@@ -59,7 +63,7 @@ pub(crate) fn run(shared: &Shared) {
         state.monitor.advance(now, &mut out);
         if now >= next_tick {
             state.monitor.tick(now, &mut out);
-            publish(shared, &mut state, now);
+            publish(shared, &mut state, &mut shown, now);
             next_tick += tick;
             if next_tick <= now {
                 next_tick = now + tick;
@@ -77,7 +81,7 @@ pub(crate) fn run(shared: &Shared) {
             shared.save_store(&mut state);
             next_gc = now + gc_every;
         }
-        state.deliver(&mut out);
+        shared.deliver(&mut state, &mut out);
         let mut deadline = state
             .monitor
             .next_deadline(now)
@@ -218,8 +222,37 @@ struct RingsPolled {
     calls: u32,
 }
 
+/// The other threads' results the pages show now.
+struct Shown {
+    cpu: Arc<CpuFigures>,
+    coordination: Arc<CoordinationResults>,
+}
+
+impl Shown {
+    fn now(shared: &Shared) -> Shown {
+        Shown {
+            cpu: shared.cpu_figures.get(),
+            coordination: shared.coordination.get(),
+        }
+    }
+
+    /// Takes the latest results, and has the pages of the clients whose
+    /// hint or targets changed since the last publication rewritten.
+    fn refresh(&mut self, shared: &Shared, pages: &mut crate::page_rounds::PageRounds) {
+        let latest = Shown::now(shared);
+        if !Arc::ptr_eq(&latest.cpu, &self.cpu) {
+            pages.force_changed(&self.cpu.exclusive, &latest.cpu.exclusive);
+        }
+        if !Arc::ptr_eq(&latest.coordination, &self.coordination) {
+            pages.force_changed(&self.coordination.targets, &latest.coordination.targets);
+        }
+        *self = latest;
+    }
+}
+
 /// Publishes both pages of views.
-fn publish(shared: &Shared, state: &mut State, now: Ns) {
+fn publish(shared: &Shared, state: &mut State, shown: &mut Shown, now: Ns) {
+    shown.refresh(shared, &mut state.pages);
     let units: Vec<GlobalUnit> = state
         .monitor
         .unit_publications(now)
@@ -230,14 +263,13 @@ fn publish(shared: &Shared, state: &mut State, now: Ns) {
             busy_ns_total: p.busy_ns_total,
         })
         .collect();
-    let _ = state.global.publish(now, &units, &state.cpu_kinds);
+    let _ = state.global.publish(now, &units, &shown.cpu.kinds);
     let zeros = vec![0u32; shared.cpu_unit_slots.len()];
+    let (exclusive, targets) = (&shown.cpu.exclusive, &shown.coordination.targets);
     let State {
         monitor,
         pages,
         conns,
-        exclusive,
-        targets,
         ..
     } = state;
     for update in pages.round(monitor, now) {
