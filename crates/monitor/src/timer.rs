@@ -8,6 +8,7 @@
 use crate::coordination_results::CoordinationResults;
 use crate::cpu_figures::CpuFigures;
 use crate::outbox::Outbox;
+use crate::page_rounds::PageRounds;
 use crate::procfs;
 use crate::server::OpenRing;
 use crate::server::{Shared, State};
@@ -46,7 +47,7 @@ pub(crate) fn run(shared: &Shared) {
     );
     let busy_for = RING_BUSY_FOR.as_nanos() as Ns;
     let mut last_call: Option<Ns> = None;
-    let mut shown = Shown::now(shared);
+    let mut shown = Shown::latest(shared);
     let mut state = shared.lock();
     loop {
         if shared.stop.is_stopped() {
@@ -229,17 +230,16 @@ struct Shown {
 }
 
 impl Shown {
-    fn now(shared: &Shared) -> Shown {
+    fn latest(shared: &Shared) -> Shown {
         Shown {
             cpu: shared.cpu_figures.get(),
             coordination: shared.coordination.get(),
         }
     }
 
-    /// Takes the latest results, and has the pages of the clients whose
-    /// hint or targets changed since the last publication rewritten.
-    fn refresh(&mut self, shared: &Shared, pages: &mut crate::page_rounds::PageRounds) {
-        let latest = Shown::now(shared);
+    /// Moves to `latest`, having the pages of the clients whose hint or
+    /// targets differ from what they show rewritten in the next round.
+    fn update(&mut self, latest: Shown, pages: &mut PageRounds) {
         if !Arc::ptr_eq(&latest.cpu, &self.cpu) {
             pages.force_changed(&self.cpu.exclusive, &latest.cpu.exclusive);
         }
@@ -252,7 +252,7 @@ impl Shown {
 
 /// Publishes both pages of views.
 fn publish(shared: &Shared, state: &mut State, shown: &mut Shown, now: Ns) {
-    shown.refresh(shared, &mut state.pages);
+    shown.update(Shown::latest(shared), &mut state.pages);
     let units: Vec<GlobalUnit> = state
         .monitor
         .unit_publications(now)
@@ -278,5 +278,96 @@ fn publish(shared: &Shared, state: &mut State, shown: &mut Shown, now: Ns) {
             let excl = exclusive.get(&id).unwrap_or(&zeros);
             let _ = p.publish_with_targets(now, id.0, &update.views, excl, targets.get(&id));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DaemonConfig;
+    use crate::monitor::Monitor;
+    use crate::privilege::Peer;
+    use hetsched_protocol::Role;
+    use hetsched_views::Targets;
+    use std::collections::BTreeMap;
+
+    /// A monitor over one emulated unit with `n` applications, their
+    /// pages written once and settled (a round with nothing new).
+    fn settled(n: u32) -> (Monitor, PageRounds, Vec<ClientId>) {
+        let text =
+            "include_cpus = false\n[[emulated]]\nname = \"gpu0\"\nspeed = 1.0\ncopy_gbps = 10.0\n";
+        let cfg = DaemonConfig::parse(std::path::Path::new("t.toml"), text).unwrap();
+        let (setup, _) = crate::launch::prepare(&cfg).unwrap();
+        let mut m = Monitor::new(setup.units, setup.monitor, Default::default());
+        let mut pages = PageRounds::default();
+        let ids = (0..n)
+            .map(|pid| {
+                let peer = Peer {
+                    pid: 100 + pid,
+                    uid: 0,
+                    gid: 0,
+                    groups: vec![],
+                    start_time: 1,
+                    ancestors: vec![],
+                };
+                let (id, _) = m.hello(peer, "app".into(), Role::Application, Default::default(), 0);
+                pages.joined(id, m.client_views(id, 0));
+                id
+            })
+            .collect();
+        assert!(pages.round(&mut m, 1_000).is_empty());
+        (m, pages, ids)
+    }
+
+    fn rewritten(pages: &mut PageRounds, m: &mut Monitor) -> Vec<ClientId> {
+        pages
+            .round(m, 2_000)
+            .into_iter()
+            .map(|u| u.client)
+            .collect()
+    }
+
+    #[test]
+    fn new_results_rewrite_the_pages_of_the_clients_they_changed_only() {
+        let (mut m, mut pages, ids) = settled(3);
+        let mut shown = Shown {
+            cpu: Arc::new(CpuFigures::unscanned(1)),
+            coordination: Arc::default(),
+        };
+        // The same results again: nothing to rewrite.
+        let same = Shown {
+            cpu: Arc::clone(&shown.cpu),
+            coordination: Arc::clone(&shown.coordination),
+        };
+        shown.update(same, &mut pages);
+        assert!(rewritten(&mut pages, &mut m).is_empty());
+        // A scan that gives the second client a core.
+        let scanned = CpuFigures {
+            exclusive: BTreeMap::from([(ids[1], vec![1])]),
+            ..CpuFigures::unscanned(1)
+        };
+        let latest = Shown {
+            cpu: Arc::new(scanned),
+            coordination: Arc::clone(&shown.coordination),
+        };
+        shown.update(latest, &mut pages);
+        assert_eq!(rewritten(&mut pages, &mut m), vec![ids[1]]);
+        // A solve that gives the third client targets.
+        let solved = CoordinationResults {
+            targets: BTreeMap::from([(
+                ids[2],
+                Targets {
+                    rate: 1.0,
+                    fractions: vec![1.0],
+                },
+            )]),
+            ..Default::default()
+        };
+        let latest = Shown {
+            cpu: Arc::clone(&shown.cpu),
+            coordination: Arc::new(solved),
+        };
+        shown.update(latest, &mut pages);
+        assert_eq!(rewritten(&mut pages, &mut m), vec![ids[2]]);
     }
 }
