@@ -29,13 +29,22 @@
 //!
 //! # Lock order
 //!
-//! The state lock comes first; while holding it a thread may take **one**
-//! of the small locks above, and holding a small lock it takes no other
-//! lock at all. A small lock is held only to swap, clone or insert a
-//! value: no work, no I/O, no waiting. No lock is held across I/O: /proc
-//! reads, file writes and fsyncs, solves and kernels run with none held;
-//! what happens under the state lock is the monitor's decisions, writes
-//! to the shared-memory pages and non-blocking sends.
+//! 1. A connection's slot in the reactor ([`crate::reactor`]): held by the
+//!    one worker serving that connection while it reads the connection's
+//!    non-blocking socket and serves what came, a Hello's /proc reads
+//!    included (the handshake sweep is the only other taker, so nobody
+//!    else waits for them).
+//! 2. The state lock.
+//! 3. At most **one** of the small locks above. Holding a small lock, a
+//!    thread takes no other lock; it holds it only to swap, clone or
+//!    insert a value: no work, no I/O, no waiting.
+//!
+//! A thread may skip levels but never take a lock of a lower number while
+//! it holds one of a higher. Apart from that slot, no lock is held across
+//! blocking I/O: /proc reads, file writes and fsyncs, cgroup and nice
+//! changes, solves and kernels run with none held. What happens under
+//! the state lock is the monitor's decisions, writes to the shared-memory
+//! pages and non-blocking sends.
 
 use crate::agent::UnitSetup;
 use crate::coordination_results::CoordinationResults;
