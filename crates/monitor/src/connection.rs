@@ -5,14 +5,15 @@
 //! [`ConnIo::close`] releases everything the client held.
 
 use crate::config::Coordination;
+use crate::demand_report::DemandReport;
 use crate::kernel_exec::ExecJob;
+use crate::monitor::{ProcessTable, Refusal};
 use crate::outbox::Outbox;
 use crate::privilege::Peer;
 use crate::procfs;
-use crate::server::OpenRing;
-use crate::server::{Conn, Shared};
+use crate::server::{Conn, OpenRing, Shared, State};
 use crate::store::ProcessKey;
-use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_protocol::{
     ClientMsg, DaemonMsg, ErrorCode, FrameReader, Role, SettingsRequest, decode_client,
     encode_frame, send_with_fds,
@@ -224,15 +225,14 @@ impl ConnIo {
         let now = shared.now();
         let name = state.monitor.client(id).map(|c| c.name.clone());
         state.monitor.disconnect(id, gone, now, &mut out);
-        for executor in state.kernel_jobs.values() {
-            let _ = executor.send(ExecJob::Forget(id));
-        }
         state.conns.remove(&id);
-        state.exclusive.remove(&id);
         state.pages.left(id);
-        state.deliver(&mut out);
+        shared.deliver(&mut state, &mut out);
         shared.save_store(&mut state);
         drop(state);
+        // The monitor starts no more of its calls, so the executors see
+        // this after any of them.
+        shared.kernel_jobs.forget(id);
         shared.wake();
         tracing::info!(
             client = id.0,
@@ -337,199 +337,35 @@ fn hello(
 /// more than this much daemon memory or crowd out others.
 const CALL_RING_CAPACITY: u64 = 256;
 
-/// Creates a call ring for `id` on `unit` and sends its fd with
-/// `CallRingOpened`. One ring per client and unit: asking again replaces
-/// the old one (and drops what was queued in it).
-fn open_call_ring(
-    st: &mut crate::server::State,
-    bell: BorrowedFd<'_>,
-    id: ClientId,
-    unit: UnitId,
-) -> Result<(), (ErrorCode, String)> {
-    st.monitor.check_call_ring(id, unit)?;
-    let ring =
-        RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| unavailable("call ring", &e))?;
-    let opened = DaemonMsg::CallRingOpened {
-        unit,
-        capacity: ring.capacity(),
-    };
-    install_ring(st, bell, id, unit, opened, ring, None);
-    Ok(())
-}
-
-/// Creates a kernel ring for `id` on served `unit`: a call ring and a
-/// data region of `region_bytes`, both fds sent with `KernelRingOpened`.
-/// One ring per client and unit, as for call rings. A call already
-/// queued or running keeps the region it was checked against.
-fn open_kernel_ring(
-    st: &mut crate::server::State,
-    bell: BorrowedFd<'_>,
-    id: ClientId,
-    unit: UnitId,
-    region_bytes: u64,
-) -> Result<(), (ErrorCode, String)> {
-    st.monitor.check_kernel_ring(id, unit, region_bytes)?;
-    let ring =
-        RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| unavailable("call ring", &e))?;
-    let region = DataRegion::create(region_bytes).map_err(|e| unavailable("data region", &e))?;
-    let opened = DaemonMsg::KernelRingOpened {
-        unit,
-        capacity: ring.capacity(),
-        region_bytes,
-    };
-    install_ring(st, bell, id, unit, opened, ring, Some(Arc::new(region)));
-    Ok(())
-}
-
-/// Hands a `RegisterKernel` to the unit's executor, which builds it
-/// between calls and answers the client ([`crate::monitor::Monitor::kernel_registered`]).
-fn register_kernel(
-    st: &mut crate::server::State,
-    id: ClientId,
-    unit: UnitId,
-    source: String,
-    entry: String,
-) -> Result<(), (ErrorCode, String)> {
-    st.monitor
-        .check_register_kernel(id, unit, source.len(), &entry)?;
-    let executor = st.kernel_jobs.get(&unit).ok_or_else(|| {
-        (
-            ErrorCode::KernelBuildFailed,
-            format!("unit {} has no executor running", unit.0),
-        )
-    })?;
-    executor
-        .send(ExecJob::Register {
-            client: id,
-            source,
-            entry,
-        })
-        .map_err(|_| {
-            (
-                ErrorCode::KernelBuildFailed,
-                format!("the executor of unit {} has stopped", unit.0),
-            )
-        })
-}
-
-fn unavailable(what: &str, e: &dyn std::fmt::Display) -> (ErrorCode, String) {
-    (
-        ErrorCode::ViewsUnavailable,
-        format!("the daemon cannot create a {what}: {e}"),
-    )
-}
-
-/// Sends `opened` with the ring's fd (and the region's), then the
-/// doorbell's, then keeps the ring in place of any the client had on
-/// `unit`. A client whose socket cannot take the frame is cut off instead.
-fn install_ring(
-    st: &mut crate::server::State,
-    bell: BorrowedFd<'_>,
-    id: ClientId,
-    unit: UnitId,
-    opened: DaemonMsg,
-    ring: RingConsumer,
-    region: Option<Arc<DataRegion>>,
-) {
-    let conn = st
-        .conns
-        .get_mut(&id)
-        .expect("a served client has a connection");
-    let frame = encode_frame(&opened);
-    let mut fds = vec![ring.fd()];
-    fds.extend(region.as_ref().map(|r| r.fd()));
-    fds.push(bell);
-    if send_with_fds(&*conn.stream, &frame, &fds).is_err() {
-        conn.cut_off = true;
-        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-        return;
-    }
-    drop(fds);
-    conn.rings.retain(|r| r.unit != unit);
-    conn.rings.push(OpenRing { unit, ring, region });
-    st.ring_holders.insert(id);
-}
-
-fn refuse(
-    out: &mut Outbox,
-    to: ClientId,
-    (code, message): (ErrorCode, String),
-    task: Option<TaskId>,
-) {
-    out.push(
-        to,
-        DaemonMsg::Error {
-            code,
-            message,
-            task,
-        },
-    );
-}
-
-/// Everything after Hello, except Goodbye. `false` once the client has
-/// been cut off: what it sent after that is not served.
+/// Everything after Hello, except Goodbye: each kind of message has its
+/// function below, run under the state lock by [`locked`]; what is done
+/// before the lock (reading /proc, taking the coordinator's latest
+/// results) is done here. `false` once the client has been cut off: what
+/// it sent after that is not served.
 fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
-    let mut state = shared.lock();
-    if state.conns.get(&id).is_none_or(|c| c.cut_off) {
-        return false;
-    }
-    let now = shared.now();
-    let mut out = Outbox::default();
-    let mut wake = false;
-    // Logged once the lock is released.
-    let mut changed: Option<String> = None;
-    let st = &mut *state;
     match msg {
-        ClientMsg::Hello { .. } => refuse(
-            &mut out,
-            id,
-            (ErrorCode::BadSequence, "Hello may only be sent once".into()),
-            None,
-        ),
-        ClientMsg::OpenCallRing { unit } => {
-            if let Err(r) = open_call_ring(st, shared.doorbell.fd(), id, unit) {
-                refuse(&mut out, id, r, None);
-            }
-            wake = true;
-        }
+        ClientMsg::Hello { .. } => locked(shared, id, |t| {
+            t.refuse(
+                (ErrorCode::BadSequence, "Hello may only be sent once".into()),
+                None,
+            )
+        }),
+        ClientMsg::OpenCallRing { unit } => locked(shared, id, |t| open_call_ring(t, unit)),
         ClientMsg::OpenKernelRing { unit, region_bytes } => {
-            if let Err(r) = open_kernel_ring(st, shared.doorbell.fd(), id, unit, region_bytes) {
-                refuse(&mut out, id, r, None);
-            }
-            wake = true;
+            locked(shared, id, |t| open_kernel_ring(t, unit, region_bytes))
         }
         ClientMsg::RegisterKernel {
             unit,
             source,
             entry,
-        } => {
-            if let Err(r) = register_kernel(st, id, unit, source, entry) {
-                refuse(&mut out, id, r, None);
-            }
-        }
+        } => locked(shared, id, |t| register_kernel(t, unit, source, entry)),
         ClientMsg::RequestDispatch {
             unit,
             task,
             expected_ns,
-        } => {
-            if let Err(r) = st
-                .monitor
-                .request_dispatch(id, unit, task, expected_ns, now, &mut out)
-            {
-                refuse(&mut out, id, r, Some(task));
-            }
-            // A request granted at once needs no timer; one left waiting
-            // may be held back by the policy until its `retry_at`.
-            wake = !out.is_empty()
-                && !out
-                    .for_client(id)
-                    .iter()
-                    .any(|m| matches!(m, DaemonMsg::Granted { task: t, .. } if *t == task));
-        }
+        } => locked(shared, id, |t| request_dispatch(t, unit, task, expected_ns)),
         ClientMsg::TaskCompleted { unit, task, .. } => {
-            if let Err(r) = st.monitor.task_completed(id, unit, task, now, &mut out) {
-                refuse(&mut out, id, r, Some(task));
-            }
+            locked(shared, id, |t| task_completed(t, unit, task))
         }
         ClientMsg::SubmitDevice {
             unit,
@@ -537,114 +373,155 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             exec_ns,
             bytes_in,
             bytes_out,
-        } => {
-            if let Err(r) = st
-                .monitor
-                .submit_device(id, unit, task, exec_ns, bytes_in, bytes_out, now, &mut out)
-            {
-                refuse(&mut out, id, r, Some(task));
-            }
-            wake = true;
-        }
+        } => locked(shared, id, |t| {
+            submit_device(t, unit, task, [exec_ns, bytes_in, bytes_out])
+        }),
         ClientMsg::SetSettings {
             target_pid,
             unit,
             settings,
         } => {
-            match st.monitor.set_settings(
-                id,
-                target_pid,
-                unit,
-                settings,
-                &procfs::LiveProcesses,
-                now,
-            ) {
-                Ok(reply) => {
-                    changed = Some(format!(
-                        "{settings:?} for pid {} on {}",
-                        target_pid.map_or_else(|| "(own)".into(), |p| p.to_string()),
-                        unit.map_or_else(|| "every unit".into(), |u| format!("unit {}", u.0))
-                    ));
-                    out.push(id, reply);
-                }
-                Err(r) => refuse(&mut out, id, r, None),
-            }
-            shared.save_store(st);
-            wake = true;
+            let procs = procfs::ReadBefore::read(target_pid);
+            locked(shared, id, |t| {
+                set_settings(t, target_pid, unit, settings, &procs)
+            })
         }
         ClientMsg::Status {
             first_client,
             max_clients,
         } => {
-            let page = st.monitor.status_page(
-                shared.status_header(),
-                st.coordination.as_ref(),
-                first_client,
-                max_clients,
-                now,
-            );
-            out.push(id, DaemonMsg::Status(page));
+            let coordination = shared.coordination.get();
+            locked(shared, id, |t| {
+                let page = t.st.monitor.status_page(
+                    t.shared.status_header(),
+                    coordination.status.as_ref(),
+                    first_client,
+                    max_clients,
+                    t.now,
+                );
+                t.out.push(t.id, DaemonMsg::Status(page));
+            })
         }
         ClientMsg::ReportDemand {
             units,
             in_flight,
             implemented,
             native,
-        } => {
-            let checked = st.monitor.check_application(id).and_then(|()| {
-                let named: Vec<UnitId> = implemented.iter().copied().chain(native).collect();
-                crate::demand_report::check_report(&units, &named, st.monitor.agents().len())
-                    .map_err(|m| (ErrorCode::UnknownUnit, m))
-            });
-            match checked {
-                Ok(()) if shared.setup.coordination == Coordination::Off => {}
-                // Cumulative counters: the latest report is all that matters.
-                Ok(()) => {
-                    // An application that reports demand is not idle, even
-                    // if it runs everything on its own CPU threads.
-                    st.monitor.note_activity(id, now);
-                    st.demand_reports.insert(
-                        id,
-                        crate::demand_report::DemandReport {
-                            units,
-                            in_flight,
-                            implemented,
-                            native,
-                        },
-                    );
-                }
-                Err(r) => refuse(&mut out, id, r, None),
-            }
-        }
+        } => locked(shared, id, |t| {
+            report_demand(
+                t,
+                DemandReport {
+                    units,
+                    in_flight,
+                    implemented,
+                    native,
+                },
+            )
+        }),
         ClientMsg::SelectAccelerator {
             memory_bytes,
             class,
-        } => match st.monitor.select_accelerator(id, memory_bytes, class) {
-            Ok(reply) => out.push(id, reply),
-            Err(r) => refuse(&mut out, id, r, None),
-        },
-        ClientMsg::ListDomains => out.push(id, DaemonMsg::Domains(st.monitor.domain_list())),
+        } => locked(shared, id, |t| {
+            let reply = t.st.monitor.select_accelerator(t.id, memory_bytes, class);
+            t.reply(reply)
+        }),
+        ClientMsg::ListDomains => locked(shared, id, |t| {
+            let domains = t.st.monitor.domain_list();
+            t.out.push(t.id, DaemonMsg::Domains(domains));
+        }),
         ClientMsg::SetDomain {
             name,
             credits,
             cpu_cap,
-        } => {
-            match st.monitor.set_domain(id, &name, credits, cpu_cap, now) {
-                Ok(reply) => out.push(id, reply),
-                Err(r) => refuse(&mut out, id, r, None),
-            }
-            wake = true;
-        }
-        ClientMsg::Goodbye => {}
+        } => locked(shared, id, |t| {
+            let reply =
+                t.st.monitor
+                    .set_domain(t.id, &name, credits, cpu_cap, t.now);
+            t.reply(reply);
+            t.wake = true;
+        }),
+        ClientMsg::Goodbye => locked(shared, id, |_| {}),
     }
+}
+
+/// One message's turn under the state lock: what its function decides
+/// with, and what it leaves for [`locked`] to do.
+struct Turn<'a> {
+    shared: &'a Shared,
+    st: &'a mut State,
+    /// The sender.
+    id: ClientId,
+    now: Ns,
+    out: Outbox,
+    /// New work may move the timer's next deadline: ring its bell.
+    wake: bool,
+    /// A settings change, logged once the lock is released.
+    changed: Option<String>,
+}
+
+impl Turn<'_> {
+    /// Answers the sender with an `Error`.
+    fn refuse(&mut self, refusal: Refusal, task: Option<TaskId>) {
+        let (code, message) = refusal;
+        self.out.push(
+            self.id,
+            DaemonMsg::Error {
+                code,
+                message,
+                task,
+            },
+        );
+    }
+
+    /// Answers the sender with `Error` if `result` is a refusal.
+    fn refuse_if(&mut self, result: Result<(), Refusal>, task: Option<TaskId>) {
+        if let Err(r) = result {
+            self.refuse(r, task);
+        }
+    }
+
+    /// Answers the sender with the reply or the refusal.
+    fn reply(&mut self, result: Result<DaemonMsg, Refusal>) {
+        match result {
+            Ok(reply) => self.out.push(self.id, reply),
+            Err(r) => self.refuse(r, None),
+        }
+    }
+}
+
+/// Serves one message of `id`: takes the state lock, lets `serve` decide,
+/// sends what was decided (in order, under the lock), releases it, then
+/// wakes the timer and logs as `serve` asked. `false` if the client has
+/// been cut off, before this message or by it.
+fn locked(shared: &Shared, id: ClientId, serve: impl FnOnce(&mut Turn<'_>)) -> bool {
+    let mut state = shared.lock();
+    if state.conns.get(&id).is_none_or(|c| c.cut_off) {
+        return false;
+    }
+    let mut turn = Turn {
+        shared,
+        st: &mut state,
+        id,
+        now: shared.now(),
+        out: Outbox::default(),
+        wake: false,
+        changed: None,
+    };
+    serve(&mut turn);
+    let Turn {
+        mut out,
+        wake,
+        changed,
+        ..
+    } = turn;
     let refused = out.refusals_to(id);
     let pid = if refused.is_empty() && changed.is_none() {
         0
     } else {
-        st.monitor.client(id).map_or(0, |c| c.peer.pid)
+        state.monitor.client(id).map_or(0, |c| c.peer.pid)
     };
-    st.deliver(&mut out);
-    let served = st.conns.get(&id).is_some_and(|c| !c.cut_off);
+    shared.deliver(&mut state, &mut out);
+    let served = state.conns.get(&id).is_some_and(|c| !c.cut_off);
     drop(state);
     if wake {
         shared.wake();
@@ -657,4 +534,199 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
         tracing::debug!(client = id.0, pid, ?code, "refused: {message}");
     }
     served
+}
+
+fn request_dispatch(t: &mut Turn<'_>, unit: UnitId, task: TaskId, expected_ns: u64) {
+    let result =
+        t.st.monitor
+            .request_dispatch(t.id, unit, task, expected_ns, t.now, &mut t.out);
+    t.refuse_if(result, Some(task));
+    // A request granted at once needs no timer; one left waiting may be
+    // held back by the policy until its `retry_at`.
+    t.wake = !t.out.is_empty()
+        && !t
+            .out
+            .for_client(t.id)
+            .iter()
+            .any(|m| matches!(m, DaemonMsg::Granted { task: g, .. } if *g == task));
+}
+
+fn task_completed(t: &mut Turn<'_>, unit: UnitId, task: TaskId) {
+    let result =
+        t.st.monitor
+            .task_completed(t.id, unit, task, t.now, &mut t.out);
+    t.refuse_if(result, Some(task));
+}
+
+/// Emulated device work: `exec_ns`, `bytes_in`, `bytes_out`.
+fn submit_device(
+    t: &mut Turn<'_>,
+    unit: UnitId,
+    task: TaskId,
+    [exec, bytes_in, bytes_out]: [u64; 3],
+) {
+    let result = t.st.monitor.submit_device(
+        t.id, unit, task, exec, bytes_in, bytes_out, t.now, &mut t.out,
+    );
+    t.refuse_if(result, Some(task));
+    t.wake = true;
+}
+
+/// `procs` holds the target process, read from /proc before the lock.
+fn set_settings(
+    t: &mut Turn<'_>,
+    target_pid: Option<u32>,
+    unit: Option<UnitId>,
+    settings: SettingsRequest,
+    procs: &dyn ProcessTable,
+) {
+    match t
+        .st
+        .monitor
+        .set_settings(t.id, target_pid, unit, settings, procs, t.now)
+    {
+        Ok(reply) => {
+            t.changed = Some(format!(
+                "{settings:?} for pid {} on {}",
+                target_pid.map_or_else(|| "(own)".into(), |p| p.to_string()),
+                unit.map_or_else(|| "every unit".into(), |u| format!("unit {}", u.0))
+            ));
+            t.out.push(t.id, reply);
+        }
+        Err(r) => t.refuse(r, None),
+    }
+    t.shared.save_store(t.st);
+    t.wake = true;
+}
+
+/// Keeps the report for the coordinator (when it runs).
+fn report_demand(t: &mut Turn<'_>, report: DemandReport) {
+    let checked = t.st.monitor.check_application(t.id).and_then(|()| {
+        let named: Vec<UnitId> = report
+            .implemented
+            .iter()
+            .copied()
+            .chain(report.native)
+            .collect();
+        crate::demand_report::check_report(&report.units, &named, t.st.monitor.agents().len())
+            .map_err(|m| (ErrorCode::UnknownUnit, m))
+    });
+    match checked {
+        Ok(()) if t.shared.setup.coordination == Coordination::Off => {}
+        Ok(()) => {
+            // An application that reports demand is not idle, even if it
+            // runs everything on its own CPU threads.
+            t.st.monitor.note_activity(t.id, t.now);
+            t.shared.demand_reports.put(t.id, report);
+        }
+        Err(r) => t.refuse(r, None),
+    }
+}
+
+/// Creates a call ring for the sender on `unit` and sends its fd with
+/// `CallRingOpened`. One ring per client and unit: asking again replaces
+/// the old one (and drops what was queued in it).
+fn open_call_ring(t: &mut Turn<'_>, unit: UnitId) {
+    let opened = t.st.monitor.check_call_ring(t.id, unit).and_then(|()| {
+        let ring =
+            RingConsumer::create(CALL_RING_CAPACITY).map_err(|e| unavailable("call ring", &e))?;
+        let opened = DaemonMsg::CallRingOpened {
+            unit,
+            capacity: ring.capacity(),
+        };
+        Ok((opened, ring, None))
+    });
+    install_ring(t, unit, opened);
+}
+
+/// Creates a kernel ring for the sender on served `unit`: a call ring and
+/// a data region of `region_bytes`, both fds sent with `KernelRingOpened`.
+/// One ring per client and unit, as for call rings. A call already
+/// queued or running keeps the region it was checked against.
+fn open_kernel_ring(t: &mut Turn<'_>, unit: UnitId, region_bytes: u64) {
+    let opened =
+        t.st.monitor
+            .check_kernel_ring(t.id, unit, region_bytes)
+            .and_then(|()| {
+                let ring = RingConsumer::create(CALL_RING_CAPACITY)
+                    .map_err(|e| unavailable("call ring", &e))?;
+                let region =
+                    DataRegion::create(region_bytes).map_err(|e| unavailable("data region", &e))?;
+                let opened = DaemonMsg::KernelRingOpened {
+                    unit,
+                    capacity: ring.capacity(),
+                    region_bytes,
+                };
+                Ok((opened, ring, Some(Arc::new(region))))
+            });
+    install_ring(t, unit, opened);
+}
+
+/// Hands a `RegisterKernel` to the unit's executor, which builds it
+/// between calls and answers the client ([`crate::monitor::Monitor::kernel_registered`]).
+fn register_kernel(t: &mut Turn<'_>, unit: UnitId, source: String, entry: String) {
+    let result =
+        t.st.monitor
+            .check_register_kernel(t.id, unit, source.len(), &entry)
+            .and_then(|()| {
+                if !t.shared.kernel_jobs.serves(unit) {
+                    return Err((
+                        ErrorCode::KernelBuildFailed,
+                        format!("unit {} has no executor running", unit.0),
+                    ));
+                }
+                let job = ExecJob::Register {
+                    client: t.id,
+                    source,
+                    entry,
+                };
+                t.shared.kernel_jobs.send(unit, job).map_err(|_| {
+                    (
+                        ErrorCode::KernelBuildFailed,
+                        format!("the executor of unit {} has stopped", unit.0),
+                    )
+                })
+            });
+    t.refuse_if(result, None);
+}
+
+fn unavailable(what: &str, e: &dyn std::fmt::Display) -> (ErrorCode, String) {
+    (
+        ErrorCode::ViewsUnavailable,
+        format!("the daemon cannot create a {what}: {e}"),
+    )
+}
+
+/// A ring made for a client: the message that announces it, the ring, and
+/// for a kernel ring its data region.
+type NewRing = (DaemonMsg, RingConsumer, Option<Arc<DataRegion>>);
+
+/// Sends the announcement with the ring's fd (and the region's), then the
+/// doorbell's, then keeps the ring in place of any the client had on
+/// `unit`; or refuses, if the ring could not be made. A client whose
+/// socket cannot take the frame is cut off instead. Either way the timer
+/// is woken (its ring polling may start).
+fn install_ring(t: &mut Turn<'_>, unit: UnitId, made: Result<NewRing, Refusal>) {
+    t.wake = true;
+    let (opened, ring, region) = match made {
+        Ok(made) => made,
+        Err(r) => return t.refuse(r, None),
+    };
+    let conn =
+        t.st.conns
+            .get_mut(&t.id)
+            .expect("a served client has a connection");
+    let frame = encode_frame(&opened);
+    let mut fds = vec![ring.fd()];
+    fds.extend(region.as_ref().map(|r| r.fd()));
+    fds.push(t.shared.doorbell.fd());
+    if send_with_fds(&*conn.stream, &frame, &fds).is_err() {
+        conn.cut_off = true;
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        return;
+    }
+    drop(fds);
+    conn.rings.retain(|r| r.unit != unit);
+    conn.rings.push(OpenRing { unit, ring, region });
+    t.st.ring_holders.insert(t.id);
 }

@@ -26,6 +26,7 @@
 //! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
+use crate::coordination_results::CoordinationResults;
 use crate::demand_report::DemandReport;
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight, supply_left};
@@ -143,8 +144,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
 
 fn gather(shared: &Shared) -> Gathered {
     let admin_gid = shared.setup.monitor.admin_gid;
-    let mut state = shared.lock();
-    let st = &mut *state;
+    // Taken before the clients are read: a report that comes meanwhile
+    // waits for the next tick rather than being dropped.
+    let mut reports = shared.demand_reports.take();
+    let state = shared.lock();
+    let st = &*state;
     // Quiet applications (nothing outstanding, idle for seconds) have no
     // demand to coordinate: leaving them out keeps a step O(busy
     // applications), whatever number sit connected. One that wakes up is
@@ -175,12 +179,12 @@ fn gather(shared: &Shared) -> Gathered {
             }
         })
         .collect::<Vec<_>>();
+    drop(state);
+    // Reports of clients that left (or went quiet) are dropped.
     let mut apps = apps;
     for app in &mut apps {
-        app.report = st.demand_reports.remove(&app.id);
+        app.report = reports.remove(&app.id);
     }
-    // Reports of clients that left meanwhile are dropped with them.
-    st.demand_reports.clear();
     Gathered {
         at: shared.now(),
         apps,
@@ -281,61 +285,78 @@ fn step(
     coordinator.set_supply(supply_left(supply, &reserved, host));
 }
 
-/// Stores the targets for the timer's next publish and the status summary.
+/// Tells the monitor which clients are coordinated and which units run
+/// short jobs first (under the state lock), then stores the targets for
+/// the timer's next publication and the status summary (under their own).
 fn store(
     shared: &Shared,
     coordinator: &Coordinator,
     tracked: &BTreeMap<ClientId, Tracked>,
     solved_in: Option<std::time::Duration>,
 ) {
-    let mut state = shared.lock();
-    let st = &mut *state;
-    if let Some(d) = solved_in {
-        st.last_solve_ns = Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    }
-    for u in 0..st.monitor.agents().len() {
-        st.monitor.set_short_first(u, coordinator.short_first(u));
-    }
-    let before = std::mem::take(&mut st.targets);
-    let mut apps = Vec::new();
-    for (id, t) in tracked {
-        let target = coordinator.target(*id).zip(coordinator.rate(*id));
-        st.monitor
-            .set_coordinated(*id, t.coordinated && target.is_some());
-        if let Some((fractions, rate)) = target {
-            st.targets.insert(
-                *id,
-                Targets {
-                    rate,
-                    fractions: fractions.to_vec(),
-                },
-            );
+    let targets: BTreeMap<ClientId, (&[f64], f64)> = tracked
+        .keys()
+        .filter_map(|id| Some((*id, coordinator.target(*id).zip(coordinator.rate(*id))?)))
+        .collect();
+    let (n_units, pids) = {
+        let mut state = shared.lock();
+        let st = &mut *state;
+        for u in 0..st.monitor.agents().len() {
+            st.monitor.set_short_first(u, coordinator.short_first(u));
         }
-        let estimate = coordinator.estimate(*id);
-        apps.push(CoordinatedApp {
-            client: *id,
-            pid: st.monitor.client(*id).map_or(0, |c| c.peer.pid),
-            rate: target.map(|t| t.1),
-            fractions: target.map(|t| t.0.to_vec()).unwrap_or_default(),
-            native: estimate.map(|e| e.0),
-            predicted_relative: estimate.map(|e| e.1),
-            over_reported: t.meter.caught_over_reporting(),
-            coordinated: t.coordinated,
-        });
-    }
-    st.pages.force_changed(&before, &st.targets);
+        let mut pids = BTreeMap::new();
+        for (id, t) in tracked {
+            st.monitor
+                .set_coordinated(*id, t.coordinated && targets.contains_key(id));
+            pids.insert(*id, st.monitor.client(*id).map_or(0, |c| c.peer.pid));
+        }
+        (st.monitor.agents().len(), pids)
+    };
+    let apps = tracked
+        .iter()
+        .map(|(id, t)| {
+            let target = targets.get(id);
+            let estimate = coordinator.estimate(*id);
+            CoordinatedApp {
+                client: *id,
+                pid: pids.get(id).copied().unwrap_or(0),
+                rate: target.map(|t| t.1),
+                fractions: target.map(|t| t.0.to_vec()).unwrap_or_default(),
+                native: estimate.map(|e| e.0),
+                predicted_relative: estimate.map(|e| e.1),
+                over_reported: t.meter.caught_over_reporting(),
+                coordinated: t.coordinated,
+            }
+        })
+        .collect();
     let floor = coordinator.floor();
-    st.coordination = Some(CoordinationStatus {
+    let status = CoordinationStatus {
         solves: coordinator.solves(),
         floor: floor.map(|f| f.0),
         // The coordinator asks for a margin above native; what status
         // promises is native itself.
         floor_feasible: floor.map(|(f, goal_met)| goal_met || f >= 1.0 - 1e-6),
         apps,
-        short_first: (0..st.monitor.agents().len())
+        short_first: (0..n_units)
             .filter(|&u| coordinator.short_first(u))
             .filter_map(|u| u16::try_from(u).ok().map(UnitId))
             .collect(),
+    };
+    let last_solve_ns = match solved_in {
+        Some(d) => Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        None => shared.coordination.get().last_solve_ns,
+    };
+    // The timer has the pages whose targets changed rewritten.
+    shared.coordination.set(CoordinationResults {
+        targets: targets
+            .into_iter()
+            .map(|(id, (fractions, rate))| {
+                let fractions = fractions.to_vec();
+                (id, Targets { rate, fractions })
+            })
+            .collect(),
+        status: Some(status),
+        last_solve_ns,
     });
 }
 

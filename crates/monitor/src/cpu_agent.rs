@@ -12,9 +12,11 @@
 //!
 //! It runs apart from the event loop because a /proc walk takes
 //! milliseconds on a busy machine, and the dispatch gate must not wait
-//! for it. It holds the state lock only to read the clients and to store
-//! its results; the I/O happens outside it.
+//! for it. It holds the state lock only to read the clients; the I/O
+//! happens outside it, and its results go to a lock of their own
+//! ([`crate::cpu_figures`]).
 
+use crate::cpu_figures::CpuFigures;
 use crate::host::{CpuControls, Renice};
 use crate::procfs;
 use crate::server::Shared;
@@ -140,8 +142,8 @@ fn scan(shared: &Shared, renicer: Option<&mut Renice>) {
         r(&targets);
     }
     let threads: HashMap<u32, u32> = pids.into_iter().map(|p| (p, procfs::threads(p))).collect();
-    let mut state = shared.lock();
-    let exclusive = state
+    let exclusive = shared
+        .lock()
         .monitor
         .exclusive_cores(|pid| threads.get(&pid).copied().unwrap_or(1));
     let mut used = vec![0u32; kinds];
@@ -150,14 +152,13 @@ fn scan(shared: &Shared, renicer: Option<&mut Renice>) {
             used[k] += c;
         }
     }
-    state.cpu_kinds = (0..kinds)
+    let kinds = (0..kinds)
         .map(|k| CpuKindView {
             threads_by_nice: by_nice[k],
             time_ratio_by_nice: procfs::time_ratios(&by_nice[k]),
             exclusive_cores_free: shared.cpu_unit_slots[k].saturating_sub(used[k]),
         })
         .collect();
-    let state = &mut *state;
-    state.pages.force_changed(&state.exclusive, &exclusive);
-    state.exclusive = exclusive;
+    // The timer publishes them with its next pages.
+    shared.cpu_figures.set(CpuFigures { kinds, exclusive });
 }

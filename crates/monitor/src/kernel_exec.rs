@@ -88,6 +88,8 @@ pub enum ExecJob {
     },
     /// The client left.
     Forget(ClientId),
+    /// The server stops: end after the jobs queued before this one.
+    Stop,
 }
 
 /// A call the unit's policy started, on its way to the executor.
@@ -220,7 +222,7 @@ pub(crate) fn run(
                 state
                     .monitor
                     .kernel_done(unit, job.client, &job.call, ran_ns, result, now, &mut out);
-                state.deliver(&mut out);
+                shared.deliver(&mut state, &mut out);
                 drop(state);
                 // What finished may let the policy start more, and move
                 // deadlines.
@@ -236,9 +238,10 @@ pub(crate) fn run(
                 state
                     .monitor
                     .kernel_registered(unit, client, &entry, result, &mut out);
-                state.deliver(&mut out);
+                shared.deliver(&mut state, &mut out);
             }
             ExecJob::Forget(client) => backend.forget_client(client),
+            ExecJob::Stop => return,
         }
     }
 }

@@ -168,6 +168,32 @@ impl ProcessTable for LiveProcesses {
     }
 }
 
+/// [`ProcessTable`] over one process read from `/proc` beforehand, so that
+/// the state lock is not held while `/proc` is read: it knows only `pid`
+/// (any other is not found).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadBefore {
+    pid: Option<u32>,
+    entry: Option<(ProcessKey, u32)>,
+}
+
+impl ReadBefore {
+    /// Reads `pid`'s entry now (nothing without a pid).
+    pub fn read(pid: Option<u32>) -> ReadBefore {
+        ReadBefore {
+            pid,
+            entry: pid.and_then(|p| LiveProcesses.lookup(p)),
+        }
+    }
+}
+
+impl ProcessTable for ReadBefore {
+    fn lookup(&self, pid: u32) -> Option<(ProcessKey, u32)> {
+        debug_assert_eq!(self.pid, Some(pid), "looked up a process not read before");
+        self.entry.filter(|_| self.pid == Some(pid))
+    }
+}
+
 /// Runnable threads per nice level, per CPU kind (`kind_of_cpu[cpu]`
 /// gives the kind index of an OS CPU number; CPUs not in it are skipped).
 pub fn runnable_by_nice(kind_of_cpu: &[Option<usize>], kinds: usize) -> Vec<[u32; NICE_LEVELS]> {
@@ -254,6 +280,11 @@ mod tests {
         // This thread is running while it reads its own stat.
         assert!(runnable_threads(me) >= 1);
         assert_eq!(LiveProcesses.lookup(me).map(|(k, _)| k), Some(key));
+        assert_eq!(
+            ReadBefore::read(Some(me)).lookup(me),
+            LiveProcesses.lookup(me)
+        );
+        assert_eq!(ReadBefore::read(Some(u32::MAX)).lookup(u32::MAX), None);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! publication) and the CPU agent's thread ([`crate::cpu_agent`]: the
 //! /proc scan).
 //!
-//! All state sits behind one mutex. Replies are decided and sent under it
+//! The state lock ([`Shared::lock`], [`State`]) holds only what must be
+//! decided in one order: the monitor, the connections (with their pages
+//! and rings) and the global page. Replies are decided and sent under it
 //! (sends never block: `MSG_DONTWAIT`), which keeps each client's messages
 //! in the order the monitor decided them; a client that does not read its
 //! socket is disconnected rather than allowed to stall the others.
@@ -13,10 +15,45 @@
 //! workers that replaced both cost 1.4× at p50 for 64 bursty clients and
 //! nothing for idle ones: docs/PERFORMANCE.md, "Dispatch gate" and
 //! "Thousands of clients".)
+//!
+//! Everything else lives in [`Shared`], outside it:
+//! - built before any thread starts and never changed: the set-up, the
+//!   executors' queues ([`crate::kernel_jobs::KernelJobs`]);
+//! - results of threads that work apart, each under a small lock of its
+//!   own: the CPU agent's figures ([`crate::cpu_figures::CpuFigures`]),
+//!   the coordinator's targets and summary
+//!   ([`crate::coordination_results::CoordinationResults`]), the
+//!   applications' demand reports ([`crate::demand_report::DemandReports`]),
+//!   the settings store waiting to be written
+//!   ([`crate::store_writer::StoreWriter`]).
+//!
+//! # Lock order
+//!
+//! 1. A connection's slot in the reactor ([`crate::reactor`]): held by the
+//!    one worker serving that connection while it reads the connection's
+//!    non-blocking socket and serves what came, a Hello's /proc reads
+//!    included (the handshake sweep is the only other taker, so nobody
+//!    else waits for them).
+//! 2. The state lock.
+//! 3. At most **one** of the small locks above. Holding a small lock, a
+//!    thread takes no other lock; it holds it only to swap, clone or
+//!    insert a value: no work, no I/O, no waiting.
+//!
+//! A thread may skip levels but never take a lock of a lower number while
+//! it holds one of a higher. Apart from that slot, no lock is held across
+//! blocking I/O: /proc reads, file writes and fsyncs, cgroup and nice
+//! changes, solves and kernels run with none held. What happens under
+//! the state lock is the monitor's decisions, writes to the shared-memory
+//! pages and non-blocking sends.
 
 use crate::agent::UnitSetup;
+use crate::coordination_results::CoordinationResults;
+use crate::cpu_figures::CpuFigures;
+use crate::demand_report::DemandReports;
 use crate::host::{Host, MetricsBindError, MetricsHttp};
 use crate::kernel_exec::{ExecJob, KernelJob};
+use crate::kernel_jobs::{Executor, KernelJobs};
+use crate::latest::Latest;
 use crate::monitor::{Monitor, MonitorConfig};
 use crate::outbox::Outbox;
 use crate::procfs;
@@ -25,13 +62,12 @@ use crate::store_writer::{MIN_INTERVAL, StoreFlush, StoreWriter};
 use hetsched_core::ids::{ClientId, Ns};
 use hetsched_protocol::{DaemonStatus, encode_frame};
 use hetsched_views::doorbell::Doorbell;
-use hetsched_views::{CpuKindView, GlobalWriter, PrivateWriter, ViewError};
+use hetsched_views::{GlobalWriter, PrivateWriter, ViewError};
 use rustix::net::SendFlags;
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -122,39 +158,20 @@ pub(crate) struct OpenRing {
     pub region: Option<Arc<hetsched_views::data_region::DataRegion>>,
 }
 
-/// Everything behind [`Shared::lock`].
+/// Everything behind [`Shared::lock`]: the ordering state.
 pub(crate) struct State {
     pub monitor: Monitor,
     pub conns: HashMap<ClientId, Conn>,
     pub global: GlobalWriter,
-    /// The CPU agent's latest figures per CPU kind, for the global page.
-    pub cpu_kinds: Vec<CpuKindView>,
-    /// The min-funding hint per client, for the private pages.
-    pub exclusive: BTreeMap<ClientId, Vec<u32>>,
-    /// Latest `ReportDemand` per client, not yet taken by the coordinator.
-    pub demand_reports: BTreeMap<ClientId, crate::demand_report::DemandReport>,
-    /// The coordinator's targets per client, for the private pages.
-    pub targets: BTreeMap<ClientId, hetsched_views::Targets>,
-    /// The coordinator's state for `status` (`None` when it is off).
-    pub coordination: Option<hetsched_protocol::CoordinationStatus>,
-    /// How long the coordinator's last solve took, ns (`/metrics`).
-    pub last_solve_ns: Option<u64>,
-    /// Where each served unit's executor takes its calls.
-    pub kernel_jobs: HashMap<hetsched_core::ids::UnitId, Sender<ExecJob>>,
     /// Which private pages the timer rewrites each tick.
     pub pages: crate::page_rounds::PageRounds,
     /// Clients that have opened call rings (the timer drains only theirs).
     pub ring_holders: std::collections::BTreeSet<ClientId>,
-    /// The daemon's epoch (the same as [`Shared::now`]'s), for deciding
-    /// under the lock without the `Shared`.
-    epoch: Instant,
 }
 
 impl State {
-    /// Sends decided messages. A client whose socket cannot take a frame
-    /// whole right now is cut off (its reader thread then cleans up).
-    pub fn deliver(&mut self, out: &mut Outbox) {
-        self.hand_out_kernel_calls(out);
+    /// Sends decided messages ([`Shared::deliver`]).
+    fn send_out(&mut self, out: &mut Outbox) {
         for (to, msg) in out.drain() {
             let Some(conn) = self.conns.get_mut(&to).filter(|c| !c.cut_off) else {
                 continue;
@@ -173,12 +190,20 @@ impl State {
     }
 }
 
-impl State {
+impl Shared {
+    /// Sends decided messages, after handing the kernel calls among them
+    /// to the executors. A client whose socket cannot take a frame whole
+    /// right now is cut off (its reader thread then cleans up).
+    pub fn deliver(&self, state: &mut State, out: &mut Outbox) {
+        self.hand_out_kernel_calls(state, out);
+        state.send_out(out);
+    }
+
     /// Hands the kernel calls the policies started to their units'
     /// executors, with the client's region. A call that cannot reach an
     /// executor (none running: an embedded monitor) fails at once, so its
     /// slot is not held for ever; what that frees may start more.
-    fn hand_out_kernel_calls(&mut self, out: &mut Outbox) {
+    fn hand_out_kernel_calls(&self, state: &mut State, out: &mut Outbox) {
         loop {
             let starts = out.take_kernel_starts();
             if starts.is_empty() {
@@ -190,19 +215,15 @@ impl State {
                     call: start.call.call,
                     region: start.call.region,
                 };
-                let job = ExecJob::Call(job);
-                let sent = match self.kernel_jobs.get(&start.unit) {
-                    Some(tx) => tx.send(job).map_err(|e| e.0),
-                    None => Err(job),
-                };
+                let sent = self.kernel_jobs.send(start.unit, ExecJob::Call(job));
                 if let Err(ExecJob::Call(job)) = sent {
-                    self.monitor.kernel_done(
+                    state.monitor.kernel_done(
                         start.unit,
                         job.client,
                         &job.call,
                         0,
                         Err("the unit has no executor running".into()),
-                        self.epoch.elapsed().as_nanos() as Ns,
+                        self.now(),
                         out,
                     );
                 }
@@ -224,6 +245,14 @@ pub(crate) struct Shared {
     pub cpu_unit_slots: Vec<u32>,
     /// Writes the settings store off the lock ([`Shared::save_store`]).
     store_writer: StoreWriter,
+    /// Each served unit's executor queue (fixed before threads start).
+    pub kernel_jobs: KernelJobs,
+    /// The CPU agent's latest figures, for the pages.
+    pub cpu_figures: Latest<CpuFigures>,
+    /// The coordinator's latest results (default while it is off).
+    pub coordination: Latest<CoordinationResults>,
+    /// Demand reports waiting for the coordinator.
+    pub demand_reports: DemandReports,
     /// Set when the server stops ([`RunningServer::stop`]).
     pub(crate) stop: hetsched_platform::stop::StopSignal,
 }
@@ -269,6 +298,8 @@ pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
     metrics: Option<Box<dyn MetricsHttp>>,
+    /// The served units' executors, started by [`Server::spawn`].
+    executors: Vec<Executor>,
 }
 
 impl Server {
@@ -356,29 +387,27 @@ impl Server {
             monitor,
             conns: HashMap::new(),
             global,
-            cpu_kinds: vec![CpuKindView::default(); cpu_unit_slots.len()],
-            exclusive: BTreeMap::new(),
-            demand_reports: BTreeMap::new(),
-            targets: BTreeMap::new(),
-            coordination: None,
-            last_solve_ns: None,
-            kernel_jobs: HashMap::new(),
             pages: Default::default(),
             ring_holders: Default::default(),
-            epoch,
         };
+        let (kernel_jobs, executors) = KernelJobs::new(setup.kernel_backends.take());
         Ok(Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
                 doorbell,
                 epoch,
+                cpu_figures: Latest::new(CpuFigures::unscanned(cpu_unit_slots.len())),
                 setup,
                 cpu_unit_slots,
                 store_writer,
+                kernel_jobs,
+                coordination: Default::default(),
+                demand_reports: Default::default(),
                 stop: Default::default(),
             }),
             listener,
             metrics,
+            executors,
         })
     }
 
@@ -429,13 +458,16 @@ impl Server {
             "hetsched-cpu",
             Box::new(move || crate::cpu_agent::run(agent)),
         )?);
-        for (unit, backend) in self.shared.setup.kernel_backends.take() {
-            let (tx, rx) = std::sync::mpsc::channel();
-            self.shared.lock().kernel_jobs.insert(unit, tx);
+        for Executor {
+            unit,
+            backend,
+            jobs,
+        } in self.executors
+        {
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 &format!("hetsched-exec{}", unit.0),
-                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, rx)),
+                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, jobs)),
             )?);
         }
         #[cfg(feature = "coordination")]
@@ -497,8 +529,8 @@ impl RunningServer {
         if let Some(unblock) = &self.unblock_metrics {
             unblock();
         }
-        // Executors end when their queues close.
-        self.shared.lock().kernel_jobs.clear();
+        // Executors end once they reach this in their queues.
+        self.shared.kernel_jobs.stop();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

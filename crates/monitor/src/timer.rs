@@ -1,10 +1,14 @@
 //! The timer thread: ends emulated device work on time, runs the agents'
-//! 10 ms accounting, publishes both view pages and drops stored settings
-//! of processes that exited. It sleeps on the state's condition variable
-//! until the earliest of those deadlines, or until a connection thread
-//! says new work may have moved it.
+//! 10 ms accounting, publishes both view pages (with the CPU agent's and
+//! the coordinator's latest results) and drops stored settings of
+//! processes that exited (reading /proc with no lock held). It sleeps on
+//! the doorbell until the earliest of those deadlines, or until another
+//! thread says new work may have moved it.
 
+use crate::coordination_results::CoordinationResults;
+use crate::cpu_figures::CpuFigures;
 use crate::outbox::Outbox;
+use crate::page_rounds::PageRounds;
 use crate::procfs;
 use crate::server::OpenRing;
 use crate::server::{Shared, State};
@@ -43,6 +47,7 @@ pub(crate) fn run(shared: &Shared) {
     );
     let busy_for = RING_BUSY_FOR.as_nanos() as Ns;
     let mut last_call: Option<Ns> = None;
+    let mut shown = Shown::latest(shared);
     let mut state = shared.lock();
     loop {
         if shared.stop.is_stopped() {
@@ -59,7 +64,7 @@ pub(crate) fn run(shared: &Shared) {
         state.monitor.advance(now, &mut out);
         if now >= next_tick {
             state.monitor.tick(now, &mut out);
-            publish(shared, &mut state, now);
+            publish(shared, &mut state, &mut shown, now);
             next_tick += tick;
             if next_tick <= now {
                 next_tick = now + tick;
@@ -77,7 +82,7 @@ pub(crate) fn run(shared: &Shared) {
             shared.save_store(&mut state);
             next_gc = now + gc_every;
         }
-        state.deliver(&mut out);
+        shared.deliver(&mut state, &mut out);
         let mut deadline = state
             .monitor
             .next_deadline(now)
@@ -218,8 +223,36 @@ struct RingsPolled {
     calls: u32,
 }
 
+/// The other threads' results the pages show now.
+struct Shown {
+    cpu: Arc<CpuFigures>,
+    coordination: Arc<CoordinationResults>,
+}
+
+impl Shown {
+    fn latest(shared: &Shared) -> Shown {
+        Shown {
+            cpu: shared.cpu_figures.get(),
+            coordination: shared.coordination.get(),
+        }
+    }
+
+    /// Moves to `latest`, having the pages of the clients whose hint or
+    /// targets differ from what they show rewritten in the next round.
+    fn update(&mut self, latest: Shown, pages: &mut PageRounds) {
+        if !Arc::ptr_eq(&latest.cpu, &self.cpu) {
+            pages.force_changed(&self.cpu.exclusive, &latest.cpu.exclusive);
+        }
+        if !Arc::ptr_eq(&latest.coordination, &self.coordination) {
+            pages.force_changed(&self.coordination.targets, &latest.coordination.targets);
+        }
+        *self = latest;
+    }
+}
+
 /// Publishes both pages of views.
-fn publish(shared: &Shared, state: &mut State, now: Ns) {
+fn publish(shared: &Shared, state: &mut State, shown: &mut Shown, now: Ns) {
+    shown.update(Shown::latest(shared), &mut state.pages);
     let units: Vec<GlobalUnit> = state
         .monitor
         .unit_publications(now)
@@ -230,14 +263,13 @@ fn publish(shared: &Shared, state: &mut State, now: Ns) {
             busy_ns_total: p.busy_ns_total,
         })
         .collect();
-    let _ = state.global.publish(now, &units, &state.cpu_kinds);
+    let _ = state.global.publish(now, &units, &shown.cpu.kinds);
     let zeros = vec![0u32; shared.cpu_unit_slots.len()];
+    let (exclusive, targets) = (&shown.cpu.exclusive, &shown.coordination.targets);
     let State {
         monitor,
         pages,
         conns,
-        exclusive,
-        targets,
         ..
     } = state;
     for update in pages.round(monitor, now) {
@@ -246,5 +278,96 @@ fn publish(shared: &Shared, state: &mut State, now: Ns) {
             let excl = exclusive.get(&id).unwrap_or(&zeros);
             let _ = p.publish_with_targets(now, id.0, &update.views, excl, targets.get(&id));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DaemonConfig;
+    use crate::monitor::Monitor;
+    use crate::privilege::Peer;
+    use hetsched_protocol::Role;
+    use hetsched_views::Targets;
+    use std::collections::BTreeMap;
+
+    /// A monitor over one emulated unit with `n` applications, their
+    /// pages written once and settled (a round with nothing new).
+    fn settled(n: u32) -> (Monitor, PageRounds, Vec<ClientId>) {
+        let text =
+            "include_cpus = false\n[[emulated]]\nname = \"gpu0\"\nspeed = 1.0\ncopy_gbps = 10.0\n";
+        let cfg = DaemonConfig::parse(std::path::Path::new("t.toml"), text).unwrap();
+        let (setup, _) = crate::launch::prepare(&cfg).unwrap();
+        let mut m = Monitor::new(setup.units, setup.monitor, Default::default());
+        let mut pages = PageRounds::default();
+        let ids = (0..n)
+            .map(|pid| {
+                let peer = Peer {
+                    pid: 100 + pid,
+                    uid: 0,
+                    gid: 0,
+                    groups: vec![],
+                    start_time: 1,
+                    ancestors: vec![],
+                };
+                let (id, _) = m.hello(peer, "app".into(), Role::Application, Default::default(), 0);
+                pages.joined(id, m.client_views(id, 0));
+                id
+            })
+            .collect();
+        assert!(pages.round(&mut m, 1_000).is_empty());
+        (m, pages, ids)
+    }
+
+    fn rewritten(pages: &mut PageRounds, m: &mut Monitor) -> Vec<ClientId> {
+        pages
+            .round(m, 2_000)
+            .into_iter()
+            .map(|u| u.client)
+            .collect()
+    }
+
+    #[test]
+    fn new_results_rewrite_the_pages_of_the_clients_they_changed_only() {
+        let (mut m, mut pages, ids) = settled(3);
+        let mut shown = Shown {
+            cpu: Arc::new(CpuFigures::unscanned(1)),
+            coordination: Arc::default(),
+        };
+        // The same results again: nothing to rewrite.
+        let same = Shown {
+            cpu: Arc::clone(&shown.cpu),
+            coordination: Arc::clone(&shown.coordination),
+        };
+        shown.update(same, &mut pages);
+        assert!(rewritten(&mut pages, &mut m).is_empty());
+        // A scan that gives the second client a core.
+        let scanned = CpuFigures {
+            exclusive: BTreeMap::from([(ids[1], vec![1])]),
+            ..CpuFigures::unscanned(1)
+        };
+        let latest = Shown {
+            cpu: Arc::new(scanned),
+            coordination: Arc::clone(&shown.coordination),
+        };
+        shown.update(latest, &mut pages);
+        assert_eq!(rewritten(&mut pages, &mut m), vec![ids[1]]);
+        // A solve that gives the third client targets.
+        let solved = CoordinationResults {
+            targets: BTreeMap::from([(
+                ids[2],
+                Targets {
+                    rate: 1.0,
+                    fractions: vec![1.0],
+                },
+            )]),
+            ..Default::default()
+        };
+        let latest = Shown {
+            cpu: Arc::clone(&shown.cpu),
+            coordination: Arc::new(solved),
+        };
+        shown.update(latest, &mut pages);
+        assert_eq!(rewritten(&mut pages, &mut m), vec![ids[2]]);
     }
 }

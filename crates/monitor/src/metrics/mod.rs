@@ -1,6 +1,7 @@
 //! The Prometheus endpoint (`metrics_listen`, `hetsched daemon --metrics
 //! ADDR`): counters that only grow ([`ledger`]), a snapshot taken under the
-//! state lock ([`snapshot`]) and its text exposition ([`exposition`]). The
+//! state lock (with the coordinator's latest results, taken before it:
+//! [`snapshot`]) and its text exposition ([`exposition`]). The
 //! HTTP listener that serves it is the host's ([`crate::host::MetricsHttp`],
 //! hetsched-daemon's `metrics::http`).
 
@@ -13,10 +14,11 @@ use crate::server::Shared;
 /// The text of `GET /metrics` now: a snapshot under the state lock,
 /// rendered after it is dropped.
 pub(crate) fn exposition_now(shared: &Shared) -> String {
+    let results = shared.coordination.get();
+    let coordination = results.status.as_ref().map(|c| (c, results.last_solve_ns));
     let snapshot = {
         let st = shared.lock();
         let now = shared.now();
-        let coordination = st.coordination.as_ref().map(|c| (c, st.last_solve_ns));
         snapshot::MetricsSnapshot::of(&st.monitor, coordination, now, now)
     };
     exposition::render(snapshot)
