@@ -213,9 +213,9 @@ impl Coordinator {
     }
 
     /// Re-solves if the set of apps changed or the outside load held
-    /// moved, or models drifted and the period has passed. Returns whether targets were recomputed. On a
-    /// solver failure the previous targets stay (and apps without one use
-    /// plain placement).
+    /// moved, or models drifted and the period has passed. Returns
+    /// whether targets were recomputed. On a solver failure the previous
+    /// targets stay (and apps without one use plain placement).
     pub fn update(&mut self, now: Ns) -> bool {
         let due = self
             .last_solve
