@@ -22,12 +22,17 @@
 //! taken out of the supply the others share. So is every application's
 //! host side on the CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
+//! And so is everything else that keeps the CPU units' cores busy: other
+//! programs, the monitor, clients that never report
+//! ([`crate::outside_load`], four times a second), with hysteresis
+//! (`Coordinator::set_outside_load`).
 //!
 //! The solve (an exponential-cone program, ~0.3 ms for 6 apps × 3 units)
 //! runs outside the state lock, so the dispatch gate never waits for it.
 
 use crate::coordination_results::CoordinationResults;
 use crate::demand_report::DemandReport;
+use crate::outside_load::OutsideLoadMeter;
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight, supply_left};
 use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
@@ -119,12 +124,19 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
     let mut coordinator = Coordinator::new(shared.setup.coordinator, supply.clone());
     let mut tracked: BTreeMap<ClientId, Tracked> = BTreeMap::new();
+    // The CPU units, in CPU kind order (the CPU agent's `cpu_unit_slots`).
+    let cpu_units: Vec<usize> = (0..supply.len())
+        .filter(|&u| supply[u].time_shared)
+        .collect();
+    let cpu_slots: Vec<f64> = cpu_units.iter().map(|&u| supply[u].slots).collect();
+    let mut outside = OutsideLoadMeter::new(&cpu_slots);
     loop {
         if !shared.stop.pause(shared.setup.tick) {
             return;
         }
         let gathered = gather(&shared);
         let now = gathered.at;
+        let pids: Vec<(ClientId, u32)> = gathered.apps.iter().map(|a| (a.id, a.pid)).collect();
         step(
             &mut coordinator,
             &mut tracked,
@@ -134,6 +146,29 @@ pub(crate) fn run(shared: Arc<Shared>) {
             gathered,
             crate::procfs::cpu_time_ns,
         );
+        if outside.due(now) {
+            // The apps whose CPU use the model already has: those that
+            // report (demand and host load).
+            let modelled: Vec<(u32, f64)> = pids
+                .iter()
+                .filter(|(id, _)| tracked.get(id).is_some_and(|t| t.follows))
+                .filter_map(|&(_, pid)| Some((pid, crate::procfs::cpu_time_ns(pid)?)))
+                .collect();
+            let busy = crate::outside_load::read_busy(&shared.setup.kind_of_cpu, cpu_units.len());
+            if let Some(load) = busy.and_then(|b| outside.sample(now, b, &modelled)) {
+                for (&u, &cores) in cpu_units.iter().zip(load) {
+                    if coordinator.set_outside_load(u, cores) {
+                        tracing::info!(
+                            "coordination: outside CPU load on {} now {cores:.2} cores; \
+                             it offers the coordinated apps {:.2} of {} slots",
+                            shared.setup.units[u].unit.name,
+                            coordinator.supply()[u].slots,
+                            supply[u].slots
+                        );
+                    }
+                }
+            }
+        }
         let solves = coordinator.solves();
         let started = std::time::Instant::now();
         coordinator.update(now);

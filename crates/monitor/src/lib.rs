@@ -45,6 +45,8 @@ pub mod metrics;
 pub mod monitor;
 pub mod nice_map;
 pub mod outbox;
+#[cfg(feature = "coordination")]
+mod outside_load;
 pub mod page_rounds;
 pub mod privilege;
 pub mod procfs;

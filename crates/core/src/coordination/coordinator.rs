@@ -30,6 +30,12 @@ pub struct CoordinatorConfig {
     /// (only with `wait_rounds` > 0).
     #[serde(default = "default_replay")]
     pub replay: bool,
+    /// Hysteresis of the outside CPU load taken out of the CPU units'
+    /// supply ([`Coordinator::set_outside_load`]), cores: the supply moves
+    /// only when the measured load is this far or further from the load
+    /// it was last set for.
+    #[serde(default = "default_outside_load_step")]
+    pub outside_load_step: f64,
 }
 
 pub(super) fn default_replay() -> bool {
@@ -51,6 +57,7 @@ impl Default for CoordinatorConfig {
             wait_rounds: 3,
             exclusion: true,
             replay: true,
+            outside_load_step: OUTSIDE_LOAD_STEP,
         }
     }
 }
@@ -70,7 +77,17 @@ pub(super) struct ClientTargets {
 #[derive(Clone, Debug)]
 pub struct Coordinator {
     config: CoordinatorConfig,
+    /// What each unit offers the coordinated apps: `given` less the
+    /// outside load held in `outside`.
     units: Vec<UnitSupply>,
+    /// The supply at start (the units' slots).
+    configured: Vec<UnitSupply>,
+    /// The supply last set ([`Coordinator::set_supply`]).
+    given: Vec<UnitSupply>,
+    /// CPU time programs outside coordination take, per unit.
+    outside: OutsideLoad,
+    /// The held outside load moved since the last solve.
+    outside_moved: bool,
     /// The supply the targets were last solved with.
     solved_units: Option<Vec<UnitSupply>>,
     /// Demand each app last reported, and the one the targets were solved with.
@@ -94,6 +111,10 @@ impl Coordinator {
         let short_first = vec![false; units.len()];
         Coordinator {
             config,
+            outside: OutsideLoad::new(units.len(), config.outside_load_step),
+            outside_moved: false,
+            configured: units.clone(),
+            given: units.clone(),
             units,
             solved_units: None,
             apps: BTreeMap::new(),
@@ -118,7 +139,7 @@ impl Coordinator {
     }
 
     /// What each unit offers the coordinated apps now
-    /// ([`Coordinator::set_supply`]).
+    /// ([`Coordinator::set_supply`] less [`Coordinator::set_outside_load`]).
     pub fn supply(&self) -> &[UnitSupply] {
         &self.units
     }
@@ -133,8 +154,32 @@ impl Coordinator {
     /// counts as drift. Ignored unless it has one entry per unit.
     pub fn set_supply(&mut self, units: Vec<UnitSupply>) {
         if units.len() == self.units.len() {
-            self.units = units;
+            self.units = self.outside.apply(&units, &self.configured);
+            self.given = units;
         }
+    }
+
+    /// Records the CPU time programs outside coordination take from unit
+    /// `u` (cores, measured and smoothed by the caller), taken out of the
+    /// processor-shared units' supply with hysteresis ([`OutsideLoad`]).
+    /// When the load the supply is held at moves, the next
+    /// [`Coordinator::update`] re-solves, whatever the period. Returns
+    /// whether it moved; queues (devices) and units out of range ignore it.
+    pub fn set_outside_load(&mut self, u: usize, cores: f64) -> bool {
+        if !self.configured.get(u).is_some_and(|s| s.time_shared) {
+            return false;
+        }
+        if !self.outside.observe(u, cores) {
+            return false;
+        }
+        self.units = self.outside.apply(&self.given, &self.configured);
+        self.outside_moved = true;
+        true
+    }
+
+    /// The outside load (cores) unit `u`'s supply is held at.
+    pub fn outside_load(&self, u: usize) -> f64 {
+        self.outside.held(u)
     }
 
     /// `client` left (or stopped issuing).
@@ -167,18 +212,19 @@ impl Coordinator {
             })
     }
 
-    /// Re-solves if the set of apps changed, or models drifted and the
-    /// period has passed. Returns whether targets were recomputed. On a
-    /// solver failure the previous targets stay (and apps without one use
-    /// plain placement).
+    /// Re-solves if the set of apps changed or the outside load held
+    /// moved, or models drifted and the period has passed. Returns
+    /// whether targets were recomputed. On a solver failure the previous
+    /// targets stay (and apps without one use plain placement).
     pub fn update(&mut self, now: Ns) -> bool {
         let due = self
             .last_solve
             .is_none_or(|t| now.saturating_sub(t) >= self.config.resolve_period_ns);
-        if !(self.membership_changed || (due && self.drifted())) {
+        if !(self.membership_changed || self.outside_moved || (due && self.drifted())) {
             return false;
         }
         self.membership_changed = false;
+        self.outside_moved = false;
         self.last_solve = Some(now);
         // Only apps with at least one measured unit take part.
         let ids: Vec<ClientId> = self

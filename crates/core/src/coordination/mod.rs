@@ -27,7 +27,8 @@
 //! tasks in the old mix. Pure: no I/O, clocks or threads; `now` is passed in.
 //!
 //! The parts, each building on those before it: [`supply`] and [`demand`]
-//! (what the units offer and the applications ask), [`follow`] (the
+//! (what the units offer and the applications ask), [`outside_load`] (the
+//! CPU time other programs take from the supply), [`follow`] (the
 //! client's side), [`limits`] (queueing constraints), [`replay`] (task
 //! loops played out, to judge allocations), [`solve`] and
 //! [`solve_targets_replayed`] (finding the allocation), [`coordinator`]
@@ -35,7 +36,7 @@
 //!
 //! Without hetsched-core's `solver` feature (the runtime and the C API
 //! build it so) only what needs no solve is here: the client's side
-//! ([`follow`]), [`supply`], [`demand`] without `problem` and
+//! ([`follow`]), [`supply`], [`outside_load`], [`demand`] without `problem` and
 //! `native_estimate_replayed`, and [`CoordinatorConfig`].
 
 #[cfg(feature = "solver")]
@@ -63,6 +64,7 @@ pub mod demand;
 pub mod follow;
 #[cfg(feature = "solver")]
 pub mod limits;
+pub mod outside_load;
 #[cfg(feature = "solver")]
 pub mod replay;
 #[cfg(feature = "solver")]
@@ -76,6 +78,7 @@ pub use demand::*;
 pub use follow::*;
 #[cfg(feature = "solver")]
 pub use limits::*;
+pub use outside_load::*;
 #[cfg(feature = "solver")]
 pub use solve::*;
 pub use supply::*;

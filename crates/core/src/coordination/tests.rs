@@ -489,3 +489,100 @@ fn coordinator_resolves_on_membership_only() {
     assert!(c.target(ClientId(1)).is_none());
     assert_eq!(c.floor().map(|f| f.1), Some(true));
 }
+
+/// Two apps that run some of their calls on a CPU unit of two cores and
+/// the rest on a device.
+fn cpu_and_device() -> (Vec<UnitSupply>, AppDemand, AppDemand) {
+    let units = vec![UnitSupply::processor_shared(2.0), UnitSupply::queue(1.0)];
+    let app = |cpu: f64, dev: f64| AppDemand {
+        exec_ns: vec![Some(cpu), Some(dev)],
+        overhead_ns: vec![0.0; 2],
+        in_flight: 2.0,
+        weight: 1.0,
+        declared_native: None,
+        native_trusted: false,
+        native_in_flight: None,
+    };
+    (units, app(4e6, 1e6), app(8e6, 2e6))
+}
+
+/// Per unit, the slots the targets keep busy (fluid model).
+fn busy_slots(c: &Coordinator, apps: &[(ClientId, &AppDemand)]) -> Vec<f64> {
+    let mut busy = vec![0.0; c.supply().len()];
+    for (id, d) in apps {
+        let (f, r) = (c.target(*id).unwrap(), c.rate(*id).unwrap());
+        for (u, b) in busy.iter_mut().enumerate() {
+            *b += r * f[u] * d.exec_ns[u].unwrap() / 1e9;
+        }
+    }
+    busy
+}
+
+#[test]
+fn outside_cpu_load_re_solves_once_it_moves_a_step_and_not_for_noise() {
+    let (units, a, b) = cpu_and_device();
+    let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
+    c.set_app(ClientId(1), a.clone());
+    c.set_app(ClientId(2), b.clone());
+    assert!(c.update(0));
+    let apps = [(ClientId(1), &a), (ClientId(2), &b)];
+    let quiet = busy_slots(&c, &apps);
+    // Noise below the step: no re-solve, even long after the period.
+    let second = 1_000_000_000;
+    for (i, cores) in [0.1, 0.2, 0.05, 0.15].into_iter().enumerate() {
+        assert!(!c.set_outside_load(0, cores));
+        c.set_supply(units.clone());
+        assert!(!c.update(second * (i as u64 + 1)), "{cores}");
+    }
+    assert_eq!(c.supply()[0].slots, 2.0);
+    // A program takes three quarters of a core: the next update
+    // re-solves at once (within the period), and the CPU unit carries
+    // less.
+    assert!(c.set_outside_load(0, 0.75));
+    assert_eq!(c.outside_load(0), 0.75);
+    assert_eq!(c.supply()[0].slots, 1.25);
+    assert!(c.update(5 * second + 1));
+    let loaded = busy_slots(&c, &apps);
+    assert!(loaded[0] < quiet[0], "{quiet:?} -> {loaded:?}");
+    assert!(loaded[0] <= 1.25 + 1e-6, "{loaded:?}");
+    // The host side's share (`set_supply`) still comes off what is left,
+    // down to half the unit.
+    c.set_supply(vec![UnitSupply::processor_shared(1.8), units[1]]);
+    assert!((c.supply()[0].slots - 1.05).abs() < 1e-12);
+    assert!(c.set_outside_load(0, 3.0));
+    assert_eq!(c.supply()[0].slots, 1.0);
+    // Devices take no outside CPU load.
+    assert!(!c.set_outside_load(1, 1.0));
+    assert_eq!(c.supply()[1].slots, 1.0);
+    // The program ends: back to the whole unit.
+    assert!(c.set_outside_load(0, 0.0));
+    c.set_supply(units);
+    assert!(c.update(5 * second + 2));
+    assert_eq!(c.supply()[0].slots, 2.0);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    /// Whatever outside load is measured, the CPU unit keeps at least
+    /// half its cores, and the targets solved for it keep it no
+    /// busier than the supply says (with the solver's tolerance).
+    #[test]
+    fn targets_under_outside_load_stay_within_the_supply(
+        loads in proptest::collection::vec(0.0f64..3.0, 1..6),
+    ) {
+        let (units, a, b) = cpu_and_device();
+        let mut c = Coordinator::new(CoordinatorConfig::default(), units);
+        c.set_app(ClientId(1), a.clone());
+        c.set_app(ClientId(2), b.clone());
+        proptest::prop_assert!(c.update(0));
+        for (i, &l) in loads.iter().enumerate() {
+            let moved = c.set_outside_load(0, l);
+            let now = (i as u64 + 1) * 1_000;
+            proptest::prop_assert_eq!(c.update(now), moved);
+            let slots = c.supply()[0].slots;
+            proptest::prop_assert!((1.0..=2.0).contains(&slots), "{}", slots);
+            let busy = busy_slots(&c, &[(ClientId(1), &a), (ClientId(2), &b)]);
+            proptest::prop_assert!(busy[0] <= slots * 1.01 + 1e-6, "{:?} on {}", busy, slots);
+        }
+    }
+}
