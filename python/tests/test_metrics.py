@@ -64,7 +64,14 @@ def test_the_exposition_is_valid_openmetrics_with_units_and_clients(metrics_daem
         for _ in range(5):
             with c.dispatch("gpu0"):
                 pass
-        families = scrape(url)
+        # The last completion is sent without a reply: scrape until the
+        # daemon has counted it.
+        def counted():
+            families = scrape(url)
+            tasks = {s.labels["client"]: s.value for s in families["hetsched_client_tasks"].samples}
+            return families if tasks.get('py "quoted" \\ name') == 5 else None
+
+        families = wait_until("the five tasks to be counted", counted, timeout=5.0)
     util = families["hetsched_unit_utilization"]
     assert util.type == "gauge"
     assert [s.labels["unit"] for s in util.samples] == ["gpu0"]
