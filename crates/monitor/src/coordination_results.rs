@@ -19,4 +19,6 @@ pub(crate) struct CoordinationResults {
     pub status: Option<CoordinationStatus>,
     /// How long the last solve took, ns (`/metrics`).
     pub last_solve_ns: Option<u64>,
+    /// Per CPU unit, the outside load and what is left (`/metrics`).
+    pub cpu_supply: Vec<crate::metrics::snapshot::CpuSupply>,
 }

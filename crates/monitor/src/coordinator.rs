@@ -32,6 +32,7 @@
 
 use crate::coordination_results::CoordinationResults;
 use crate::demand_report::DemandReport;
+use crate::metrics::snapshot::CpuSupply;
 use crate::outside_load::OutsideLoadMeter;
 use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight, supply_left};
@@ -392,6 +393,17 @@ fn store(
             .collect(),
         status: Some(status),
         last_solve_ns,
+        cpu_supply: coordinator
+            .supply()
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.time_shared)
+            .map(|(unit, s)| CpuSupply {
+                unit,
+                outside_cores: coordinator.outside_load(unit),
+                offered_slots: s.slots,
+            })
+            .collect(),
     });
 }
 

@@ -263,6 +263,22 @@ impl Collector for Scrape {
             )?;
             gauge(
                 &mut enc,
+                "hetsched_coordination_outside_cpu_cores",
+                "CPU load from work outside coordination, taken out of the CPU unit's supply (cores).",
+                c.cpu_supply
+                    .iter()
+                    .map(|x| (vec![("unit", unit_name(x.unit))], x.outside_cores)),
+            )?;
+            gauge(
+                &mut enc,
+                "hetsched_coordination_cpu_offered_cores",
+                "Cores of the CPU unit the coordinated applications are offered.",
+                c.cpu_supply
+                    .iter()
+                    .map(|x| (vec![("unit", unit_name(x.unit))], x.offered_slots)),
+            )?;
+            gauge(
+                &mut enc,
                 "hetsched_coordination_target_fraction",
                 "Fraction of its calls the targets send to the unit (mean over the clients of this name).",
                 c.targets.iter().map(|t| {
@@ -274,5 +290,69 @@ impl Collector for Scrape {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::snapshot::{CoordinationMetrics, CpuSupply, UnitMetrics};
+
+    fn unit(name: &str, class: &'static str) -> UnitMetrics {
+        UnitMetrics {
+            name: name.into(),
+            kind: name.into(),
+            class,
+            utilization: 0.0,
+            queued: 0,
+            running: 0,
+            tasks_total: 0,
+            busy_ns_total: 0,
+        }
+    }
+
+    #[test]
+    fn the_outside_cpu_load_and_the_cores_left_are_shown_per_cpu_unit() {
+        let text = render(MetricsSnapshot {
+            version: "0",
+            uptime_ns: 0,
+            units: vec![unit("cpu", "cpu"), unit("gpu0", "gpu")],
+            applications: 0,
+            observers: 0,
+            served: Vec::new(),
+            standings: Vec::new(),
+            coordination: Some(CoordinationMetrics {
+                solves: 3,
+                floor: Some(1.0),
+                floor_feasible: Some(true),
+                last_solve_ns: None,
+                targets: Vec::new(),
+                cpu_supply: vec![CpuSupply {
+                    unit: 0,
+                    outside_cores: 1.25,
+                    offered_slots: 0.75,
+                }],
+            }),
+        });
+        let line = |series: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+                .map(str::to_string)
+        };
+        assert_eq!(
+            line("hetsched_coordination_outside_cpu_cores{unit=\"cpu\"}").as_deref(),
+            Some("1.25"),
+            "{text}"
+        );
+        assert_eq!(
+            line("hetsched_coordination_cpu_offered_cores{unit=\"cpu\"}").as_deref(),
+            Some("0.75"),
+            "{text}"
+        );
+        assert_eq!(
+            line("hetsched_coordination_outside_cpu_cores{unit=\"gpu0\"}"),
+            None,
+            "a device has no CPU supply: {text}"
+        );
     }
 }

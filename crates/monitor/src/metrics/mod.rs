@@ -15,7 +15,14 @@ use crate::server::Shared;
 /// rendered after it is dropped.
 pub(crate) fn exposition_now(shared: &Shared) -> String {
     let results = shared.coordination.get();
-    let coordination = results.status.as_ref().map(|c| (c, results.last_solve_ns));
+    let coordination = results
+        .status
+        .as_ref()
+        .map(|status| snapshot::CoordinationInput {
+            status,
+            last_solve_ns: results.last_solve_ns,
+            cpu_supply: &results.cpu_supply,
+        });
     let snapshot = {
         let st = shared.lock();
         let now = shared.now();

@@ -59,6 +59,29 @@ pub struct CoordinationMetrics {
     /// Per client name and unit, the fraction of its calls the targets
     /// send there (averaged over that name's coordinated clients).
     pub targets: Vec<Target>,
+    /// Per CPU unit, the load from work outside coordination and what
+    /// is left for the coordinated applications.
+    pub cpu_supply: Vec<CpuSupply>,
+}
+
+/// A CPU unit's supply as the coordinator last solved with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuSupply {
+    pub unit: usize,
+    /// CPU load from work outside coordination the supply is held at
+    /// (cores).
+    pub outside_cores: f64,
+    /// Cores the coordinated applications are offered.
+    pub offered_slots: f64,
+}
+
+/// What the coordinator last decided, as the metrics read it.
+#[derive(Clone, Copy, Debug)]
+pub struct CoordinationInput<'a> {
+    pub status: &'a CoordinationStatus,
+    /// How long the last allocation took to solve, ns.
+    pub last_solve_ns: Option<u64>,
+    pub cpu_supply: &'a [CpuSupply],
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -101,7 +124,7 @@ impl MetricsSnapshot {
     /// passes the clock and the coordinator's state).
     pub fn of(
         monitor: &Monitor,
-        coordination: Option<(&CoordinationStatus, Option<u64>)>,
+        coordination: Option<CoordinationInput<'_>>,
         uptime_ns: Ns,
         now: Ns,
     ) -> MetricsSnapshot {
@@ -173,12 +196,13 @@ impl MetricsSnapshot {
                 })
                 .collect(),
             standings: standings.into_values().collect(),
-            coordination: coordination.map(|(c, solve_ns)| CoordinationMetrics {
-                solves: c.solves,
-                floor: c.floor,
-                floor_feasible: c.floor_feasible,
-                last_solve_ns: solve_ns,
-                targets: targets_by_name(monitor, c),
+            coordination: coordination.map(|c| CoordinationMetrics {
+                solves: c.status.solves,
+                floor: c.status.floor,
+                floor_feasible: c.status.floor_feasible,
+                last_solve_ns: c.last_solve_ns,
+                targets: targets_by_name(monitor, c.status),
+                cpu_supply: c.cpu_supply.to_vec(),
             }),
         }
     }
