@@ -224,7 +224,7 @@ impl Coordinator {
             return false;
         }
         self.membership_changed = false;
-        self.outside_moved = false;
+        let outside_moved = std::mem::take(&mut self.outside_moved);
         self.last_solve = Some(now);
         // Only apps with at least one measured unit take part.
         let ids: Vec<ClientId> = self
@@ -249,7 +249,11 @@ impl Coordinator {
                     .collect(),
                 rate: ids.iter().map(|c| self.targets[c].rate).collect(),
                 short_first: self.short_first.clone(),
-            });
+            })
+            // Not kept once outside load moved the supply: it was solved
+            // for cores that are no longer there, and can hold more than
+            // is left.
+            .filter(|_| !outside_moved);
             solve_targets_replayed(
                 &demands,
                 &self.units,
