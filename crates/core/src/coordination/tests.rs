@@ -57,18 +57,9 @@ fn normal_shares_the_same_on_every_unit_are_the_weight() {
 #[test]
 fn a_unit_taken_by_apps_outside_coordination_moves_the_targets() {
     let units = vec![UnitSupply::queue(1.0), UnitSupply::queue(1.0)];
-    let app = |a: f64, b: f64| AppDemand {
-        exec_ns: vec![Some(a), Some(b)],
-        overhead_ns: vec![0.0; 2],
-        in_flight: 2.0,
-        weight: 1.0,
-        declared_native: None,
-        native_trusted: false,
-        native_in_flight: None,
-    };
     let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
-    c.set_app(ClientId(1), app(1e6, 2e6));
-    c.set_app(ClientId(2), app(1e6, 2e6));
+    c.set_app(ClientId(1), two_unit_app(1e6, 2e6));
+    c.set_app(ClientId(2), two_unit_app(1e6, 2e6));
     assert!(c.update(0));
     let before = c.target(ClientId(1)).unwrap().to_vec();
     // The same supply again is no drift.
@@ -494,16 +485,21 @@ fn coordinator_resolves_on_membership_only() {
 /// the rest on a device.
 fn cpu_and_device() -> (Vec<UnitSupply>, AppDemand, AppDemand) {
     let units = vec![UnitSupply::processor_shared(2.0), UnitSupply::queue(1.0)];
-    let app = |cpu: f64, dev: f64| AppDemand {
-        exec_ns: vec![Some(cpu), Some(dev)],
+    (units, two_unit_app(4e6, 1e6), two_unit_app(8e6, 2e6))
+}
+
+/// An app with two calls in flight whose calls take `a` ns on unit 0 and
+/// `b` ns on unit 1, with no overheads.
+fn two_unit_app(a: f64, b: f64) -> AppDemand {
+    AppDemand {
+        exec_ns: vec![Some(a), Some(b)],
         overhead_ns: vec![0.0; 2],
         in_flight: 2.0,
         weight: 1.0,
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
-    };
-    (units, app(4e6, 1e6), app(8e6, 2e6))
+    }
 }
 
 /// Per unit, the slots the targets keep busy (fluid model).
