@@ -138,6 +138,15 @@ pub(crate) fn run(shared: Arc<Shared>) {
         let gathered = gather(&shared);
         let now = gathered.at;
         let pids: Vec<(ClientId, u32)> = gathered.apps.iter().map(|a| (a.id, a.pid)).collect();
+        // Each process's CPU time is read from /proc once per tick, for the
+        // meters and the outside load alike.
+        let cpu_times = std::cell::RefCell::new(BTreeMap::new());
+        let cpu_time = |pid: u32| {
+            *cpu_times
+                .borrow_mut()
+                .entry(pid)
+                .or_insert_with(|| crate::procfs::cpu_time_ns(pid))
+        };
         step(
             &mut coordinator,
             &mut tracked,
@@ -145,7 +154,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             &supply,
             max_in_flight,
             gathered,
-            crate::procfs::cpu_time_ns,
+            cpu_time,
         );
         if outside.due(now) {
             // The apps whose CPU use the model already has: those that
@@ -153,7 +162,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             let modelled: Vec<(u32, f64)> = pids
                 .iter()
                 .filter(|(id, _)| tracked.get(id).is_some_and(|t| t.follows))
-                .filter_map(|&(_, pid)| Some((pid, crate::procfs::cpu_time_ns(pid)?)))
+                .filter_map(|&(_, pid)| Some((pid, cpu_time(pid)?)))
                 .collect();
             let busy = crate::outside_load::read_busy(&shared.setup.kind_of_cpu, cpu_units.len());
             if let Some(load) = busy.and_then(|b| outside.sample(now, b, &modelled)) {
