@@ -371,7 +371,14 @@ impl Drop for SharedClient {
             let _ = w.shutdown(std::net::Shutdown::Both);
         }
         if let Some(r) = self.reader.take() {
-            let _ = r.join();
+            // The reader runs the reply callbacks, and one of them may hold
+            // the last reference to what owns this client: then the client
+            // is dropped on the reader thread itself, which cannot join
+            // itself (EDEADLK). The socket is shut down, so it ends on its
+            // own once the callback returns.
+            if r.thread().id() != std::thread::current().id() {
+                let _ = r.join();
+            }
         }
     }
 }
