@@ -1081,6 +1081,9 @@ mod tests {
             uid: 1000,
             name: name.into(),
             connected_ns: 0,
+            intercepted: None,
+            device_memory_bytes: 0,
+            device_memory_limit: None,
             units: vec![hetsched_protocol::ClientUnitStatus {
                 unit: UnitId(0),
                 settings: hetsched_protocol::WireSettings {

@@ -82,6 +82,17 @@ pub enum Work {
     /// A kernel call the unit's executor runs; it holds the slot until
     /// the executor reports back ([`Agent::complete_kernel`]).
     Kernel,
+    /// A time-slice lease: the client launches freely for `lease_ns`,
+    /// then drains and releases it as it would a gate task. Charged, like
+    /// a gate task, the wall time from grant to release.
+    Lease { lease_ns: Ns },
+}
+
+impl Work {
+    /// Work the client runs itself and ends with `TaskCompleted`.
+    fn client_driven(self) -> bool {
+        matches!(self, Work::Gate | Work::Lease { .. })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -105,7 +116,7 @@ impl Holding {
     fn finish_at(&self) -> Option<Ns> {
         match self.work {
             Work::Device { hold_ns } => Some(self.started_at + hold_ns),
-            Work::Gate | Work::Kernel => None,
+            Work::Gate | Work::Kernel | Work::Lease { .. } => None,
         }
     }
 }
@@ -343,6 +354,15 @@ impl Agent {
                         waited_ns: now - w.submitted_at,
                     },
                 ),
+                (Work::Lease { lease_ns }, _) => out.push(
+                    req.client,
+                    DaemonMsg::LeaseGranted {
+                        unit: self.id(),
+                        task: req.task,
+                        waited_ns: now - w.submitted_at,
+                        lease_ns,
+                    },
+                ),
                 (Work::Kernel, Some(call)) => out.start_kernel(KernelStart {
                     unit: self.id(),
                     client: req.client,
@@ -365,7 +385,7 @@ impl Agent {
     ) -> Result<Ns, AgentRefusal> {
         let key = (client, task);
         match self.holding.get(&key) {
-            Some(h) if h.work == Work::Gate => {}
+            Some(h) if h.work.client_driven() => {}
             _ => return Err(AgentRefusal::UnknownTask),
         }
         let h = self.holding.remove(&key).expect("checked above");
@@ -491,7 +511,7 @@ impl Agent {
         let gates: Vec<(ClientId, TaskId)> = self
             .holding
             .iter()
-            .filter(|((c, _), h)| *c == client && h.work == Work::Gate)
+            .filter(|((c, _), h)| *c == client && h.work.client_driven())
             .map(|(k, _)| *k)
             .collect();
         for key in gates {

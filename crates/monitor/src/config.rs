@@ -56,6 +56,17 @@ pub struct DaemonConfig {
     /// the owner's next call (default 1000 µs). 0 makes every policy
     /// strictly work-conserving. Unset keeps each policy's default.
     pub anticipation_us: Option<u64>,
+    /// Length of the time-slice leases an intercepted program (or any
+    /// client that asks for leases) gets on a device it drives itself, µs
+    /// (100..=1000000, default 5000). BACKGROUND clients get a quarter.
+    /// Longer leases cost fewer round trips; shorter ones bound how long
+    /// a newcomer waits.
+    pub lease_us: u64,
+    /// Device-memory caps of intercepted programs by class
+    /// (`[device_memory]`: `custom`, `normal`, `background`, each a size
+    /// such as `"2G"`). A program started with `hetsched run
+    /// --device-memory` gets the smaller of the two.
+    pub device_memory: DeviceMemoryConfig,
     /// The CPU agent sets the nice level of every thread of each
     /// application from its class on the CPU units (BACKGROUND → 19,
     /// shares → the matching CFS weight), never above the thread's own
@@ -169,6 +180,8 @@ impl Default for DaemonConfig {
             cpu_scan_ms: 500,
             cpu_schedule_ms: 10,
             anticipation_us: None,
+            lease_us: 5_000,
+            device_memory: DeviceMemoryConfig::default(),
             cpu_nice_from_shares: false,
             cpu_cgroups: false,
             coordination: Coordination::Pf,
@@ -397,6 +410,37 @@ fn positive_up_to(key: &str, value: f64, hi: f64) -> Result<(), String> {
 pub const MAX_DEVICE_SECONDS: f64 = 3600.0;
 /// Most streams of one emulated unit (each is a slot its agent hands out).
 pub const MAX_STREAMS: u32 = 64;
+/// `[device_memory]`: caps by class, as sizes (`"2G"`, `"512M"`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeviceMemoryConfig {
+    pub custom: Option<String>,
+    pub normal: Option<String>,
+    pub background: Option<String>,
+}
+
+impl DeviceMemoryConfig {
+    /// The caps in bytes; an error names the key whose size is malformed.
+    pub fn caps(&self) -> Result<crate::monitor::DeviceMemoryCaps, String> {
+        let one = |key: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+            v.as_deref()
+                .map(
+                    |text| match hetsched_protocol::byte_size::parse_byte_size(text) {
+                        Ok(0) => Err(format!("device_memory.{key} = \"{text}\" is zero")),
+                        Ok(b) => Ok(b),
+                        Err(e) => Err(format!("device_memory.{key}: {e}")),
+                    },
+                )
+                .transpose()
+        };
+        Ok(crate::monitor::DeviceMemoryCaps {
+            custom: one("custom", &self.custom)?,
+            normal: one("normal", &self.normal)?,
+            background: one("background", &self.background)?,
+        })
+    }
+}
+
 /// Most credits of one domain on one unit.
 pub const MAX_DOMAIN_CREDITS: u32 = 1_000_000;
 
@@ -423,6 +467,8 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     if let Some(us) = cfg.anticipation_us {
         within("anticipation_us", us, 0, 100_000)?;
     }
+    within("lease_us", cfg.lease_us, 100, 1_000_000)?;
+    cfg.device_memory.caps()?;
     if !(1.0..=2.0).contains(&cfg.coordination_floor) {
         return Err(format!(
             "coordination_floor = {} is outside 1.0..=2.0 (× native: below 1 would let \

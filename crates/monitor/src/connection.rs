@@ -440,6 +440,35 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
             t.reply(reply);
             t.wake = true;
         }),
+        ClientMsg::RequestLease { unit, task } => locked(shared, id, |t| {
+            let result =
+                t.st.monitor
+                    .request_lease(t.id, unit, task, t.now, &mut t.out);
+            t.refuse_if(result, Some(task));
+            t.wake = true;
+        }),
+        ClientMsg::Intercepted {
+            api,
+            device_memory_limit,
+        } => locked(shared, id, |t| {
+            match t
+                .st
+                .monitor
+                .declare_intercepted(t.id, api, device_memory_limit)
+            {
+                Ok(limit) => t.out.push(
+                    t.id,
+                    DaemonMsg::InterceptTerms {
+                        device_memory_limit: limit,
+                    },
+                ),
+                Err(r) => t.refuse(r, None),
+            }
+        }),
+        ClientMsg::DeviceMemory { unit, bytes } => locked(shared, id, |t| {
+            let result = t.st.monitor.report_device_memory(t.id, unit, bytes);
+            t.refuse_if(result, None);
+        }),
         ClientMsg::Goodbye => locked(shared, id, |_| {}),
     }
 }

@@ -243,6 +243,11 @@ fn monitor_config(cfg: &DaemonConfig, admin_gid: Option<u32>) -> MonitorConfig {
         domains: cfg.domains.clone(),
         accelerator_binding: cfg.accelerator_binding,
         anticipation_ns: cfg.anticipation_us.map(|us| us * 1_000),
+        lease_ns: cfg.lease_us * 1_000,
+        device_memory: cfg
+            .device_memory
+            .caps()
+            .expect("checked when the configuration was read"),
     }
 }
 

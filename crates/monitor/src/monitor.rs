@@ -31,6 +31,9 @@ use hetsched_views::data_region::DataRegion;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod leases;
+pub use leases::InterceptState;
+
 /// Limits and policy knobs of the monitor.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MonitorConfig {
@@ -53,6 +56,23 @@ pub struct MonitorConfig {
     /// ([`UnitPolicy::set_anticipation_ns`]), ns; `None` keeps each
     /// policy's own default.
     pub anticipation_ns: Option<Ns>,
+    /// Length of a time-slice lease for CUSTOM and NORMAL clients, ns
+    /// (`lease_us`); BACKGROUND clients get a quarter of it.
+    pub lease_ns: Ns,
+    /// Device-memory caps of intercepted programs, by class
+    /// (`[device_memory]`).
+    pub device_memory: DeviceMemoryCaps,
+}
+
+/// Default `lease_us`: 5 ms.
+pub const DEFAULT_LEASE_NS: Ns = 5_000_000;
+
+/// Device-memory caps by share class, bytes (`None`: no cap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemoryCaps {
+    pub custom: Option<u64>,
+    pub normal: Option<u64>,
+    pub background: Option<u64>,
 }
 
 /// Default `max_region_mb`.
@@ -68,6 +88,8 @@ impl Default for MonitorConfig {
             domains: Vec::new(),
             accelerator_binding: false,
             anticipation_ns: None,
+            lease_ns: DEFAULT_LEASE_NS,
+            device_memory: DeviceMemoryCaps::default(),
         }
     }
 }
@@ -118,6 +140,9 @@ pub struct ClientEntry {
     pub domain: Option<usize>,
     /// Its last request, completion or settings change.
     pub last_active: Ns,
+    /// What an intercepted program (OpenCL layer, CUDA interposer) told
+    /// about itself; `None` for programs written against hetsched.
+    pub intercept: Option<leases::InterceptState>,
 }
 
 /// What a client's private views depend on besides the units' state:
@@ -463,6 +488,7 @@ impl Monitor {
                 connected_at: now,
                 domain: None,
                 last_active: now,
+                intercept: None,
             },
         );
         self.stirred.push(id);
@@ -1552,6 +1578,9 @@ impl Monitor {
             uid: c.peer.uid,
             name: c.name.clone(),
             connected_ns: now.saturating_sub(c.connected_at),
+            intercepted: c.intercept.as_ref().map(|i| i.api),
+            device_memory_bytes: c.intercept.as_ref().map_or(0, |i| i.device_memory_bytes()),
+            device_memory_limit: c.intercept.as_ref().and_then(|i| i.device_memory_limit),
             units: self
                 .agents
                 .iter()

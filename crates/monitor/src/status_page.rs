@@ -184,6 +184,9 @@ mod tests {
             name: "x".repeat(64),
             connected_ns: 0,
             units: Vec::new(),
+            intercepted: None,
+            device_memory_bytes: 0,
+            device_memory_limit: None,
         }
     }
 

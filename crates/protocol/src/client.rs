@@ -201,6 +201,17 @@ pub struct Grant {
     pub waited_ns: u64,
 }
 
+/// A time-slice lease on a device the client drives itself: launch freely
+/// until `lease_ns` after it was granted, then let the work drain and call
+/// [`Client::end_lease`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub unit: UnitId,
+    pub task: TaskId,
+    pub waited_ns: u64,
+    pub lease_ns: u64,
+}
+
 /// Work on an emulated device finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceDone {
@@ -759,6 +770,64 @@ impl Client {
             Err(e) if e.is_disconnect() && !self.opts.reconnect_for.is_zero() => self.reconnect(),
             other => other,
         }
+    }
+
+    /// Asks for a time-slice lease on `unit` and blocks until the daemon
+    /// grants it. Unlike [`Client::request_dispatch`] this does not
+    /// reconnect: an intercepted program decides itself what to do when
+    /// the daemon is gone (it passes its calls through).
+    pub fn request_lease(&mut self, unit: UnitId) -> Result<Lease, ClientError> {
+        let task = self.fresh_task();
+        self.send(&ClientMsg::RequestLease { unit, task })?;
+        self.wait_for(|m| match *m {
+            DaemonMsg::LeaseGranted {
+                unit: u,
+                task: t,
+                waited_ns,
+                lease_ns,
+            } if u == unit && t == task => Some(Ok(Lease {
+                unit,
+                task,
+                waited_ns,
+                lease_ns,
+            })),
+            ref other => refusal(other, Some(task)).map(Err),
+        })
+    }
+
+    /// Ends a lease: what was launched under it has finished. `ran_ns` is
+    /// the client's measurement; the daemon charges the wall time it held
+    /// the lease.
+    pub fn end_lease(&mut self, lease: Lease, ran_ns: u64) -> Result<(), ClientError> {
+        self.send(&ClientMsg::TaskCompleted {
+            unit: lease.unit,
+            task: lease.task,
+            ran_ns,
+        })
+    }
+
+    /// Says this connection is an intercepted program's and returns the
+    /// device-memory cap the daemon gives it (`None`: no cap).
+    pub fn declare_intercepted(
+        &mut self,
+        api: crate::message::InterceptApi,
+        device_memory_limit: Option<u64>,
+    ) -> Result<Option<u64>, ClientError> {
+        self.send(&ClientMsg::Intercepted {
+            api,
+            device_memory_limit,
+        })?;
+        self.wait_for(|m| match m {
+            DaemonMsg::InterceptTerms {
+                device_memory_limit,
+            } => Some(Ok(*device_memory_limit)),
+            other => refusal_of_request(other).map(Err),
+        })
+    }
+
+    /// Reports the device memory this client holds on `unit`. Not answered.
+    pub fn report_device_memory(&mut self, unit: UnitId, bytes: u64) -> Result<(), ClientError> {
+        self.send(&ClientMsg::DeviceMemory { unit, bytes })
     }
 
     /// Tells the daemon what this client ran on units it drives itself

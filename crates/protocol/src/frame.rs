@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Revision of the message set. Bumped on any incompatible change.
-pub const PROTOCOL_VERSION: u8 = 7;
+pub const PROTOCOL_VERSION: u8 = 8;
 
 /// Bytes before the payload: length (4) and version (1).
 pub const FRAME_HEADER_BYTES: usize = 5;

@@ -7,6 +7,7 @@
 //! message; this crate is the only implementation of the encoding, shared
 //! by the daemon, the client library ([`Client`]) and the fuzz target.
 
+pub mod byte_size;
 mod client;
 mod frame;
 pub mod kernel_call;
@@ -21,8 +22,8 @@ mod unit_view;
 pub mod user_kernel;
 
 pub use client::{
-    CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, KernelRing, RegisteredKernel,
-    Session,
+    CallRing, Client, ClientError, ClientOptions, DeviceDone, Grant, KernelRing, Lease,
+    RegisteredKernel, Session,
 };
 pub use frame::{
     FRAME_HEADER_BYTES, FrameError, FrameReader, MAX_FRAME_BYTES, PROTOCOL_VERSION,
@@ -30,8 +31,8 @@ pub use frame::{
 };
 pub use message::{
     ClientMsg, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus, DaemonMsg,
-    DaemonStatus, DomainInfo, ErrorCode, Role, SettingsRequest, StatusPage, StatusReport,
-    UnitDemand, UnitInfo, UnitSelectionStatus, UnitStatus, WireClass, WireSettings,
+    DaemonStatus, DomainInfo, ErrorCode, InterceptApi, Role, SettingsRequest, StatusPage,
+    StatusReport, UnitDemand, UnitInfo, UnitSelectionStatus, UnitStatus, WireClass, WireSettings,
 };
 pub use mux::{ReplyFn, SharedClient, TaskEvent, TaskReply};
 pub use paths::{default_socket_path, parse_class, requested_settings_from_env};

@@ -232,6 +232,43 @@ pub enum ClientMsg {
         source: String,
         entry: String,
     },
+    // Appended in protocol 8.
+    /// Ask for a time-slice lease on `unit` (a device the client drives
+    /// itself, as through the gate): answered with `LeaseGranted`, or
+    /// `Delayed` and later `LeaseGranted`. While the lease lasts the client
+    /// launches with no further round trip; it then lets what it queued
+    /// drain and ends the lease with `TaskCompleted` (same `task`). The
+    /// daemon charges the wall time from grant to that release, so a kernel
+    /// that runs past the lease is charged too.
+    RequestLease { unit: UnitId, task: TaskId },
+    /// This connection belongs to an intercepted program (the OpenCL
+    /// layer or the CUDA interposer), not to a program written against
+    /// hetsched. `device_memory_limit` is what the program was started
+    /// with (`hetsched run --device-memory`). Answered with
+    /// `InterceptTerms`.
+    Intercepted {
+        api: InterceptApi,
+        device_memory_limit: Option<u64>,
+    },
+    /// Device memory the client holds on `unit` now, in bytes (the
+    /// interposer's count of its allocations). Not answered.
+    DeviceMemory { unit: UnitId, bytes: u64 },
+}
+
+/// Which driver API an intercepted program was caught on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InterceptApi {
+    OpenCl,
+    Cuda,
+}
+
+impl std::fmt::Display for InterceptApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InterceptApi::OpenCl => "opencl",
+            InterceptApi::Cuda => "cuda",
+        })
+    }
 }
 
 /// Cumulative counters of one unit in a [`ClientMsg::ReportDemand`].
@@ -349,6 +386,13 @@ pub struct ClientStatus {
     pub name: String,
     pub connected_ns: u64,
     pub units: Vec<ClientUnitStatus>,
+    /// The API the client was intercepted on, for a program that runs
+    /// under the OpenCL layer or the CUDA interposer (protocol 8).
+    pub intercepted: Option<InterceptApi>,
+    /// Device memory the client reported holding, summed over units.
+    pub device_memory_bytes: u64,
+    /// Its device-memory cap, if it has one.
+    pub device_memory_limit: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -580,6 +624,22 @@ pub enum DaemonMsg {
         signature: crate::user_kernel::KernelSignature,
         build_log: String,
         cached: bool,
+    },
+    // Appended in protocol 8.
+    /// Answer to `RequestLease`: the client may launch on `unit` for
+    /// `lease_ns` from now (its length comes from the unit's policy and
+    /// the client's class), then ends the lease with `TaskCompleted`.
+    LeaseGranted {
+        unit: UnitId,
+        task: TaskId,
+        waited_ns: u64,
+        lease_ns: u64,
+    },
+    /// Answer to `Intercepted`: the device memory this client may hold on
+    /// each device (the smaller of what it was started with and what the
+    /// daemon's configuration gives its class); `None` for no cap.
+    InterceptTerms {
+        device_memory_limit: Option<u64>,
     },
 }
 

@@ -86,6 +86,9 @@ mod tests {
             name: format!("c{id}"),
             connected_ns: 0,
             units: Vec::new(),
+            intercepted: None,
+            device_memory_bytes: 0,
+            device_memory_limit: None,
         }
     }
 
