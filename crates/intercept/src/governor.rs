@@ -1,0 +1,265 @@
+//! A program's governor: one lease and one memory account per device,
+//! and the releaser thread that gives leases back when they run out while
+//! the program is busy elsewhere.
+
+use crate::clock::now_ns;
+use crate::env::InterceptEnv;
+use crate::lease::{Context, DeviceLease};
+use hetsched_protocol::InterceptApi;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Devices one program may use through an interposer; calls on devices
+/// past this pass through.
+pub const MAX_DEVICES: usize = 64;
+
+/// How often the releaser looks even with no lease due (memory reports).
+const IDLE_LOOK: Duration = Duration::from_millis(100);
+
+/// What an interposer tells its governor about its API.
+pub struct GovernorSetup {
+    pub api: InterceptApi,
+    /// The daemon's unit name of device `index` (`opencl0`, `cuda1`).
+    pub unit_name: fn(usize) -> String,
+    /// Waits for everything the program queued on device `index`.
+    pub drain: Box<dyn Fn(usize) + Send + Sync>,
+}
+
+/// The program's leases and memory accounts. One per interposer library,
+/// made on its first use.
+pub struct Governor {
+    setup: GovernorSetup,
+    env: InterceptEnv,
+    devices: Vec<OnceLock<Device>>,
+    /// The process the connections and the releaser belong to (a forked
+    /// child starts afresh).
+    owner_pid: AtomicU32,
+    releaser: Mutex<Option<JoinHandle<()>>>,
+    stop: AtomicBool,
+    bell: (Mutex<bool>, Condvar),
+}
+
+struct Device {
+    lease: DeviceLease,
+    unit_name: String,
+}
+
+/// A launch in progress under a live lease (or passing through); the
+/// lease cannot be given back until it is dropped.
+pub struct LaunchGuard<'a> {
+    lease: Option<&'a DeviceLease>,
+}
+
+impl Drop for LaunchGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(l) = self.lease {
+            l.leave();
+        }
+    }
+}
+
+impl Governor {
+    pub fn new(setup: GovernorSetup) -> Governor {
+        Governor {
+            setup,
+            env: InterceptEnv::from_process(),
+            devices: (0..MAX_DEVICES).map(|_| OnceLock::new()).collect(),
+            owner_pid: AtomicU32::new(std::process::id()),
+            releaser: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            bell: (Mutex::new(false), Condvar::new()),
+        }
+    }
+
+    fn device(&self, index: usize) -> Option<&Device> {
+        let slot = self.devices.get(index)?;
+        Some(slot.get_or_init(|| Device {
+            lease: DeviceLease::default(),
+            unit_name: (self.setup.unit_name)(index),
+        }))
+    }
+
+    fn context<'a>(&'a self, unit_name: &'a str, drain: &'a dyn Fn()) -> Context<'a> {
+        Context {
+            api: self.setup.api,
+            unit_name,
+            env_memory_limit: self.env.device_memory_limit,
+            drain,
+        }
+    }
+
+    /// Waits until the program may launch on device `index` and returns
+    /// the guard to hold while launching. Costs two atomic operations
+    /// and a clock read while the lease lives.
+    #[inline]
+    pub fn launch(&'static self, index: usize) -> LaunchGuard<'static> {
+        let Some(device) = self.device(index) else {
+            return LaunchGuard { lease: None };
+        };
+        loop {
+            if device.lease.enter() {
+                return LaunchGuard {
+                    lease: Some(&device.lease),
+                };
+            }
+            self.slow_path(index, device);
+        }
+    }
+
+    #[cold]
+    fn slow_path(&'static self, index: usize, device: &Device) {
+        self.check_fork();
+        let drain = || (self.setup.drain)(index);
+        device.lease.renew(&self.context(&device.unit_name, &drain));
+        self.ensure_releaser();
+        self.ring();
+    }
+
+    /// The program waited for its work on device `index` (`clFinish`,
+    /// `cuCtxSynchronize`): a lease that is due goes back now rather than
+    /// at the releaser's next look.
+    pub fn synchronized(&'static self, index: usize) {
+        let Some(device) = self.device(index) else {
+            return;
+        };
+        if device.lease.until() != 0 && now_ns() >= device.lease.until() {
+            let drain = || (self.setup.drain)(index);
+            device
+                .lease
+                .expire_if_due(&self.context(&device.unit_name, &drain));
+        }
+    }
+
+    /// Counts an allocation of `bytes` on device `index`; `false` if it
+    /// would pass the cap (count nothing; answer with the API's
+    /// out-of-memory code).
+    pub fn try_allocate(&'static self, index: usize, bytes: u64) -> bool {
+        let Some(device) = self.device(index) else {
+            return true;
+        };
+        self.check_fork();
+        let drain = || (self.setup.drain)(index);
+        device
+            .lease
+            .ensure_connected(&self.context(&device.unit_name, &drain));
+        self.ensure_releaser();
+        device.lease.memory.try_reserve(bytes)
+    }
+
+    /// Takes back an allocation (freed, or failed after it was counted).
+    pub fn freed(&self, index: usize, bytes: u64) {
+        if let Some(d) = self.devices.get(index).and_then(|d| d.get()) {
+            d.lease.memory.release(bytes);
+        }
+    }
+
+    /// Device memory counted on device `index`, bytes.
+    pub fn memory_in_use(&self, index: usize) -> u64 {
+        self.devices
+            .get(index)
+            .and_then(|d| d.get())
+            .map_or(0, |d| d.lease.memory.used())
+    }
+
+    /// The cap on device `index`, once known.
+    pub fn memory_limit(&self, index: usize) -> Option<u64> {
+        self.devices
+            .get(index)
+            .and_then(|d| d.get())
+            .and_then(|d| d.lease.memory.limit())
+    }
+
+    /// A forked child shares its parent's connections: it drops them (its
+    /// copies only) and starts its own.
+    fn check_fork(&self) {
+        let pid = std::process::id();
+        if self.owner_pid.swap(pid, Ordering::SeqCst) == pid {
+            return;
+        }
+        // The parent's releaser does not exist here; its handle is not
+        // joinable from the child.
+        if let Ok(mut r) = self.releaser.lock() {
+            std::mem::forget(r.take());
+        }
+        for d in self.devices.iter().filter_map(|d| d.get()) {
+            d.lease.forget_after_fork();
+        }
+    }
+
+    fn ring(&self) {
+        let (lock, cv) = &self.bell;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_one();
+    }
+
+    fn ensure_releaser(&'static self) {
+        let mut r = self.releaser.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_some() || self.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("hetsched-lease".into())
+            .spawn(move || self.releaser_loop());
+        match spawned {
+            Ok(h) => *r = Some(h),
+            Err(e) => crate::notice::once("thread", || {
+                format!("no lease releaser thread ({e}); leases go back at the next launch")
+            }),
+        }
+    }
+
+    /// Gives back leases that ran out while the program launched nothing,
+    /// and reports memory, until [`Governor::stop`].
+    fn releaser_loop(&'static self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let now = now_ns();
+            let mut next = now + IDLE_LOOK.as_nanos() as u64;
+            for (index, d) in self.devices.iter().enumerate() {
+                let Some(d) = d.get() else { continue };
+                d.lease.report_memory();
+                let until = d.lease.until();
+                if until == 0 {
+                    continue;
+                }
+                if now >= until {
+                    let drain = || (self.setup.drain)(index);
+                    if !d.lease.expire_if_due(&self.context(&d.unit_name, &drain)) {
+                        // A launch is renewing it; look again soon.
+                        next = next.min(now + 200_000);
+                    }
+                } else {
+                    next = next.min(until);
+                }
+            }
+            let (lock, cv) = &self.bell;
+            let mut rung = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if !*rung {
+                let wait = Duration::from_nanos(next.saturating_sub(now_ns()).max(50_000));
+                rung = cv
+                    .wait_timeout(rung, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *rung = false;
+        }
+    }
+
+    /// Stops and joins the releaser (the program is exiting). Leases still
+    /// held go back with the connection when the process ends.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.ring();
+        let handle = self
+            .releaser
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = handle
+            && self.owner_pid.load(Ordering::SeqCst) == std::process::id()
+        {
+            let _ = h.join();
+        }
+    }
+}

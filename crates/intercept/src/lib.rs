@@ -1,0 +1,41 @@
+//! The part of hetsched's interposers that knows nothing of any device
+//! API: a program's [`Governor`].
+//!
+//! An unmodified program (PyTorch, a pyopencl script, clpeak, any CUDA
+//! binary) drives its device itself. The OpenCL layer
+//! (`hetsched-opencl-layer`, loaded by the ICD loader through
+//! `OPENCL_LAYERS`) and the CUDA interposer (`LD_PRELOAD`) sit on its
+//! driver API and ask the governor before each launch, copy and
+//! allocation:
+//!
+//! - **Leases.** The first launch on a device asks the device's agent in
+//!   the daemon for a time-slice lease (`RequestLease`). While it lasts,
+//!   a launch costs two atomic operations and a clock read. When it ends
+//!   the program's launches wait; what it queued drains (the API's own
+//!   finish), and the lease goes back (`TaskCompleted`): the agent charges
+//!   the wall time from grant to release, so a kernel that runs past the
+//!   lease is charged and delays the next one. Kernels are never
+//!   preempted. If nobody else waits for the device when a lease ends, it
+//!   is extended without a round trip.
+//! - **Device memory.** Allocations are counted per device; one that
+//!   would pass the cap (`hetsched run --device-memory`, or the daemon's
+//!   `[device_memory]` for the program's class) is refused, and the
+//!   interposer answers with its API's out-of-memory code.
+//! - **No daemon.** Every call passes through, one line says so, and the
+//!   governor tries again once a second, so a restarted daemon governs
+//!   the program again.
+
+mod clock;
+mod env;
+mod governor;
+mod lease;
+mod link;
+mod memory;
+mod notice;
+
+pub use clock::now_ns;
+pub use env::{DEVICE_MEMORY_ENV, InterceptEnv};
+pub use governor::{Governor, GovernorSetup, LaunchGuard};
+pub use hetsched_protocol::InterceptApi;
+pub use lease::LeaseDecision;
+pub use memory::MemoryAccount;
