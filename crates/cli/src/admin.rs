@@ -119,6 +119,15 @@ pub struct RunArgs {
     shares: Option<u32>,
     #[arg(long, allow_hyphen_values = true)]
     priority: Option<i32>,
+    /// Cap on the device memory the program may hold per device (`2G`,
+    /// `512M`): past it, its allocations fail with the API's own
+    /// out-of-memory code.
+    #[arg(long, value_name = "SIZE")]
+    device_memory: Option<String>,
+    /// Do not put the program's OpenCL and CUDA calls under the daemon's
+    /// leases and caps (the layer and the interposer are not loaded).
+    #[arg(long)]
+    no_intercept: bool,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -917,6 +926,12 @@ pub fn shares(cmd: SharesCommand) -> Result<()> {
     write_out(&out)
 }
 
+/// The environment variable the interposers read their cap from
+/// (`hetsched_intercept::DEVICE_MEMORY_ENV`; the CLI does not link them).
+mod hetsched_intercept_env {
+    pub const DEVICE_MEMORY: &str = "HETSCHED_DEVICE_MEMORY";
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
     // Validate here so a typo fails before the program starts.
     request(Some(&args.class), args.shares, args.priority)?;
@@ -929,6 +944,20 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     if let Some(p) = args.priority {
         cmd.env("HETSCHED_PRIORITY", p.to_string());
+    }
+    if let Some(size) = &args.device_memory {
+        let bytes = hetsched_protocol::byte_size::parse_byte_size(size)
+            .map_err(|e| anyhow::anyhow!("--device-memory {e}"))?;
+        if bytes == 0 {
+            bail!("--device-memory 0 leaves the program no device memory");
+        }
+        if args.no_intercept {
+            bail!("--device-memory is enforced by the interposers, which --no-intercept turns off");
+        }
+        cmd.env(hetsched_intercept_env::DEVICE_MEMORY, bytes.to_string());
+    }
+    if !args.no_intercept {
+        crate::intercept_setup::add_interposers(&mut cmd);
     }
     let err = cmd.exec();
     bail!("cannot run {}: {err}", args.command[0])

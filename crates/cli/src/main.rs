@@ -23,6 +23,7 @@ mod bench_served;
 mod bench_settings;
 mod daemon_cmd;
 mod demo;
+mod intercept_setup;
 mod load;
 #[cfg(feature = "opencl")]
 mod load_direct;

@@ -257,6 +257,7 @@ pub enum ClientMsg {
 
 /// Which driver API an intercepted program was caught on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InterceptApi {
     OpenCl,
     Cuda,

@@ -1,0 +1,287 @@
+//! Allocations: buffers, images and SVM, counted on their context's first
+//! device against the program's cap. Past the cap the call fails with
+//! `CL_MEM_OBJECT_ALLOCATION_FAILURE` (SVM: a null pointer), as a full
+//! device would answer, and nothing is allocated.
+
+use crate::cl::*;
+use crate::devices::{self, Allocation};
+use crate::dispatch as d;
+use crate::governed::governor;
+use crate::layer::next;
+use std::ffi::c_void;
+
+fn fail(err: *mut ClInt) -> Handle {
+    if !err.is_null() {
+        // SAFETY: the program passed `err` for the error code.
+        unsafe { *err = CL_MEM_OBJECT_ALLOCATION_FAILURE };
+    }
+    std::ptr::null_mut()
+}
+
+/// An allocation of known size: counted before the driver is asked.
+fn counted_before(
+    context: Handle,
+    bytes: usize,
+    err: *mut ClInt,
+    create: impl FnOnce() -> Handle,
+) -> Handle {
+    let Some(device) = devices::context_device(context) else {
+        return create();
+    };
+    let bytes = bytes as u64;
+    if !governor().try_allocate(device, bytes) {
+        return fail(err);
+    }
+    let mem = create();
+    if mem.is_null() {
+        governor().freed(device, bytes);
+    } else {
+        devices::remember_allocation(mem as usize, Allocation { device, bytes });
+    }
+    mem
+}
+
+/// An image: its size is the driver's, so it is counted once made, and
+/// released again if it does not fit.
+fn counted_after(context: Handle, err: *mut ClInt, create: impl FnOnce() -> Handle) -> Handle {
+    let mem = create();
+    if mem.is_null() {
+        return mem;
+    }
+    let Some(device) = devices::context_device(context) else {
+        return mem;
+    };
+    // An image made over a buffer shares the buffer's memory.
+    let parent =
+        devices::info_number::<usize>(d::GET_MEM_OBJECT_INFO, mem, CL_MEM_ASSOCIATED_MEMOBJECT);
+    if parent.is_some_and(|p| p != 0) {
+        return mem;
+    }
+    let bytes =
+        devices::info_number::<usize>(d::GET_MEM_OBJECT_INFO, mem, CL_MEM_SIZE).unwrap_or(0) as u64;
+    if !governor().try_allocate(device, bytes) {
+        type Release = unsafe extern "C" fn(Handle) -> ClInt;
+        next!(d::RELEASE_MEM_OBJECT, Release, CL_SUCCESS, (mem));
+        return fail(err);
+    }
+    devices::remember_allocation(mem as usize, Allocation { device, bytes });
+    mem
+}
+
+unsafe extern "C" fn create_buffer(
+    context: Handle,
+    flags: u64,
+    size: usize,
+    host: *mut c_void,
+    err: *mut ClInt,
+) -> Handle {
+    type Next = unsafe extern "C" fn(Handle, u64, usize, *mut c_void, *mut ClInt) -> Handle;
+    counted_before(context, size, err, || {
+        next!(
+            d::CREATE_BUFFER,
+            Next,
+            std::ptr::null_mut(),
+            (context, flags, size, host, err)
+        )
+    })
+}
+
+unsafe extern "C" fn create_buffer_with_properties(
+    context: Handle,
+    props: *const u64,
+    flags: u64,
+    size: usize,
+    host: *mut c_void,
+    err: *mut ClInt,
+) -> Handle {
+    type Next =
+        unsafe extern "C" fn(Handle, *const u64, u64, usize, *mut c_void, *mut ClInt) -> Handle;
+    counted_before(context, size, err, || {
+        next!(
+            d::CREATE_BUFFER_WITH_PROPERTIES,
+            Next,
+            std::ptr::null_mut(),
+            (context, props, flags, size, host, err)
+        )
+    })
+}
+
+unsafe extern "C" fn create_image(
+    context: Handle,
+    flags: u64,
+    format: *const c_void,
+    desc: *const c_void,
+    host: *mut c_void,
+    err: *mut ClInt,
+) -> Handle {
+    type Next = unsafe extern "C" fn(
+        Handle,
+        u64,
+        *const c_void,
+        *const c_void,
+        *mut c_void,
+        *mut ClInt,
+    ) -> Handle;
+    counted_after(context, err, || {
+        next!(
+            d::CREATE_IMAGE,
+            Next,
+            std::ptr::null_mut(),
+            (context, flags, format, desc, host, err)
+        )
+    })
+}
+
+unsafe extern "C" fn create_image_with_properties(
+    context: Handle,
+    props: *const u64,
+    flags: u64,
+    format: *const c_void,
+    desc: *const c_void,
+    host: *mut c_void,
+    err: *mut ClInt,
+) -> Handle {
+    type Next = unsafe extern "C" fn(
+        Handle,
+        *const u64,
+        u64,
+        *const c_void,
+        *const c_void,
+        *mut c_void,
+        *mut ClInt,
+    ) -> Handle;
+    counted_after(context, err, || {
+        next!(
+            d::CREATE_IMAGE_WITH_PROPERTIES,
+            Next,
+            std::ptr::null_mut(),
+            (context, props, flags, format, desc, host, err)
+        )
+    })
+}
+
+unsafe extern "C" fn create_image_2d(
+    context: Handle,
+    flags: u64,
+    format: *const c_void,
+    w: usize,
+    h: usize,
+    row: usize,
+    host: *mut c_void,
+    err: *mut ClInt,
+) -> Handle {
+    type Next = unsafe extern "C" fn(
+        Handle,
+        u64,
+        *const c_void,
+        usize,
+        usize,
+        usize,
+        *mut c_void,
+        *mut ClInt,
+    ) -> Handle;
+    counted_after(context, err, || {
+        next!(
+            d::CREATE_IMAGE_2D,
+            Next,
+            std::ptr::null_mut(),
+            (context, flags, format, w, h, row, host, err)
+        )
+    })
+}
+
+unsafe extern "C" fn create_image_3d(
+    context: Handle,
+    flags: u64,
+    format: *const c_void,
+    w: usize,
+    h: usize,
+    depth: usize,
+    row: usize,
+    slice: usize,
+    host: *mut c_void,
+    err: *mut ClInt,
+) -> Handle {
+    type Next = unsafe extern "C" fn(
+        Handle,
+        u64,
+        *const c_void,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        *mut c_void,
+        *mut ClInt,
+    ) -> Handle;
+    counted_after(context, err, || {
+        next!(
+            d::CREATE_IMAGE_3D,
+            Next,
+            std::ptr::null_mut(),
+            (context, flags, format, w, h, depth, row, slice, host, err)
+        )
+    })
+}
+
+unsafe extern "C" fn release_mem_object(mem: Handle) -> ClInt {
+    type Next = unsafe extern "C" fn(Handle) -> ClInt;
+    let refs: Option<ClUint> =
+        devices::info_number(d::GET_MEM_OBJECT_INFO, mem, CL_MEM_REFERENCE_COUNT);
+    let result = next!(d::RELEASE_MEM_OBJECT, Next, CL_INVALID_VALUE, (mem));
+    if result == CL_SUCCESS
+        && refs == Some(1)
+        && let Some(a) = devices::forget_allocation(mem as usize)
+    {
+        governor().freed(a.device, a.bytes);
+    }
+    result
+}
+
+unsafe extern "C" fn svm_alloc(
+    context: Handle,
+    flags: u64,
+    size: usize,
+    alignment: ClUint,
+) -> *mut c_void {
+    type Next = unsafe extern "C" fn(Handle, u64, usize, ClUint) -> *mut c_void;
+    counted_before(context, size, std::ptr::null_mut(), || {
+        next!(
+            d::SVM_ALLOC,
+            Next,
+            std::ptr::null_mut(),
+            (context, flags, size, alignment)
+        )
+    })
+}
+
+unsafe extern "C" fn svm_free(context: Handle, ptr: *mut c_void) {
+    type Next = unsafe extern "C" fn(Handle, *mut c_void);
+    next!(d::SVM_FREE, Next, (), (context, ptr));
+    if let Some(a) = devices::forget_allocation(ptr as usize) {
+        governor().freed(a.device, a.bytes);
+    }
+}
+
+pub fn replacements() -> Vec<(usize, usize)> {
+    vec![
+        (d::CREATE_BUFFER, create_buffer as *const () as usize),
+        (
+            d::CREATE_BUFFER_WITH_PROPERTIES,
+            create_buffer_with_properties as *const () as usize,
+        ),
+        (d::CREATE_IMAGE, create_image as *const () as usize),
+        (
+            d::CREATE_IMAGE_WITH_PROPERTIES,
+            create_image_with_properties as *const () as usize,
+        ),
+        (d::CREATE_IMAGE_2D, create_image_2d as *const () as usize),
+        (d::CREATE_IMAGE_3D, create_image_3d as *const () as usize),
+        (
+            d::RELEASE_MEM_OBJECT,
+            release_mem_object as *const () as usize,
+        ),
+        (d::SVM_ALLOC, svm_alloc as *const () as usize),
+        (d::SVM_FREE, svm_free as *const () as usize),
+    ]
+}
