@@ -50,6 +50,12 @@ pub enum BenchCommand {
     /// arbitrates: each one's part of the device time.
     #[cfg(any(feature = "opencl", feature = "cuda"))]
     DeviceShares(crate::bench_device::DeviceSharesArgs),
+    /// Two unmodified OpenCL programs under `hetsched run` (CUSTOM 70 /
+    /// 30) through the OpenCL layer: each one's part of the device time
+    /// from the daemon's accounting, and what the layer costs one program
+    /// alone.
+    #[cfg(feature = "opencl")]
+    Intercept(crate::bench_intercept::InterceptArgs),
     /// What the dispatch gate costs per call of a real OpenCL kernel run
     /// through the runtime, one at a time and batched.
     #[cfg(any(feature = "opencl", feature = "cuda"))]
@@ -118,6 +124,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::ServedKernel(args) => crate::bench_kernel::served_kernel(args),
         #[cfg(any(feature = "opencl", feature = "cuda"))]
         BenchCommand::DeviceShares(args) => crate::bench_device::device_shares(args),
+        #[cfg(feature = "opencl")]
+        BenchCommand::Intercept(args) => crate::bench_intercept::intercept(args),
         #[cfg(any(feature = "opencl", feature = "cuda"))]
         BenchCommand::DeviceGate(args) => crate::bench_device::device_gate(args),
         #[cfg(any(feature = "opencl", feature = "cuda"))]

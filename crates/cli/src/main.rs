@@ -7,6 +7,8 @@ mod balance_cmd;
 mod balance_stop;
 mod bench;
 mod bench_balance;
+#[cfg(feature = "opencl")]
+mod bench_intercept;
 mod bench_clients;
 mod bench_connections;
 #[cfg(any(feature = "opencl", feature = "cuda"))]

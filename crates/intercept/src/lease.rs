@@ -28,6 +28,10 @@ impl LeaseDecision {
     }
 }
 
+/// Longest a lease is extended without a round trip, ns: the daemon's
+/// accounting of the device is at most this far behind.
+const MAX_HOLD_NS: u64 = 100_000_000;
+
 struct Held {
     lease: Lease,
     granted_at: u64,
@@ -174,7 +178,10 @@ impl DeviceLease {
             Link::Up(c) => c.others_waiting(),
             _ => true,
         };
-        if may_extend && LeaseDecision::at_expiry(waiting) == LeaseDecision::Extend {
+        // Extended leases still go back now and then, so that the daemon
+        // charges (and shows) the device time as it is used.
+        let young = now_ns().saturating_sub(held.granted_at) < MAX_HOLD_NS;
+        if may_extend && young && LeaseDecision::at_expiry(waiting) == LeaseDecision::Extend {
             self.until_ns
                 .store(now_ns() + lease.lease_ns, Ordering::SeqCst);
             return true;

@@ -1,0 +1,249 @@
+//! `hetsched bench intercept`: unmodified OpenCL programs under `hetsched
+//! run`. Two copies of a plain OpenCL loop (`hetsched load
+//! --direct-opencl`, which never talks to the daemon itself) run at
+//! CUSTOM 70 / 30 through the OpenCL layer; the daemon's accounting says
+//! how the device split. Then one copy alone, with and without the layer,
+//! for what the layer costs.
+
+use crate::bench::start_daemon_with;
+use anyhow::{Context, Result, bail};
+use hetsched_protocol::{Client, ClientOptions, InterceptApi, StatusReport};
+use serde::Serialize;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct InterceptArgs {
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The measured window of the share run, s.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// The two programs' classes.
+    #[arg(long, value_delimiter = ',', default_value = "custom:70,custom:30")]
+    classes: Vec<String>,
+    /// Bytes each call of the share run histograms (about 0.5 ms on PoCL).
+    #[arg(long, default_value_t = 262_144)]
+    bytes: u64,
+    /// Bytes per call of the overhead run (short kernels).
+    #[arg(long, default_value_t = 1024)]
+    small_bytes: u64,
+    /// Seconds of each of the overhead run's rounds (three with the layer,
+    /// three without, alternating).
+    #[arg(long, default_value_t = 1.0)]
+    overhead_seconds: f64,
+}
+
+/// What one `hetsched load --direct-opencl` printed.
+#[derive(serde::Deserialize)]
+struct LoadOut {
+    pid: u32,
+    tasks: u64,
+    verified: Option<u64>,
+    p50_call_ns: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct ProgramShare {
+    pid: u32,
+    class: String,
+    shares: Option<u32>,
+    device_fraction: f64,
+    intercepted: bool,
+    tasks: u64,
+    verified: u64,
+}
+
+#[derive(Serialize)]
+struct InterceptReport {
+    unit: String,
+    window_s: f64,
+    clients: Vec<ProgramShare>,
+    /// Calls per second with the layer over calls per second without
+    /// (median of three rounds each).
+    overhead_ratio: f64,
+    /// Added time per governed command (a call is a write, a kernel and a
+    /// read), median call time with the layer minus without, µs.
+    launch_overhead_us_p50: f64,
+    calls_per_s_without: f64,
+    calls_per_s_with: f64,
+    checked: bool,
+}
+
+const UNIT: &str = "opencl0";
+/// Commands the layer gates per call of `load --direct-opencl`.
+const COMMANDS_PER_CALL: f64 = 3.0;
+
+fn load_cmd(socket: &Path, bytes: u64, seconds: f64, run_as: Option<&str>) -> Result<Command> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(&exe);
+    if let Some(class) = run_as {
+        let (name, shares) = class.split_once(':').unwrap_or((class, ""));
+        cmd.args(["run", "--class", name]);
+        if !shares.is_empty() {
+            cmd.args(["--shares", shares]);
+        }
+        cmd.arg("--").arg(&exe);
+    }
+    cmd.args(["load", "--direct-opencl", "0", "--json"])
+        .args(["--bytes", &bytes.to_string()])
+        .args(["--seconds", &seconds.to_string()])
+        .env("HETSCHED_SOCKET", socket)
+        .env("HETSCHED_INTERCEPT_QUIET", "1")
+        .env_remove("OPENCL_LAYERS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(cmd)
+}
+
+fn finish(child: Child) -> Result<LoadOut> {
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "an OpenCL program failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("reading the program's report")
+}
+
+/// Waits until the daemon lists every pid in `pids` as an intercepted
+/// OpenCL client.
+fn wait_intercepted(observer: &mut Client, pids: &[u32]) -> Result<StatusReport> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let report = observer.status()?;
+        let seen = pids.iter().all(|p| {
+            report
+                .clients
+                .iter()
+                .any(|c| c.pid == *p && c.intercepted == Some(InterceptApi::OpenCl))
+        });
+        if seen {
+            return Ok(report);
+        }
+        if Instant::now() > deadline {
+            bail!("the programs did not reach the daemon through the layer within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn busy_ns(report: &StatusReport, pid: u32) -> f64 {
+    report
+        .clients
+        .iter()
+        .filter(|c| c.pid == pid)
+        .flat_map(|c| &c.units)
+        .map(|u| u.busy_ns_total as f64)
+        .sum()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn intercept(args: InterceptArgs) -> Result<()> {
+    if !(args.seconds >= 1.0 && args.seconds.is_finite()) {
+        bail!("--seconds must be at least 1");
+    }
+    if args.classes.len() != 2 {
+        bail!("--classes takes two classes");
+    }
+    let (_daemon, socket) = start_daemon_with("include_cpus = false\n")?;
+    let mut observer = Client::connect(ClientOptions::observer("bench").socket(&socket))?;
+    // The programs run past the window: the time to start and build is
+    // theirs, the window only starts once both are governed.
+    let run_s = args.seconds + 4.0;
+    let children = args
+        .classes
+        .iter()
+        .map(|c| load_cmd(&socket, args.bytes, run_s, Some(c))?.spawn().map_err(Into::into))
+        .collect::<Result<Vec<Child>>>()?;
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    // `hetsched run` execs the program, so the pid stays the same.
+    wait_intercepted(&mut observer, &pids)?;
+    let before = observer.status()?;
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    let after = observer.status()?;
+    let window_s = started.elapsed().as_secs_f64();
+    let charged: Vec<f64> = pids
+        .iter()
+        .map(|&p| busy_ns(&after, p) - busy_ns(&before, p))
+        .collect();
+    let total: f64 = charged.iter().sum();
+    let mut checked = true;
+    let mut clients = Vec::new();
+    for ((child, class), ns) in children.into_iter().zip(&args.classes).zip(charged) {
+        let out = finish(child)?;
+        let verified = out.verified.unwrap_or(0);
+        checked &= out.tasks > 0 && verified == out.tasks;
+        clients.push(ProgramShare {
+            pid: out.pid,
+            class: class.clone(),
+            shares: class.split_once(':').and_then(|(_, s)| s.parse().ok()),
+            device_fraction: if total > 0.0 { ns / total } else { 0.0 },
+            intercepted: true,
+            tasks: out.tasks,
+            verified,
+        });
+    }
+    // Overhead: one program alone, alternating without and with the layer.
+    let (mut without, mut with, mut p50_without, mut p50_with) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..3 {
+        for layered in [false, true] {
+            let run_as = layered.then_some("custom:100");
+            let out = finish(load_cmd(&socket, args.small_bytes, args.overhead_seconds, run_as)?.spawn()?)?;
+            checked &= out.tasks > 0 && out.verified == Some(out.tasks);
+            let rate = out.tasks as f64 / args.overhead_seconds;
+            let p50 = out.p50_call_ns.unwrap_or(0) as f64;
+            if layered {
+                with.push(rate);
+                p50_with.push(p50);
+            } else {
+                without.push(rate);
+                p50_without.push(p50);
+            }
+        }
+    }
+    let (rate_without, rate_with) = (median(without), median(with));
+    let report = InterceptReport {
+        unit: UNIT.into(),
+        window_s,
+        clients,
+        overhead_ratio: rate_with / rate_without,
+        launch_overhead_us_p50: (median(p50_with) - median(p50_without)) / COMMANDS_PER_CALL / 1e3,
+        calls_per_s_without: rate_without,
+        calls_per_s_with: rate_with,
+        checked,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{} under the OpenCL layer, {:.1} s window", report.unit, report.window_s);
+        for c in &report.clients {
+            println!(
+                "  {:<12} pid {:>7}  device {:>5.1} %  {} calls",
+                c.class,
+                c.pid,
+                c.device_fraction * 100.0,
+                c.tasks
+            );
+        }
+        println!(
+            "  alone: {:.0} calls/s without the layer, {:.0} with (ratio {:.3}); {:+.2} µs per command (p50)",
+            report.calls_per_s_without,
+            report.calls_per_s_with,
+            report.overhead_ratio,
+            report.launch_overhead_us_p50
+        );
+    }
+    if !checked {
+        bail!("a program's results did not match the reference, or it ran nothing");
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! Unmodified OpenCL programs under `hetsched run`: the OpenCL layer puts
+//! their launches under the daemon's leases and their allocations under
+//! caps. Real processes on PoCL (`scripts/install-deps.sh` installs it).
+#![cfg(feature = "opencl")]
+
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{BIN, TestDaemon};
+
+/// The tests share PoCL, which is this machine's CPUs: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn device() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Two copies of a plain OpenCL loop at CUSTOM 70 / 30 split the device
+/// time 70 / 30 within 3 points, every result checked, both marked
+/// intercepted.
+#[test]
+fn unmodified_programs_split_a_device_by_shares() {
+    let _d = device();
+    let out = Command::new(BIN)
+        .args(["bench", "intercept", "--json", "--seconds", "5"])
+        .args(["--overhead-seconds", "0.5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["checked"], true);
+    assert_eq!(r["unit"], "opencl0");
+    let clients = r["clients"].as_array().unwrap();
+    for (c, want) in clients.iter().zip([0.70, 0.30]) {
+        assert_eq!(c["intercepted"], true);
+        let got = c["device_fraction"].as_f64().unwrap();
+        assert!((got - want).abs() <= 0.03, "{c} against {want}: {r}");
+    }
+    assert!(r["overhead_ratio"].as_f64().unwrap() > 0.0);
+}
+
+/// Without a daemon every call passes through: the program runs to the
+/// end with its results right, and one line says why.
+#[test]
+fn with_no_daemon_the_program_runs_ungoverned() {
+    let _d = device();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--class", "custom", "--shares", "50", "--"])
+        .arg(BIN)
+        .args(["load", "--direct-opencl", "0", "--seconds", "0.5", "--json"])
+        .env("HETSCHED_SOCKET", dir.path().join("none.sock"))
+        .env_remove("HETSCHED_INTERCEPT_QUIET")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["tasks"].as_u64().unwrap() > 0);
+    assert_eq!(r["tasks"], r["verified"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr.lines().filter(|l| l.starts_with("hetsched:")).collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(said[0].contains("pass through"), "{stderr}");
+}
+
+/// A device-memory cap is exact to the byte, and past it the allocation
+/// fails with CL_MEM_OBJECT_ALLOCATION_FAILURE; the program goes on.
+#[test]
+fn a_memory_cap_refuses_with_the_apis_own_code() {
+    let _d = device();
+    let daemon = TestDaemon::start("intercept-mem", "include_cpus = false\n");
+    let script = r#"
+import pyopencl as cl, numpy as np
+ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+mf = cl.mem_flags
+a = cl.Buffer(ctx, mf.READ_WRITE, 600 * 1024)
+b = cl.Buffer(ctx, mf.READ_WRITE, 400 * 1024)
+try:
+    cl.Buffer(ctx, mf.READ_WRITE, 1)
+    print("over the cap: allocated")
+except cl.MemoryError as e:
+    print("over the cap:", e.code == cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE)
+b.release()
+c = cl.Buffer(ctx, mf.READ_WRITE, 400 * 1024)
+q = cl.CommandQueue(ctx)
+x = np.arange(1024, dtype=np.float32)
+cl.enqueue_copy(q, c, x)
+y = np.empty_like(x)
+cl.enqueue_copy(q, y, c)
+print("after release:", bool((x == y).all()))
+"#;
+    let out = Command::new(BIN)
+        .args(["run", "--class", "normal", "--device-memory", "1000K", "--", "python3", "-c", script])
+        .env("HETSCHED_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("over the cap: True"), "{text}");
+    assert!(text.contains("after release: True"), "{text}");
+}
+
+/// A program killed while it holds the device's lease gives it back: the
+/// next program is granted within a second.
+#[test]
+fn a_killed_program_releases_its_lease() {
+    let _d = device();
+    let daemon = TestDaemon::start("intercept-kill", "include_cpus = false\n");
+    let mut holder = Command::new(BIN)
+        .args(["run", "--class", "custom", "--shares", "90", "--"])
+        .arg(BIN)
+        .args(["load", "--direct-opencl", "0", "--seconds", "60", "--bytes", "262144"])
+        .env("HETSCHED_SOCKET", &daemon.socket)
+        .spawn()
+        .unwrap();
+    let mut observer = daemon.observer().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !observer
+        .status()
+        .unwrap()
+        .clients
+        .iter()
+        .any(|c| c.pid == holder.id() && c.units.iter().any(|u| u.busy_ns_total > 0))
+    {
+        assert!(Instant::now() < deadline, "the program never held the device");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let out = Command::new(BIN)
+        .args(["run", "--class", "custom", "--shares", "10", "--"])
+        .arg(BIN)
+        .args(["load", "--direct-opencl", "0", "--seconds", "0.3", "--json"])
+        .env("HETSCHED_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["tasks"].as_u64().unwrap() > 0);
+    // The next program's first wait is part of its run: well under the
+    // program's own start-up plus a second.
+    assert!(killed.elapsed() < Duration::from_secs(15), "{:?}", killed.elapsed());
+    assert_eq!(r["tasks"], r["verified"]);
+}
