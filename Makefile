@@ -68,12 +68,15 @@ endef
 install:
 	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched $(INSTALL_FEATURES)
 	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched-capi $(INSTALL_FEATURES)
+	$(CARGO) build -q $(PROFILE_FLAG) -p hetsched-opencl-layer -p hetsched-cuda-intercept
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
 	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/hetsched $(DESTDIR)$(DATADIR)/man/man1 \
 	    $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \
 	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d
 	install -m 755 $(BUILT)/hetsched $(DESTDIR)$(BINDIR)/hetsched
 	install -m 755 $(BUILT)/libhetsched.so $(DESTDIR)$(LIBDIR)/libhetsched.so
+	install -d $(DESTDIR)$(LIBDIR)/hetsched
+	install -m 755 $(BUILT)/libhetsched_opencl_layer.so $(BUILT)/libhetsched_cuda_intercept.so $(DESTDIR)$(LIBDIR)/hetsched/
 	install -m 644 $(BUILT)/libhetsched.a $(DESTDIR)$(LIBDIR)/libhetsched.a
 ifeq ($(SPLIT_DEBUG),yes)
 	$(call split_debug,$(DESTDIR)$(BINDIR),hetsched)
@@ -97,7 +100,8 @@ ifeq ($(HAVE_STARPU),yes)
 	$(MAKE) -C integrations/starpu PROFILE=$(PROFILE) RPATH=$(LIBDIR) OUT=$(CURDIR)/$(BUILT)/starpu-install \
 	    $(CURDIR)/$(BUILT)/starpu-install/libhetsched_starpu.so
 	install -d $(DESTDIR)$(LIBDIR)/hetsched
-	install -m 755 $(BUILT)/starpu-install/libhetsched_starpu.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so
+	install -m 755 $(BUILT)/starpu-install/libhetsched_starpu.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so \
+	    $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
 endif
 
 uninstall:

@@ -161,7 +161,11 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
     let children = args
         .classes
         .iter()
-        .map(|c| load_cmd(&socket, args.bytes, run_s, Some(c))?.spawn().map_err(Into::into))
+        .map(|c| {
+            load_cmd(&socket, args.bytes, run_s, Some(c))?
+                .spawn()
+                .map_err(Into::into)
+        })
         .collect::<Result<Vec<Child>>>()?;
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
     // `hetsched run` execs the program, so the pid stays the same.
@@ -197,7 +201,9 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
     for _ in 0..3 {
         for layered in [false, true] {
             let run_as = layered.then_some("custom:100");
-            let out = finish(load_cmd(&socket, args.small_bytes, args.overhead_seconds, run_as)?.spawn()?)?;
+            let out = finish(
+                load_cmd(&socket, args.small_bytes, args.overhead_seconds, run_as)?.spawn()?,
+            )?;
             checked &= out.tasks > 0 && out.verified == Some(out.tasks);
             let rate = out.tasks as f64 / args.overhead_seconds;
             let p50 = out.p50_call_ns.unwrap_or(0) as f64;
@@ -224,7 +230,10 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{} under the OpenCL layer, {:.1} s window", report.unit, report.window_s);
+        println!(
+            "{} under the OpenCL layer, {:.1} s window",
+            report.unit, report.window_s
+        );
         for c in &report.clients {
             println!(
                 "  {:<12} pid {:>7}  device {:>5.1} %  {} calls",

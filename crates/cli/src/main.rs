@@ -7,14 +7,14 @@ mod balance_cmd;
 mod balance_stop;
 mod bench;
 mod bench_balance;
-#[cfg(feature = "opencl")]
-mod bench_intercept;
 mod bench_clients;
 mod bench_connections;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 mod bench_device;
 #[cfg(feature = "cuda")]
 mod bench_gpu;
+#[cfg(feature = "opencl")]
+mod bench_intercept;
 #[cfg(feature = "opencl")]
 mod bench_kernel;
 #[cfg(any(feature = "opencl", feature = "cuda"))]

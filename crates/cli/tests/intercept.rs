@@ -28,7 +28,11 @@ fn unmodified_programs_split_a_device_by_shares() {
         .args(["--overhead-seconds", "0.5"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["checked"], true);
     assert_eq!(r["unit"], "opencl0");
@@ -55,12 +59,19 @@ fn with_no_daemon_the_program_runs_ungoverned() {
         .env_remove("HETSCHED_INTERCEPT_QUIET")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r["tasks"].as_u64().unwrap() > 0);
     assert_eq!(r["tasks"], r["verified"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let said: Vec<&str> = stderr.lines().filter(|l| l.starts_with("hetsched:")).collect();
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("hetsched:"))
+        .collect();
     assert_eq!(said.len(), 1, "{stderr}");
     assert!(said[0].contains("pass through"), "{stderr}");
 }
@@ -92,12 +103,26 @@ cl.enqueue_copy(q, y, c)
 print("after release:", bool((x == y).all()))
 "#;
     let out = Command::new(BIN)
-        .args(["run", "--class", "normal", "--device-memory", "1000K", "--", "python3", "-c", script])
+        .args([
+            "run",
+            "--class",
+            "normal",
+            "--device-memory",
+            "1000K",
+            "--",
+            "python3",
+            "-c",
+            script,
+        ])
         .env("HETSCHED_SOCKET", &daemon.socket)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("over the cap: True"), "{text}");
     assert!(text.contains("after release: True"), "{text}");
 }
@@ -111,7 +136,15 @@ fn a_killed_program_releases_its_lease() {
     let mut holder = Command::new(BIN)
         .args(["run", "--class", "custom", "--shares", "90", "--"])
         .arg(BIN)
-        .args(["load", "--direct-opencl", "0", "--seconds", "60", "--bytes", "262144"])
+        .args([
+            "load",
+            "--direct-opencl",
+            "0",
+            "--seconds",
+            "60",
+            "--bytes",
+            "262144",
+        ])
         .env("HETSCHED_SOCKET", &daemon.socket)
         .spawn()
         .unwrap();
@@ -124,7 +157,10 @@ fn a_killed_program_releases_its_lease() {
         .iter()
         .any(|c| c.pid == holder.id() && c.units.iter().any(|u| u.busy_ns_total > 0))
     {
-        assert!(Instant::now() < deadline, "the program never held the device");
+        assert!(
+            Instant::now() < deadline,
+            "the program never held the device"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     holder.kill().unwrap();
@@ -137,11 +173,19 @@ fn a_killed_program_releases_its_lease() {
         .env("HETSCHED_SOCKET", &daemon.socket)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r["tasks"].as_u64().unwrap() > 0);
     // The next program's first wait is part of its run: well under the
     // program's own start-up plus a second.
-    assert!(killed.elapsed() < Duration::from_secs(15), "{:?}", killed.elapsed());
+    assert!(
+        killed.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        killed.elapsed()
+    );
     assert_eq!(r["tasks"], r["verified"]);
 }
