@@ -13,6 +13,10 @@ pkg-config --exists libudev 2>/dev/null || need_apt+=(libudev-dev)
 # tests and the runtime an OpenCL CPU device on machines without a GPU driver.
 pkg-config --exists OpenCL 2>/dev/null || need_apt+=(ocl-icd-opencl-dev)
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need_apt+=(pocl-opencl-icd)
+# The OpenCL layer's test checks its dispatch positions against the ICD
+# header; clpeak is an unmodified OpenCL program to run under the layer.
+[ -e /usr/include/CL/cl_icd.h ] || need_apt+=(opencl-headers)
+command -v clpeak >/dev/null 2>&1 || need_apt+=(clpeak)
 # The StarPU scheduling policy (integrations/starpu) builds against StarPU 1.3;
 # its experiment can also run StarPU's own examples.
 pkg-config --exists starpu-1.3 2>/dev/null || need_apt+=(libstarpu-dev)
