@@ -24,6 +24,15 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
             ));
         }
     };
+    if !number.contains('.') {
+        // Whole numbers exactly (an f64 would round above 2^53).
+        let whole: u64 = number
+            .parse()
+            .map_err(|_| format!("`{text}` is not a size (write e.g. 2G, 512M or 4096)"))?;
+        return whole
+            .checked_mul(1u64 << shift)
+            .ok_or_else(|| format!("`{text}` is out of range"));
+    }
     let value: f64 = number
         .parse()
         .map_err(|_| format!("`{text}` is not a size (write e.g. 2G, 512M or 4096)"))?;
