@@ -17,23 +17,43 @@ fn device() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// `hetsched run --class CLASS [--shares S] -- hetsched load
+/// --direct-opencl 0 LOAD…` against the daemon at `socket`: a plain
+/// OpenCL loop that never talks to the daemon itself.
+fn direct_load(socket: &std::path::Path, class: &str, load: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    let (name, shares) = class.split_once(':').unwrap_or((class, ""));
+    cmd.args(["run", "--class", name]);
+    if !shares.is_empty() {
+        cmd.args(["--shares", shares]);
+    }
+    cmd.arg("--")
+        .arg(BIN)
+        .args(["load", "--direct-opencl", "0"])
+        .args(load)
+        .env("HETSCHED_SOCKET", socket);
+    cmd
+}
+
+/// Runs `cmd` to success and reads the JSON it printed.
+fn json_of(cmd: &mut Command) -> (Value, String) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
 /// Two copies of a plain OpenCL loop at CUSTOM 70 / 30 split the device
 /// time 70 / 30 within 3 points, every result checked, both marked
 /// intercepted.
 #[test]
 fn unmodified_programs_split_a_device_by_shares() {
     let _d = device();
-    let out = Command::new(BIN)
-        .args(["bench", "intercept", "--json", "--seconds", "5"])
-        .args(["--overhead-seconds", "0.5"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (r, _) = json_of(
+        Command::new(BIN)
+            .args(["bench", "intercept", "--json", "--seconds", "5"])
+            .args(["--overhead-seconds", "0.5"]),
     );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["checked"], true);
     assert_eq!(r["unit"], "opencl0");
     let clients = r["clients"].as_array().unwrap();
@@ -51,23 +71,16 @@ fn unmodified_programs_split_a_device_by_shares() {
 fn with_no_daemon_the_program_runs_ungoverned() {
     let _d = device();
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["run", "--class", "custom", "--shares", "50", "--"])
-        .arg(BIN)
-        .args(["load", "--direct-opencl", "0", "--seconds", "0.5", "--json"])
-        .env("HETSCHED_SOCKET", dir.path().join("none.sock"))
-        .env_remove("HETSCHED_INTERCEPT_QUIET")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (r, stderr) = json_of(
+        direct_load(
+            &dir.path().join("none.sock"),
+            "custom:50",
+            &["--seconds", "0.5", "--json"],
+        )
+        .env_remove("HETSCHED_INTERCEPT_QUIET"),
     );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r["tasks"].as_u64().unwrap() > 0);
     assert_eq!(r["tasks"], r["verified"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
     let said: Vec<&str> = stderr
         .lines()
         .filter(|l| l.starts_with("hetsched:"))
@@ -133,21 +146,13 @@ print("after release:", bool((x == y).all()))
 fn a_killed_program_releases_its_lease() {
     let _d = device();
     let daemon = TestDaemon::start("intercept-kill", "include_cpus = false\n");
-    let mut holder = Command::new(BIN)
-        .args(["run", "--class", "custom", "--shares", "90", "--"])
-        .arg(BIN)
-        .args([
-            "load",
-            "--direct-opencl",
-            "0",
-            "--seconds",
-            "60",
-            "--bytes",
-            "262144",
-        ])
-        .env("HETSCHED_SOCKET", &daemon.socket)
-        .spawn()
-        .unwrap();
+    let mut holder = direct_load(
+        &daemon.socket,
+        "custom:90",
+        &["--seconds", "60", "--bytes", "262144"],
+    )
+    .spawn()
+    .unwrap();
     let mut observer = daemon.observer().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !observer
@@ -166,19 +171,11 @@ fn a_killed_program_releases_its_lease() {
     holder.kill().unwrap();
     holder.wait().unwrap();
     let killed = Instant::now();
-    let out = Command::new(BIN)
-        .args(["run", "--class", "custom", "--shares", "10", "--"])
-        .arg(BIN)
-        .args(["load", "--direct-opencl", "0", "--seconds", "0.3", "--json"])
-        .env("HETSCHED_SOCKET", &daemon.socket)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, _) = json_of(&mut direct_load(
+        &daemon.socket,
+        "custom:10",
+        &["--seconds", "0.3", "--json"],
+    ));
     assert!(r["tasks"].as_u64().unwrap() > 0);
     // The next program's first wait is part of its run: well under the
     // program's own start-up plus a second.

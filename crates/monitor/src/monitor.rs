@@ -1015,9 +1015,25 @@ impl Monitor {
         out: &mut Outbox,
     ) -> Result<(), Refusal> {
         let u = self.admit(client, unit)?;
+        self.submit_client_driven(client, u, task, Work::Gate, expected_ns, now, out)
+    }
+
+    /// Queues work the client runs itself (a gate task or a lease) on
+    /// unit index `u`, admitted already.
+    #[allow(clippy::too_many_arguments)]
+    fn submit_client_driven(
+        &mut self,
+        client: ClientId,
+        u: usize,
+        task: TaskId,
+        work: Work,
+        expected_ns: Ns,
+        now: Ns,
+        out: &mut Outbox,
+    ) -> Result<(), Refusal> {
         self.stir(client, now);
         self.agents[u]
-            .submit(client, task, expected_ns as f64, Work::Gate, now, out)
+            .submit(client, task, expected_ns as f64, work, now, out)
             .map_err(|r| refusal(r, task))
     }
 

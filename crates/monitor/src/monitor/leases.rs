@@ -47,17 +47,15 @@ impl Monitor {
     ) -> Result<(), Refusal> {
         let u = self.admit(client, unit)?;
         let lease_ns = self.lease_ns(client, u);
-        self.stir(client, now);
-        self.agents[u]
-            .submit(
-                client,
-                task,
-                lease_ns as f64,
-                Work::Lease { lease_ns },
-                now,
-                out,
-            )
-            .map_err(|r| super::refusal(r, task))
+        self.submit_client_driven(
+            client,
+            u,
+            task,
+            Work::Lease { lease_ns },
+            lease_ns,
+            now,
+            out,
+        )
     }
 
     /// The lease length `client` gets on unit index `u`, ns.

@@ -68,161 +68,38 @@ fn counted_after(context: Handle, err: *mut ClInt, create: impl FnOnce() -> Hand
     mem
 }
 
-unsafe extern "C" fn create_buffer(
-    context: Handle,
-    flags: u64,
-    size: usize,
-    host: *mut c_void,
-    err: *mut ClInt,
-) -> Handle {
-    type Next = unsafe extern "C" fn(Handle, u64, usize, *mut c_void, *mut ClInt) -> Handle;
-    counted_before(context, size, err, || {
-        next!(
-            d::CREATE_BUFFER,
-            Next,
-            std::ptr::null_mut(),
-            (context, flags, size, host, err)
-        )
-    })
+/// Defines `$name`, a replacement for the allocating entry `$index` (first
+/// parameter the context, last the error out-pointer), whose size is
+/// counted by `$count`: `before` with the size argument named, `after`
+/// for images.
+macro_rules! allocating {
+    ($name:ident, $index:expr, before($size:ident), ($context:ident; $($arg:ident: $ty:ty),*; $err:ident)) => {
+        unsafe extern "C" fn $name($context: Handle $(, $arg: $ty)*, $err: *mut ClInt) -> Handle {
+            type Next = unsafe extern "C" fn(Handle $(, $ty)*, *mut ClInt) -> Handle;
+            counted_before($context, $size, $err, || {
+                next!($index, Next, std::ptr::null_mut(), ($context $(, $arg)*, $err))
+            })
+        }
+    };
+    ($name:ident, $index:expr, after, ($context:ident; $($arg:ident: $ty:ty),*; $err:ident)) => {
+        unsafe extern "C" fn $name($context: Handle $(, $arg: $ty)*, $err: *mut ClInt) -> Handle {
+            type Next = unsafe extern "C" fn(Handle $(, $ty)*, *mut ClInt) -> Handle;
+            counted_after($context, $err, || {
+                next!($index, Next, std::ptr::null_mut(), ($context $(, $arg)*, $err))
+            })
+        }
+    };
 }
 
-unsafe extern "C" fn create_buffer_with_properties(
-    context: Handle,
-    props: *const u64,
-    flags: u64,
-    size: usize,
-    host: *mut c_void,
-    err: *mut ClInt,
-) -> Handle {
-    type Next =
-        unsafe extern "C" fn(Handle, *const u64, u64, usize, *mut c_void, *mut ClInt) -> Handle;
-    counted_before(context, size, err, || {
-        next!(
-            d::CREATE_BUFFER_WITH_PROPERTIES,
-            Next,
-            std::ptr::null_mut(),
-            (context, props, flags, size, host, err)
-        )
-    })
-}
+type Host = *mut c_void;
+type Desc = *const c_void;
 
-unsafe extern "C" fn create_image(
-    context: Handle,
-    flags: u64,
-    format: *const c_void,
-    desc: *const c_void,
-    host: *mut c_void,
-    err: *mut ClInt,
-) -> Handle {
-    type Next = unsafe extern "C" fn(
-        Handle,
-        u64,
-        *const c_void,
-        *const c_void,
-        *mut c_void,
-        *mut ClInt,
-    ) -> Handle;
-    counted_after(context, err, || {
-        next!(
-            d::CREATE_IMAGE,
-            Next,
-            std::ptr::null_mut(),
-            (context, flags, format, desc, host, err)
-        )
-    })
-}
-
-unsafe extern "C" fn create_image_with_properties(
-    context: Handle,
-    props: *const u64,
-    flags: u64,
-    format: *const c_void,
-    desc: *const c_void,
-    host: *mut c_void,
-    err: *mut ClInt,
-) -> Handle {
-    type Next = unsafe extern "C" fn(
-        Handle,
-        *const u64,
-        u64,
-        *const c_void,
-        *const c_void,
-        *mut c_void,
-        *mut ClInt,
-    ) -> Handle;
-    counted_after(context, err, || {
-        next!(
-            d::CREATE_IMAGE_WITH_PROPERTIES,
-            Next,
-            std::ptr::null_mut(),
-            (context, props, flags, format, desc, host, err)
-        )
-    })
-}
-
-unsafe extern "C" fn create_image_2d(
-    context: Handle,
-    flags: u64,
-    format: *const c_void,
-    w: usize,
-    h: usize,
-    row: usize,
-    host: *mut c_void,
-    err: *mut ClInt,
-) -> Handle {
-    type Next = unsafe extern "C" fn(
-        Handle,
-        u64,
-        *const c_void,
-        usize,
-        usize,
-        usize,
-        *mut c_void,
-        *mut ClInt,
-    ) -> Handle;
-    counted_after(context, err, || {
-        next!(
-            d::CREATE_IMAGE_2D,
-            Next,
-            std::ptr::null_mut(),
-            (context, flags, format, w, h, row, host, err)
-        )
-    })
-}
-
-unsafe extern "C" fn create_image_3d(
-    context: Handle,
-    flags: u64,
-    format: *const c_void,
-    w: usize,
-    h: usize,
-    depth: usize,
-    row: usize,
-    slice: usize,
-    host: *mut c_void,
-    err: *mut ClInt,
-) -> Handle {
-    type Next = unsafe extern "C" fn(
-        Handle,
-        u64,
-        *const c_void,
-        usize,
-        usize,
-        usize,
-        usize,
-        usize,
-        *mut c_void,
-        *mut ClInt,
-    ) -> Handle;
-    counted_after(context, err, || {
-        next!(
-            d::CREATE_IMAGE_3D,
-            Next,
-            std::ptr::null_mut(),
-            (context, flags, format, w, h, depth, row, slice, host, err)
-        )
-    })
-}
+allocating!(create_buffer, d::CREATE_BUFFER, before(size), (context; flags: u64, size: usize, host: Host; err));
+allocating!(create_buffer_with_properties, d::CREATE_BUFFER_WITH_PROPERTIES, before(size), (context; props: *const u64, flags: u64, size: usize, host: Host; err));
+allocating!(create_image, d::CREATE_IMAGE, after, (context; flags: u64, format: Desc, desc: Desc, host: Host; err));
+allocating!(create_image_with_properties, d::CREATE_IMAGE_WITH_PROPERTIES, after, (context; props: *const u64, flags: u64, format: Desc, desc: Desc, host: Host; err));
+allocating!(create_image_2d, d::CREATE_IMAGE_2D, after, (context; flags: u64, format: Desc, w: usize, h: usize, row: usize, host: Host; err));
+allocating!(create_image_3d, d::CREATE_IMAGE_3D, after, (context; flags: u64, format: Desc, w: usize, h: usize, depth: usize, row: usize, slice: usize, host: Host; err));
 
 unsafe extern "C" fn release_mem_object(mem: Handle) -> ClInt {
     type Next = unsafe extern "C" fn(Handle) -> ClInt;
