@@ -102,7 +102,8 @@ fn finish(child: Child) -> Result<LoadOut> {
     let out = child.wait_with_output()?;
     if !out.status.success() {
         bail!(
-            "an OpenCL program failed: {}",
+            "an OpenCL program failed ({}): {}",
+            out.status,
             String::from_utf8_lossy(&out.stderr)
         );
     }

@@ -17,7 +17,6 @@ pub const CL_CONTEXT_DEVICES: ClUint = 0x1081;
 pub const CL_QUEUE_DEVICE: ClUint = 0x1091;
 pub const CL_QUEUE_REFERENCE_COUNT: ClUint = 0x1092;
 pub const CL_MEM_SIZE: ClUint = 0x1102;
-pub const CL_MEM_REFERENCE_COUNT: ClUint = 0x1105;
 pub const CL_MEM_ASSOCIATED_MEMOBJECT: ClUint = 0x1107;
 pub const CL_EVENT_COMMAND_QUEUE: ClUint = 0x11D0;
 

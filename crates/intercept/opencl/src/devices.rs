@@ -117,14 +117,35 @@ pub fn context_device(context: Handle) -> Option<usize> {
     )?)
 }
 
-/// Remembers a new queue's device.
+type QueueCall = unsafe extern "C" fn(Handle) -> ClInt;
+
+/// The queue's reference count, `None` if the driver will not say.
+fn queue_refs(queue: Handle) -> Option<ClUint> {
+    info_number(d::GET_COMMAND_QUEUE_INFO, queue, CL_QUEUE_REFERENCE_COUNT)
+}
+
+/// Remembers a new queue's device, holding a reference of the layer's
+/// own: the driver may keep a queue alive past the program's last
+/// release (commands in flight), and a drain must never finish a queue
+/// that is gone.
 pub fn queue_created(queue: Handle, device: Handle) {
     let Some(index) = index_of(device) else {
         return;
     };
     let mut q = QUEUES.write().unwrap_or_else(|e| e.into_inner());
-    q.get_or_insert_with(HashMap::new)
-        .insert(queue as usize, index);
+    let map = q.get_or_insert_with(HashMap::new);
+    if map.contains_key(&(queue as usize)) {
+        return;
+    }
+    if next!(
+        d::RETAIN_COMMAND_QUEUE,
+        QueueCall,
+        CL_INVALID_VALUE,
+        (queue)
+    ) == CL_SUCCESS
+    {
+        map.insert(queue as usize, index);
+    }
 }
 
 /// The device index of `queue`; asks the driver for a queue the layer did
@@ -145,30 +166,53 @@ pub fn queue_device(queue: Handle) -> Option<usize> {
     index_of(device)
 }
 
-/// Forgets `queue` if the program's release will destroy it. The caller
-/// releases it while the table's lock is held, so a drain never finishes
-/// a queue that is gone.
-pub fn release_queue(queue: Handle, release: impl FnOnce() -> ClInt) -> ClInt {
+/// The program's release of `queue`; once only the layer's reference is
+/// left, the layer lets go too and forgets the queue. Both happen under
+/// the table's lock, so a drain never sees a queue in between.
+pub fn release_queue(queue: Handle) -> ClInt {
     let mut q = QUEUES.write().unwrap_or_else(|e| e.into_inner());
-    let refs: Option<ClUint> =
-        info_number(d::GET_COMMAND_QUEUE_INFO, queue, CL_QUEUE_REFERENCE_COUNT);
-    if refs == Some(1)
+    let result = next!(
+        d::RELEASE_COMMAND_QUEUE,
+        QueueCall,
+        CL_INVALID_VALUE,
+        (queue)
+    );
+    if result == CL_SUCCESS
         && let Some(map) = q.as_mut()
+        && map.contains_key(&(queue as usize))
+        && queue_refs(queue) == Some(1)
     {
         map.remove(&(queue as usize));
+        next!(
+            d::RELEASE_COMMAND_QUEUE,
+            QueueCall,
+            CL_INVALID_VALUE,
+            (queue)
+        );
     }
-    release()
+    result
 }
 
-/// Calls `f` on every known queue of device `index`, under the table's
-/// lock (queues cannot be released meanwhile).
-pub fn for_each_queue(index: usize, mut f: impl FnMut(Handle)) {
-    let q = QUEUES.read().unwrap_or_else(|e| e.into_inner());
-    for (&queue, &dev) in q.iter().flatten() {
-        if dev == index {
-            f(queue as Handle);
+/// Finishes every known queue of device `index` (the lease's drain).
+/// Queues the program has let go of, which the driver kept alive for work
+/// in flight, are finished and then released for good.
+pub fn finish_queues(index: usize) {
+    let mut q = QUEUES.write().unwrap_or_else(|e| e.into_inner());
+    let Some(map) = q.as_mut() else {
+        return;
+    };
+    map.retain(|&queue, &mut dev| {
+        if dev != index {
+            return true;
         }
-    }
+        let queue = queue as Handle;
+        next!(d::FINISH, QueueCall, CL_SUCCESS, (queue));
+        if queue_refs(queue) == Some(1) {
+            next!(d::RELEASE_COMMAND_QUEUE, QueueCall, CL_SUCCESS, (queue));
+            return false;
+        }
+        true
+    });
 }
 
 pub fn remember_allocation(key: usize, a: Allocation) {

@@ -18,6 +18,7 @@ entries! {
     GET_DEVICE_IDS = 2, "clGetDeviceIDs";
     GET_CONTEXT_INFO = 8, "clGetContextInfo";
     CREATE_COMMAND_QUEUE = 9, "clCreateCommandQueue";
+    RETAIN_COMMAND_QUEUE = 10, "clRetainCommandQueue";
     RELEASE_COMMAND_QUEUE = 11, "clReleaseCommandQueue";
     GET_COMMAND_QUEUE_INFO = 12, "clGetCommandQueueInfo";
     CREATE_BUFFER = 14, "clCreateBuffer";
@@ -38,6 +39,7 @@ entries! {
     ENQUEUE_COPY_BUFFER_TO_IMAGE = 55, "clEnqueueCopyBufferToImage";
     ENQUEUE_ND_RANGE_KERNEL = 59, "clEnqueueNDRangeKernel";
     ENQUEUE_TASK = 60, "clEnqueueTask";
+    SET_MEM_OBJECT_DESTRUCTOR_CALLBACK = 83, "clSetMemObjectDestructorCallback";
     ENQUEUE_READ_BUFFER_RECT = 86, "clEnqueueReadBufferRect";
     ENQUEUE_WRITE_BUFFER_RECT = 87, "clEnqueueWriteBufferRect";
     ENQUEUE_COPY_BUFFER_RECT = 88, "clEnqueueCopyBufferRect";

@@ -1,16 +1,11 @@
 //! The program's governor, made on first use, with OpenCL's drain: finish
-//! every queue of the device.
+//! every queue of the device ([`devices::finish_queues`]).
 
-use crate::cl::*;
 use crate::devices;
-use crate::dispatch as d;
-use crate::layer::next;
 use hetsched_intercept::{Governor, GovernorSetup, InterceptApi};
 use std::sync::OnceLock;
 
 static GOVERNOR: OnceLock<Governor> = OnceLock::new();
-
-type Finish = unsafe extern "C" fn(Handle) -> ClInt;
 
 extern "C" fn stop_at_exit() {
     if let Some(g) = GOVERNOR.get() {
@@ -26,11 +21,7 @@ pub fn governor() -> &'static Governor {
         Governor::new(GovernorSetup {
             api: InterceptApi::OpenCl,
             unit_name: |i| format!("opencl{i}"),
-            drain: Box::new(|index| {
-                devices::for_each_queue(index, |q| {
-                    next!(d::FINISH, Finish, CL_SUCCESS, (q));
-                })
-            }),
+            drain: Box::new(devices::finish_queues),
         })
     })
 }

@@ -1,7 +1,10 @@
 //! Allocations: buffers, images and SVM, counted on their context's first
 //! device against the program's cap. Past the cap the call fails with
 //! `CL_MEM_OBJECT_ALLOCATION_FAILURE` (SVM: a null pointer), as a full
-//! device would answer, and nothing is allocated.
+//! device would answer, and nothing is allocated. A memory object's count
+//! goes when the driver destroys it (a destructor callback: the driver
+//! may keep an object past the program's last release while commands
+//! that use it are in flight); an SVM pointer's with `clSVMFree`.
 
 use crate::cl::*;
 use crate::devices::{self, Allocation};
@@ -18,11 +21,47 @@ fn fail(err: *mut ClInt) -> Handle {
     std::ptr::null_mut()
 }
 
+/// What an allocation made: a memory object (freed when the driver
+/// destroys it) or an SVM pointer (freed by `clSVMFree`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Made {
+    MemObject,
+    Svm,
+}
+
+/// The destructor callback of a counted memory object.
+extern "C" fn destroyed(mem: Handle, _user_data: *mut c_void) {
+    if let Some(a) = devices::forget_allocation(mem as usize) {
+        governor().freed(a.device, a.bytes);
+    }
+}
+
+/// Keeps the count of `mem` until it is destroyed (or freed, for SVM).
+fn remember(mem: Handle, made: Made, a: Allocation) {
+    devices::remember_allocation(mem as usize, a);
+    if made == Made::MemObject {
+        type SetCallback =
+            unsafe extern "C" fn(Handle, extern "C" fn(Handle, *mut c_void), *mut c_void) -> ClInt;
+        let set = next!(
+            d::SET_MEM_OBJECT_DESTRUCTOR_CALLBACK,
+            SetCallback,
+            CL_INVALID_VALUE,
+            (mem, destroyed, std::ptr::null_mut())
+        );
+        if set != CL_SUCCESS {
+            // Without the callback the count could never go: do not keep it.
+            devices::forget_allocation(mem as usize);
+            governor().freed(a.device, a.bytes);
+        }
+    }
+}
+
 /// An allocation of known size: counted before the driver is asked.
 fn counted_before(
     context: Handle,
     bytes: usize,
     err: *mut ClInt,
+    made: Made,
     create: impl FnOnce() -> Handle,
 ) -> Handle {
     let Some(device) = devices::context_device(context) else {
@@ -36,7 +75,7 @@ fn counted_before(
     if mem.is_null() {
         governor().freed(device, bytes);
     } else {
-        devices::remember_allocation(mem as usize, Allocation { device, bytes });
+        remember(mem, made, Allocation { device, bytes });
     }
     mem
 }
@@ -64,7 +103,7 @@ fn counted_after(context: Handle, err: *mut ClInt, create: impl FnOnce() -> Hand
         next!(d::RELEASE_MEM_OBJECT, Release, CL_SUCCESS, (mem));
         return fail(err);
     }
-    devices::remember_allocation(mem as usize, Allocation { device, bytes });
+    remember(mem, Made::MemObject, Allocation { device, bytes });
     mem
 }
 
@@ -76,7 +115,7 @@ macro_rules! allocating {
     ($name:ident, $index:expr, before($size:ident), ($context:ident; $($arg:ident: $ty:ty),*; $err:ident)) => {
         unsafe extern "C" fn $name($context: Handle $(, $arg: $ty)*, $err: *mut ClInt) -> Handle {
             type Next = unsafe extern "C" fn(Handle $(, $ty)*, *mut ClInt) -> Handle;
-            counted_before($context, $size, $err, || {
+            counted_before($context, $size, $err, Made::MemObject, || {
                 next!($index, Next, std::ptr::null_mut(), ($context $(, $arg)*, $err))
             })
         }
@@ -101,20 +140,6 @@ allocating!(create_image_with_properties, d::CREATE_IMAGE_WITH_PROPERTIES, after
 allocating!(create_image_2d, d::CREATE_IMAGE_2D, after, (context; flags: u64, format: Desc, w: usize, h: usize, row: usize, host: Host; err));
 allocating!(create_image_3d, d::CREATE_IMAGE_3D, after, (context; flags: u64, format: Desc, w: usize, h: usize, depth: usize, row: usize, slice: usize, host: Host; err));
 
-unsafe extern "C" fn release_mem_object(mem: Handle) -> ClInt {
-    type Next = unsafe extern "C" fn(Handle) -> ClInt;
-    let refs: Option<ClUint> =
-        devices::info_number(d::GET_MEM_OBJECT_INFO, mem, CL_MEM_REFERENCE_COUNT);
-    let result = next!(d::RELEASE_MEM_OBJECT, Next, CL_INVALID_VALUE, (mem));
-    if result == CL_SUCCESS
-        && refs == Some(1)
-        && let Some(a) = devices::forget_allocation(mem as usize)
-    {
-        governor().freed(a.device, a.bytes);
-    }
-    result
-}
-
 unsafe extern "C" fn svm_alloc(
     context: Handle,
     flags: u64,
@@ -122,7 +147,7 @@ unsafe extern "C" fn svm_alloc(
     alignment: ClUint,
 ) -> *mut c_void {
     type Next = unsafe extern "C" fn(Handle, u64, usize, ClUint) -> *mut c_void;
-    counted_before(context, size, std::ptr::null_mut(), || {
+    counted_before(context, size, std::ptr::null_mut(), Made::Svm, || {
         next!(
             d::SVM_ALLOC,
             Next,
@@ -154,10 +179,6 @@ pub fn replacements() -> Vec<(usize, usize)> {
         ),
         (d::CREATE_IMAGE_2D, create_image_2d as *const () as usize),
         (d::CREATE_IMAGE_3D, create_image_3d as *const () as usize),
-        (
-            d::RELEASE_MEM_OBJECT,
-            release_mem_object as *const () as usize,
-        ),
         (d::SVM_ALLOC, svm_alloc as *const () as usize),
         (d::SVM_FREE, svm_free as *const () as usize),
     ]

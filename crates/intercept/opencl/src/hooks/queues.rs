@@ -46,10 +46,7 @@ unsafe extern "C" fn create_command_queue_with_properties(
 }
 
 unsafe extern "C" fn release_command_queue(queue: Handle) -> ClInt {
-    type Next = unsafe extern "C" fn(Handle) -> ClInt;
-    devices::release_queue(queue, || {
-        next!(d::RELEASE_COMMAND_QUEUE, Next, CL_INVALID_VALUE, (queue))
-    })
+    devices::release_queue(queue)
 }
 
 unsafe extern "C" fn finish(queue: Handle) -> ClInt {
