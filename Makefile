@@ -100,8 +100,7 @@ ifeq ($(HAVE_STARPU),yes)
 	$(MAKE) -C integrations/starpu PROFILE=$(PROFILE) RPATH=$(LIBDIR) OUT=$(CURDIR)/$(BUILT)/starpu-install \
 	    $(CURDIR)/$(BUILT)/starpu-install/libhetsched_starpu.so
 	install -d $(DESTDIR)$(LIBDIR)/hetsched
-	install -m 755 $(BUILT)/starpu-install/libhetsched_starpu.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so \
-	    $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
+	install -m 755 $(BUILT)/starpu-install/libhetsched_starpu.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so
 endif
 
 uninstall:
@@ -111,7 +110,8 @@ uninstall:
 	    $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.service $(DESTDIR)$(SYSTEMDUNITDIR)/hetsched.socket \
 	    $(DESTDIR)$(DATADIR)/man/man1/hetsched*.1 \
 	    $(DESTDIR)$(DATADIR)/bash-completion/completions/hetsched $(DESTDIR)$(DATADIR)/zsh/site-functions/_hetsched \
-	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/hetsched.fish $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so
+	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/hetsched.fish $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so \
+	    $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml and /var/lib/hetsched (remove them by hand)"
 
 ## `make install` into a scratch DESTDIR (debug build), then checks what

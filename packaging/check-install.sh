@@ -31,6 +31,14 @@ for f in bin/hetsched lib/libhetsched.so; do
     if grep -q '\.debug_line' <<<"$sections"; then fail "$prefix/$f still carries its debug info"; fi
 done
 "$root$prefix/bin/hetsched" --version | grep -q '^hetsched ' || fail "the installed binary does not run"
+# `hetsched run` puts the installed OpenCL layer and CUDA interposer into
+# the program's environment.
+for f in libhetsched_opencl_layer.so libhetsched_cuda_intercept.so; do
+    [ -s "$root$prefix/lib/hetsched/$f" ] || fail "$prefix/lib/hetsched/$f was not installed"
+done
+layers=$(env -u OPENCL_LAYERS "$root$prefix/bin/hetsched" run --class normal -- sh -c 'echo "$OPENCL_LAYERS"')
+[ "$layers" = "$root$prefix/lib/hetsched/libhetsched_opencl_layer.so" ] \
+    || fail "hetsched run set OPENCL_LAYERS to '$layers', not the installed layer"
 grep -q "^ExecStart=$prefix/bin/hetsched daemon --config /etc/hetsched/hetsched.toml" \
     "$root$prefix/lib/systemd/system/hetsched.service" || fail "ExecStart does not name the installed binary"
 
