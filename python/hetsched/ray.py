@@ -702,28 +702,88 @@ def remote(_fn: Optional[Callable[..., Any]] = None, **kwargs: Any) -> Any:
     return make if _fn is None else make(_fn)
 
 
+#: The OpenCL layer and the CUDA interposer (``hetsched run`` loads them too).
+OPENCL_LAYER = "libhetsched_opencl_layer.so"
+CUDA_INTERPOSER = "libhetsched_cuda_intercept.so"
+
+
+def interposer(name: str, binary: Optional[str] = None) -> Optional[str]:
+    """The path of interposer library `name` on this machine, or None:
+    ``$HETSCHED_LIB_DIR``, then beside the ``hetsched`` binary (a build
+    tree's ``deps/``, the installed ``lib/hetsched``, its own folder), as
+    ``hetsched run`` looks."""
+    dirs = []
+    if os.environ.get("HETSCHED_LIB_DIR"):
+        dirs.append(Path(os.environ["HETSCHED_LIB_DIR"]))
+    exe = binary or os.environ.get("HETSCHED_BIN") or shutil.which("hetsched")
+    if exe:
+        here = Path(exe).resolve().parent
+        dirs += [here / "deps", here.parent / "lib" / "hetsched", here]
+    for d in dirs:
+        if (d / name).is_file():
+            return str(d / name)
+    return None
+
+
+def _prepended(var: str, path: str, sep: str = ":") -> str:
+    old = os.environ.get(var, "")
+    return path + (sep + old if old else "")
+
+
 def actor(
     class_: Optional[str] = None,
     shares: Optional[int] = None,
     priority: Optional[int] = None,
+    *,
+    intercept: bool = True,
+    device_memory: Optional[str] = None,
     **ray_options: Any,
 ) -> Callable[[type], Any]:
     """``@actor(class_="custom", shares=70)`` over a class: a Ray actor
     class whose process runs with that class, shares and priority on every
     unit of its node's daemon. Other keywords are Ray actor options. Inside
     the actor, :func:`runtime` and :func:`client` reach the node's daemon.
+
+    With `intercept` (the default) the actor's own device calls are
+    governed too, whatever framework makes them: the OpenCL layer and the
+    CUDA interposer go into its environment, as ``hetsched run`` puts
+    them, so two actors at 70/30 on one device split its time 70/30.
+    `device_memory` (``"2G"``) caps the device memory the actor may hold.
     """
     if class_ is None and priority is None:
         raise ValueError("hetsched.ray.actor needs class_ (with shares) or priority")
+    if device_memory is not None and not intercept:
+        raise ValueError("device_memory is enforced by the interposers, which intercept=False turns off")
+    settings = {"HETSCHED_CLASS": class_, "HETSCHED_SHARES": shares, "HETSCHED_PRIORITY": priority}
+    env = {k: str(v) for k, v in settings.items() if v is not None}
+    if intercept:
+        if device_memory is not None:
+            env["HETSCHED_DEVICE_MEMORY"] = str(device_memory)
+        # LD_PRELOAD only works from the process's start: through Ray's
+        # runtime environment. The OpenCL layer is set at the actor's start
+        # on its own node (the ICD loader reads it on first use).
+        cuda = interposer(CUDA_INTERPOSER)
+        if cuda:
+            env["LD_PRELOAD"] = cuda
+    options = dict(ray_options)
+    runtime_env = dict(options.get("runtime_env") or {})
+    runtime_env["env_vars"] = {**env, **(runtime_env.get("env_vars") or {})}
+    options["runtime_env"] = runtime_env
 
     def wrap(cls: type) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            os.environ["HETSCHED_SOCKET"] = socket()
+            os.environ.update(env)
+            if intercept:
+                layer = interposer(OPENCL_LAYER)
+                if layer:
+                    os.environ["OPENCL_LAYERS"] = _prepended("OPENCL_LAYERS", layer)
             client().set_shares(class_, shares, priority)
             cls.__init__(self, *args, **kwargs)
 
         wrapped = type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
         wrapped.__qualname__ = cls.__qualname__
         wrapped.__doc__ = cls.__doc__
-        return ray.remote(**ray_options)(wrapped)
+        return ray.remote(**options)(wrapped)
 
     return wrap

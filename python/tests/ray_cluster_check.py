@@ -32,7 +32,9 @@ streams = 1
 
 def node_config(node):
     if "node-a" in node["Resources"]:
-        return GPU.format(kind="gpu-big", speed=30.0)
+        # Node A also has the real OpenCL device (PoCL) as `opencl0`, for
+        # actors whose own pyopencl calls go through the OpenCL layer.
+        return GPU.format(kind="gpu-big", speed=30.0).replace("device_units = false", "device_units = true")
     return GPU.format(kind="gpu-wimpy", speed=10.0)
 
 
@@ -62,6 +64,56 @@ class Plain:
         return gpu_loop(seconds, inflight)
 
 
+# One launch: a short spin, then each element counts the launch.
+SPIN = """
+__kernel void spin(__global float *x, int n) {
+    int i = get_global_id(0);
+    float acc = x[i];
+    for (int k = 0; k < n; k++) acc = acc * 0.999f + 1.0f;
+    x[i] += 1.0f + 0.0f * acc;
+}
+"""
+
+
+def opencl_loop(seconds):
+    """Plain pyopencl (no hetsched call): launches for `seconds`, then
+    checks against numpy that every launch ran; returns pid and launches."""
+    import numpy as np
+    import pyopencl as cl
+
+    dev = cl.get_platforms()[0].get_devices()[0]
+    ctx = cl.Context([dev])
+    q = cl.CommandQueue(ctx)
+    kernel = cl.Kernel(cl.Program(ctx, SPIN).build(), "spin")
+    x = np.zeros(4096, np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+    launches = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        kernel(q, x.shape, None, buf, np.int32(400))
+        launches += 1
+        if launches % 4 == 0:
+            q.finish()
+    out = np.empty_like(x)
+    cl.enqueue_copy(q, out, buf)
+    q.finish()
+    if not (out == np.float32(launches)).all():
+        raise AssertionError(f"{launches} launches, device counted {out[:4]}")
+    return os.getpid(), launches
+
+
+@hray.actor(class_="custom", shares=70, resources={"node-a": 0.01})
+class ClHeavy:
+    def burn(self, seconds):
+        return opencl_loop(seconds)
+
+
+@hray.actor(class_="custom", shares=30, resources={"node-a": 0.01})
+class ClLight:
+    def burn(self, seconds):
+        return opencl_loop(seconds)
+
+
 def gpu_loop(seconds, inflight=4):
     """Keeps node A's GPU busy with `inflight` calls for `seconds`;
     returns this process's pid and how many calls it finished."""
@@ -78,9 +130,9 @@ def gpu_loop(seconds, inflight=4):
     return os.getpid(), done
 
 
-def gpu_split(status, pids):
-    """Device time on gpu-big0 per pid, as the daemon charged it."""
-    unit = next(u["info"]["id"] for u in status["units"] if u["info"]["name"] == "gpu-big0")
+def gpu_split(status, pids, unit_name="gpu-big0"):
+    """Device time on `unit_name` per pid, as the daemon charged it."""
+    unit = next(u["info"]["id"] for u in status["units"] if u["info"]["name"] == unit_name)
     busy = {p: 0 for p in pids}
     for c in status["clients"]:
         if c["pid"] in busy:
@@ -88,17 +140,20 @@ def gpu_split(status, pids):
     return busy
 
 
-def shares_run(actors, agent, seconds):
+def shares_run(actors, agent, seconds, unit_name="gpu-big0", warm=(0.1, 1)):
     # Both actors started and connected before the measured part: an actor
     # that is up first would otherwise have the GPU to itself for a while.
-    ray.get([a.burn.remote(0.1, 1) for a in actors])
+    ray.get([a.burn.remote(*warm) for a in actors])
     before = ray.get(agent.status.remote())
     out = ray.get([a.burn.remote(seconds) for a in actors])
     pids = [pid for pid, _ in out]
-    start = gpu_split(before, pids)
-    end = gpu_split(ray.get(agent.status.remote()), pids)
+    start = gpu_split(before, pids, unit_name)
+    after = ray.get(agent.status.remote())
+    end = gpu_split(after, pids, unit_name)
     used = [end[p] - start[p] for p in pids]
-    return [u / max(1, sum(used)) for u in used]
+    return [u / max(1, sum(used)) for u in used], [
+        next((c.get("intercepted") for c in after["clients"] if c["pid"] == p), None) for p in pids
+    ]
 
 
 def main():
@@ -137,7 +192,10 @@ def main():
         report["plain_call_in_actor"] = ray.get(where.remote())
         report["option_call_in_actor"] = ray.get(where.options(num_cpus=0.25).remote())
         summaries = hray.nodes()
-        report["models"] = {s["units"][1]["name"]: s["models"].get("checksum", {}) for s in summaries.values()}
+        report["models"] = {
+            next(u["name"] for u in s["units"] if u["class"] == "gpu"): s["models"].get("checksum", {})
+            for s in summaries.values()
+        }
         report["gpu_busy"] = {
             u["name"]: u["busy"] for s in summaries.values() for u in s["units"] if u["class"] == "gpu"
         }
@@ -146,8 +204,13 @@ def main():
         # what two plain actors get.
         node_a = next(n["NodeID"] for n in ray.nodes() if "node-a" in n["Resources"])
         agent = ray.get_actor(hray._agent_name(node_a), namespace=hray.NAMESPACE)
-        report["split_hetsched"] = shares_run([Heavy.remote(), Light.remote()], agent, 3.0)
-        report["split_plain"] = shares_run([Plain.remote(), Plain.remote()], agent, 3.0)
+        report["split_hetsched"], _ = shares_run([Heavy.remote(), Light.remote()], agent, 3.0)
+        report["split_plain"], _ = shares_run([Plain.remote(), Plain.remote()], agent, 3.0)
+        # The same with actors that only make their own pyopencl calls:
+        # the OpenCL layer in their environment puts them under the shares.
+        report["split_opencl"], report["opencl_intercepted"] = shares_run(
+            [ClHeavy.remote(), ClLight.remote()], agent, 3.0, unit_name="opencl0", warm=(0.2,)
+        )
 
         # Errors: a task nobody can run, and a bad actor declaration.
         try:

@@ -68,5 +68,14 @@ def test_actor_shares_hold_on_the_nodes_gpu(report) -> None:
     assert a == pytest.approx(0.5, abs=0.1), report
 
 
+def test_actors_own_opencl_calls_split_the_device_by_shares(report) -> None:
+    # Actors that call pyopencl themselves, with no hetsched call: the
+    # OpenCL layer in their environment puts their launches under leases.
+    assert report["opencl_intercepted"] == ["opencl", "opencl"], report
+    heavy, light = report["split_opencl"]
+    assert heavy == pytest.approx(0.70, abs=0.05), report
+    assert light == pytest.approx(0.30, abs=0.05), report
+
+
 def test_a_bad_actor_declaration_is_refused(report) -> None:
     assert "needs class_" in report["actor_error"]

@@ -536,6 +536,7 @@ fn table(r: &StatusReport, domains: &[DomainInfo], listing: Listing) -> String {
         );
     }
     backend_table(&mut s, r, &listed, domains);
+    intercept_table(&mut s, &listed);
     if !domains.is_empty() {
         s.push('\n');
         s.push_str(&domains_table(domains, ids_shown));
@@ -645,6 +646,39 @@ fn selection_table(s: &mut String, r: &StatusReport, ids_shown: Option<usize>) {
 
 /// Clients of units under a Pegasus backend policy: credits, ticks
 /// granted, accelerator time served and, under SLAF, the SLO state.
+/// The listed clients that are unmodified programs under the OpenCL
+/// layer or the CUDA interposer: the API and the device memory they hold.
+fn intercept_table(s: &mut String, listed: &[&ClientStatus]) {
+    let rows: Vec<_> = listed
+        .iter()
+        .filter_map(|&c| c.intercepted.map(|api| (c, api)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<6} {:>8} {:<12} {:<11} {:>12} {:>12}",
+        "CLIENT", "PID", "NAME", "INTERCEPTED", "DEV-MEM", "DEV-MEM-CAP"
+    );
+    for (c, api) in rows {
+        let cap = c.device_memory_limit.map_or_else(
+            || "-".to_string(),
+            hetsched_protocol::byte_size::format_byte_size,
+        );
+        let _ = writeln!(
+            s,
+            "{:<6} {:>8} {:<12} {:<11} {:>12} {:>12}",
+            c.id.0,
+            c.pid,
+            shorten(&c.name, 12),
+            api.to_string(),
+            hetsched_protocol::byte_size::format_byte_size(c.device_memory_bytes),
+            cap
+        );
+    }
+}
+
 fn backend_table(
     s: &mut String,
     r: &StatusReport,
@@ -1129,6 +1163,30 @@ mod tests {
 
     /// Client names reach the table and the metrics escaped: no escape
     /// sequence, no extra line, no label closed early.
+    #[test]
+    fn intercepted_programs_are_listed_with_their_device_memory() {
+        let mut r = report(None, None);
+        r.coordination = None;
+        r.units = vec![unit(0, "gpu0", "gpu", 1)];
+        let mut clpeak = client(1, "clpeak");
+        clpeak.intercepted = Some(hetsched_protocol::InterceptApi::OpenCl);
+        clpeak.device_memory_bytes = 3 << 20;
+        clpeak.device_memory_limit = Some(2 << 30);
+        r.clients = vec![clpeak, client(2, "written-for-us")];
+        let text = table(&shown::report(&r), &[], Listing::All);
+        let row = text
+            .lines()
+            .find(|l| l.contains("clpeak") && l.contains("opencl"))
+            .unwrap_or_else(|| panic!("no intercept row: {text}"));
+        assert!(row.contains("3M") && row.contains("2G"), "{row}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("written-for-us") && l.contains("opencl")),
+            "{text}"
+        );
+    }
+
     #[test]
     fn client_names_are_shown_escaped_in_the_table_and_the_metrics() {
         let mut r = report(None, None);

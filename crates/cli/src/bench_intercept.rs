@@ -34,6 +34,9 @@ pub struct InterceptArgs {
     /// three without, alternating).
     #[arg(long, default_value_t = 1.0)]
     overhead_seconds: f64,
+    /// Seconds of each of the BACKGROUND runs (starvation, latency).
+    #[arg(long, default_value_t = 3.0)]
+    background_seconds: f64,
 }
 
 /// What one `hetsched load --direct-opencl` printed.
@@ -43,6 +46,7 @@ struct LoadOut {
     tasks: u64,
     verified: Option<u64>,
     p50_call_ns: Option<u64>,
+    p99_wait_ns: u64,
 }
 
 #[derive(Serialize)]
@@ -69,10 +73,24 @@ struct InterceptReport {
     launch_overhead_us_p50: f64,
     calls_per_s_without: f64,
     calls_per_s_with: f64,
+    /// Device time a BACKGROUND program got while a CUSTOM one kept the
+    /// device busy (daemon's accounting).
+    background_fraction: f64,
+    /// While a BACKGROUND program keeps the device busy with calls of
+    /// `background_call_ms`, a CUSTOM program making a call every 10 ms:
+    /// the 99th percentile of its calls' time off the device (waiting for
+    /// the lease, and its host side), ms.
+    custom_wait_p99_ms: f64,
+    background_call_ms: f64,
+    /// The leases of the two classes (the daemon's default `lease_us`).
+    custom_lease_ms: f64,
+    background_lease_ms: f64,
     checked: bool,
 }
 
 const UNIT: &str = "opencl0";
+/// The daemon's default `lease_us`, which the benchmark's daemon keeps.
+const DEFAULT_LEASE_US: u64 = 5_000;
 /// Commands the layer gates per call of `load --direct-opencl`.
 const COMMANDS_PER_CALL: f64 = 3.0;
 
@@ -96,6 +114,64 @@ fn load_cmd(socket: &Path, bytes: u64, seconds: f64, run_as: Option<&str>) -> Re
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     Ok(cmd)
+}
+
+fn load_cmd_with(
+    socket: &Path,
+    bytes: u64,
+    seconds: f64,
+    class: &str,
+    extra: &[&str],
+) -> Result<Command> {
+    let mut cmd = load_cmd(socket, bytes, seconds, Some(class))?;
+    cmd.args(extra);
+    Ok(cmd)
+}
+
+/// A BACKGROUND program against a CUSTOM one, twice: both busy (what
+/// BACKGROUND gets), then the CUSTOM one calling every 10 ms (how long
+/// its calls wait). Returns (background fraction, CUSTOM wait p99 ns,
+/// BACKGROUND call p50 ns, all results checked).
+fn background_runs(
+    observer: &mut Client,
+    socket: &Path,
+    bytes: u64,
+    seconds: f64,
+) -> Result<(f64, f64, f64, bool)> {
+    let run_s = seconds + 4.0;
+    // Starvation: both busy.
+    let bg = load_cmd(socket, bytes, run_s, Some("background"))?.spawn()?;
+    let custom = load_cmd(socket, bytes, run_s, Some("custom:50"))?.spawn()?;
+    let pids = [bg.id(), custom.id()];
+    wait_intercepted(observer, &pids)?;
+    let before = observer.status()?;
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let after = observer.status()?;
+    let used: Vec<f64> = pids
+        .iter()
+        .map(|&p| busy_ns(&after, p) - busy_ns(&before, p))
+        .collect();
+    let background_fraction = used[0] / (used[0] + used[1]).max(1.0);
+    let (bg_out, custom_out) = (finish(bg)?, finish(custom)?);
+    let mut checked = bg_out.verified == Some(bg_out.tasks)
+        && custom_out.tasks > 0
+        && custom_out.verified == Some(custom_out.tasks);
+    // Latency: BACKGROUND saturates, CUSTOM calls every 10 ms.
+    let bg = load_cmd(socket, bytes, run_s, Some("background"))?.spawn()?;
+    wait_intercepted(observer, &[bg.id()])?;
+    let custom = load_cmd_with(socket, 1024, seconds, "custom:50", &["--think-ms", "10"])?;
+    let custom_out = finish(custom.spawn()?)?;
+    let bg_out = finish(bg)?;
+    checked &= bg_out.tasks > 0
+        && bg_out.verified == Some(bg_out.tasks)
+        && custom_out.tasks > 0
+        && custom_out.verified == Some(custom_out.tasks);
+    Ok((
+        background_fraction,
+        custom_out.p99_wait_ns as f64,
+        bg_out.p50_call_ns.unwrap_or(0) as f64,
+        checked,
+    ))
 }
 
 fn finish(child: Child) -> Result<LoadOut> {
@@ -218,6 +294,10 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
         }
     }
     let (rate_without, rate_with) = (median(without), median(with));
+    let (background_fraction, custom_wait_p99_ns, background_call_ns, bg_checked) =
+        background_runs(&mut observer, &socket, args.bytes, args.background_seconds)?;
+    checked &= bg_checked;
+    let lease_ms = DEFAULT_LEASE_US as f64 / 1e3;
     let report = InterceptReport {
         unit: UNIT.into(),
         window_s,
@@ -226,6 +306,11 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
         launch_overhead_us_p50: (median(p50_with) - median(p50_without)) / COMMANDS_PER_CALL / 1e3,
         calls_per_s_without: rate_without,
         calls_per_s_with: rate_with,
+        background_fraction,
+        custom_wait_p99_ms: custom_wait_p99_ns / 1e6,
+        background_call_ms: background_call_ns / 1e6,
+        custom_lease_ms: lease_ms,
+        background_lease_ms: lease_ms / 4.0,
         checked,
     };
     if args.json {
@@ -250,6 +335,15 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
             report.calls_per_s_with,
             report.overhead_ratio,
             report.launch_overhead_us_p50
+        );
+        println!(
+            "  BACKGROUND against a busy CUSTOM program: {:.1} %; a CUSTOM program's wait behind \
+             {:.2} ms BACKGROUND calls: p99 {:.2} ms (leases {:.2} / {:.2} ms)",
+            report.background_fraction * 100.0,
+            report.background_call_ms,
+            report.custom_wait_p99_ms,
+            report.custom_lease_ms,
+            report.background_lease_ms
         );
     }
     if !checked {

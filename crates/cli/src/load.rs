@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 #[derive(Args)]
 pub struct LoadArgs {
     /// Unit name (not with `--direct-opencl`).
-    #[arg(long, required_unless_present = "direct_opencl")]
+    #[arg(long, required_unless_present_any = ["direct_opencl", "direct_cuda"])]
     unit: Option<String>,
     /// Modelled execution time of one task on the unit, ms (> 0).
     #[arg(long, default_value_t = 5.0, value_parser = values::positive_ms)]
@@ -60,6 +60,12 @@ pub struct LoadArgs {
     /// checked): the driver's own sharing, to compare a served unit with.
     #[arg(long, value_name = "N", conflicts_with_all = ["gate", "ring", "socket"])]
     direct_opencl: Option<usize>,
+    /// Call CUDA device N in this process through the driver API (the
+    /// spin kernel, `--bytes` selecting its length in iterations, one call
+    /// at a time, every output checked): an unmodified CUDA program for
+    /// the CUDA interposer.
+    #[arg(long, value_name = "N", conflicts_with_all = ["gate", "ring", "socket", "direct_opencl"])]
+    direct_cuda: Option<usize>,
     /// Input bytes per kernel call.
     #[arg(long, default_value_t = 1 << 20)]
     bytes: u64,
@@ -99,6 +105,9 @@ struct LoadReport {
 pub fn run(args: LoadArgs) -> Result<()> {
     if let Some(index) = args.direct_opencl {
         return run_direct(&args, index);
+    }
+    if let Some(ordinal) = args.direct_cuda {
+        return run_direct_cuda(&args, ordinal);
     }
     let mut opts = ClientOptions::application(&args.name)?;
     if let Some(s) = &args.socket {
@@ -276,6 +285,36 @@ fn run_direct(args: &LoadArgs, index: usize) -> Result<()> {
 #[cfg(not(feature = "opencl"))]
 fn run_direct(_: &LoadArgs, _: usize) -> Result<()> {
     bail!("--direct-opencl needs a build with the `opencl` feature")
+}
+
+#[cfg(feature = "cuda")]
+fn run_direct_cuda(args: &LoadArgs, ordinal: usize) -> Result<()> {
+    let seconds = Duration::from_secs_f64(args.seconds);
+    let iterations = u32::try_from(args.bytes).unwrap_or(u32::MAX);
+    let mut got =
+        crate::load_direct_cuda::run(ordinal, iterations, seconds, || think(args.think_ms))?;
+    let report = LoadReport {
+        pid: std::process::id(),
+        unit: format!("cuda{ordinal}"),
+        class: "direct".into(),
+        tasks: got.tasks,
+        unit_ns: got.device_ns,
+        wall_ns: got.wall_ns,
+        mean_wait_ns: got.waits.iter().sum::<u64>() as f64 / got.tasks.max(1) as f64,
+        p50_wait_ns: percentile(&mut got.waits, 0.50),
+        p99_wait_ns: percentile(&mut got.waits, 0.99),
+        reconnects: 0,
+        notice: None,
+        verified: Some(got.verified),
+        p50_call_ns: Some(percentile(&mut got.calls, 0.50)),
+        p99_call_ns: Some(percentile(&mut got.calls, 0.99)),
+    };
+    print_report(&report, args.json)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_direct_cuda(_: &LoadArgs, _: usize) -> Result<()> {
+    bail!("--direct-cuda needs a build with the `cuda` feature")
 }
 
 fn print_report(report: &LoadReport, json: bool) -> Result<()> {

@@ -5,11 +5,15 @@
 //! first come, first served): Pegasus's `none` baseline, against which
 //! the served unit's policies are measured (`scripts/pegasus-served.sh`).
 
+#[cfg(feature = "opencl")]
 use anyhow::{Context, Result, bail};
-use hetsched_opencl::OpenClDevice;
-use hetsched_opencl::kernels::Histogram;
+#[cfg(feature = "opencl")]
+use hetsched_opencl::{OpenClDevice, kernels::Histogram};
+#[cfg(feature = "opencl")]
 use hetsched_protocol::kernel_call::Kernel;
+#[cfg(feature = "opencl")]
 use rand::{RngCore, SeedableRng};
+#[cfg(feature = "opencl")]
 use std::time::{Duration, Instant};
 
 /// What a direct run got.
@@ -34,6 +38,7 @@ pub struct DirectLoad {
 /// for `seconds`, one call at a time, checking every result; `think` runs
 /// after each. The time starts once the device is open and the kernel
 /// built, as a served unit's kernels are built before clients come.
+#[cfg(feature = "opencl")]
 pub fn run(index: usize, bytes: u64, seconds: Duration, think: impl Fn()) -> Result<DirectLoad> {
     if bytes == 0 {
         bail!("--bytes must be at least 1");

@@ -27,8 +27,10 @@ mod daemon_cmd;
 mod demo;
 mod intercept_setup;
 mod load;
-#[cfg(feature = "opencl")]
+#[cfg(any(feature = "opencl", feature = "cuda"))]
 mod load_direct;
+#[cfg(feature = "cuda")]
+mod load_direct_cuda;
 mod load_kernel;
 mod pipeline_cmd;
 mod shown;

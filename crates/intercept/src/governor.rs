@@ -4,7 +4,7 @@
 
 use crate::clock::now_ns;
 use crate::env::InterceptEnv;
-use crate::lease::{Context, DeviceLease};
+use crate::lease::{Context, DeviceLease, EXTEND_EARLY_NS};
 use hetsched_protocol::InterceptApi;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -223,14 +223,28 @@ impl Governor {
                 if until == 0 {
                     continue;
                 }
+                let drain = || (self.setup.drain)(index);
+                let cx = self.context(&d.unit_name, &drain);
                 if now >= until {
-                    let drain = || (self.setup.drain)(index);
-                    if !d.lease.expire_if_due(&self.context(&d.unit_name, &drain)) {
+                    if !d.lease.expire_if_due(&cx) {
                         // A launch is renewing it; look again soon.
                         next = next.min(now + 200_000);
                     }
+                    continue;
+                }
+                if now + EXTEND_EARLY_NS >= until {
+                    // Ask to extend it before it ends, off the launch path.
+                    d.lease.extend_early(&cx);
+                }
+                // Look again when it is next worth asking, or at its end.
+                let until = d.lease.until();
+                let look = if d.lease.extension_settled() {
+                    until
                 } else {
-                    next = next.min(until);
+                    until.saturating_sub(EXTEND_EARLY_NS)
+                };
+                if until > now {
+                    next = next.min(look.max(now + 50_000));
                 }
             }
             let (lock, cv) = &self.bell;

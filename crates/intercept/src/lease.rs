@@ -8,33 +8,21 @@ use hetsched_protocol::{InterceptApi, Lease};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// What to do with a lease that has run out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LeaseDecision {
-    /// Nobody else waits: keep it for another lease length, no round trip.
-    Extend,
-    /// Someone waits: drain, give it back, and queue for the next.
-    GiveBack,
-}
-
-impl LeaseDecision {
-    /// The rule: extend only while no one else is queued for the device.
-    pub fn at_expiry(others_waiting: bool) -> LeaseDecision {
-        if others_waiting {
-            LeaseDecision::GiveBack
-        } else {
-            LeaseDecision::Extend
-        }
-    }
-}
-
-/// Longest a lease is extended without a round trip, ns: the daemon's
-/// accounting of the device is at most this far behind.
+/// Longest a lease is kept by extensions, ns: the daemon charges a lease
+/// when it ends, so its accounting of the device is at most this far
+/// behind.
 const MAX_HOLD_NS: u64 = 100_000_000;
+
+/// How long before a lease's end the releaser asks to extend it, ns, so
+/// that the round trip is not on the program's launch path.
+pub const EXTEND_EARLY_NS: u64 = 300_000;
 
 struct Held {
     lease: Lease,
     granted_at: u64,
+    /// The daemon said another request waits: the lease goes back at its
+    /// end, without asking again.
+    due: bool,
 }
 
 /// Everything the slow path changes, under one lock. The lock is held
@@ -167,25 +155,19 @@ impl DeviceLease {
         }
     }
 
-    /// A due lease: extended when `may_extend` and nobody waits (returns
-    /// `true`, the lease lives on), else drained and given back.
+    /// A due lease: extended when `may_extend` and the daemon agrees
+    /// (returns `true`, the lease lives on), else drained and given back.
     fn expire_locked(&self, slot: &mut Slot, cx: &Context<'_>, may_extend: bool) -> bool {
-        let Some(held) = slot.held.as_ref() else {
+        if slot.held.is_none() {
             return false;
-        };
-        let lease = held.lease;
-        let waiting = match &slot.link {
-            Link::Up(c) => c.others_waiting(),
-            _ => true,
-        };
-        // Extended leases still go back now and then, so that the daemon
-        // charges (and shows) the device time as it is used.
-        let young = now_ns().saturating_sub(held.granted_at) < MAX_HOLD_NS;
-        if may_extend && young && LeaseDecision::at_expiry(waiting) == LeaseDecision::Extend {
-            self.until_ns
-                .store(now_ns() + lease.lease_ns, Ordering::SeqCst);
+        }
+        if may_extend && self.extend_locked(slot, cx) {
             return true;
         }
+        let Some(held) = slot.held.take() else {
+            // The daemon went away while asked: nothing to give back.
+            return false;
+        };
         // Close: no launch may start, the ones in progress finish, then
         // what they queued drains.
         self.until_ns.store(0, Ordering::SeqCst);
@@ -193,7 +175,6 @@ impl DeviceLease {
             std::thread::yield_now();
         }
         (cx.drain)();
-        let held = slot.held.take().expect("checked above");
         let ran = now_ns().saturating_sub(held.granted_at);
         if let Link::Up(c) = &mut slot.link
             && let Err(e) = c.client.end_lease(held.lease, ran)
@@ -204,6 +185,61 @@ impl DeviceLease {
             };
         }
         false
+    }
+
+    /// Asks the daemon to extend the held lease (once per lease, and not
+    /// past [`MAX_HOLD_NS`]); `true` if it did, and the lease then lives
+    /// another lease length from now. A daemon that is gone leaves no
+    /// lease held and the link down.
+    fn extend_locked(&self, slot: &mut Slot, cx: &Context<'_>) -> bool {
+        let Some(held) = slot.held.as_mut() else {
+            return false;
+        };
+        if held.due || now_ns().saturating_sub(held.granted_at) >= MAX_HOLD_NS {
+            return false;
+        }
+        let Link::Up(c) = &mut slot.link else {
+            return false;
+        };
+        match c.client.extend_lease(held.lease) {
+            Ok(Some(l)) => {
+                self.until_ns.store(now_ns() + l.lease_ns, Ordering::SeqCst);
+                true
+            }
+            Ok(None) => {
+                held.due = true;
+                false
+            }
+            Err(e) => {
+                link::note_down(cx.api, &e.to_string());
+                let retry_at = now_ns() + RETRY_NS;
+                slot.link = Link::Down { retry_at };
+                slot.held = None;
+                self.until_ns.store(retry_at, Ordering::SeqCst);
+                false
+            }
+        }
+    }
+
+    /// The releaser's look shortly before the lease ends: asks to extend
+    /// it now, off the program's launch path.
+    pub fn extend_early(&self, cx: &Context<'_>) {
+        let Ok(mut slot) = self.slot.try_lock() else {
+            return;
+        };
+        let until = self.until_ns.load(Ordering::SeqCst);
+        let now = now_ns();
+        if slot.held.is_some() && now < until && now + EXTEND_EARLY_NS >= until {
+            self.extend_locked(&mut slot, cx);
+        }
+    }
+
+    /// Whether the held lease was refused an extension (it goes back at
+    /// its end) or there is none.
+    pub fn extension_settled(&self) -> bool {
+        self.slot
+            .try_lock()
+            .map_or(true, |s| s.held.as_ref().is_none_or(|h| h.due))
     }
 
     fn connect_locked(slot: &mut Slot, cx: &Context<'_>, memory: &MemoryAccount) {
@@ -254,6 +290,7 @@ impl DeviceLease {
                 slot.held = Some(Held {
                     lease,
                     granted_at: now,
+                    due: false,
                 });
                 self.until_ns.store(now + lease.lease_ns, Ordering::SeqCst);
             }

@@ -15,8 +15,9 @@
 //!   finish), and the lease goes back (`TaskCompleted`): the agent charges
 //!   the wall time from grant to release, so a kernel that runs past the
 //!   lease is charged and delays the next one. Kernels are never
-//!   preempted. If nobody else waits for the device when a lease ends, it
-//!   is extended without a round trip.
+//!   preempted. While nobody else waits for the device, the lease is
+//!   extended instead: shortly before its end the governor's thread asks
+//!   the daemon (`ExtendLease`), off the program's launch path.
 //! - **Device memory.** Allocations are counted per device; one that
 //!   would pass the cap (`hetsched run --device-memory`, or the daemon's
 //!   `[device_memory]` for the program's class) is refused, and the
@@ -37,5 +38,4 @@ pub use clock::now_ns;
 pub use env::{DEVICE_MEMORY_ENV, InterceptEnv};
 pub use governor::{Governor, GovernorSetup, LaunchGuard};
 pub use hetsched_protocol::InterceptApi;
-pub use lease::LeaseDecision;
 pub use memory::MemoryAccount;

@@ -23,8 +23,6 @@ pub enum Link {
 pub struct Connected {
     pub client: Client,
     pub unit: UnitId,
-    /// The unit's index in the daemon's unit list (and its pages).
-    pub index: usize,
     /// The cap the daemon answered with.
     pub memory_limit: Option<u64>,
     /// Device memory last reported.
@@ -32,16 +30,6 @@ pub struct Connected {
 }
 
 impl Connected {
-    /// Whether another client waits for the unit now (the global page's
-    /// queue); `true` when the page cannot be read, so that a lease is
-    /// given back rather than kept on a guess.
-    pub fn others_waiting(&self) -> bool {
-        self.client
-            .global_view()
-            .and_then(|g| g.unit(self.index))
-            .is_none_or(|u| u.view.queued > 0)
-    }
-
     pub fn request_lease(&mut self) -> Result<Lease, ClientError> {
         self.client.request_lease(self.unit)
     }
@@ -62,12 +50,11 @@ pub fn connect(target: &Target<'_>) -> Result<Connected, String> {
     opts.reconnect_for = Duration::ZERO;
     let mut client = Client::connect(opts).map_err(|e| e.to_string())?;
     let served = format!("served-{}", target.unit_name);
-    let Some((index, unit)) = client
+    let Some(unit) = client
         .units()
         .iter()
-        .enumerate()
-        .find(|(_, u)| u.name == target.unit_name || u.name == served)
-        .map(|(i, u)| (i, u.id))
+        .find(|u| u.name == target.unit_name || u.name == served)
+        .map(|u| u.id)
     else {
         return Err(format!(
             "the daemon has no unit {} (is `device_units` off, or does it see other devices?)",
@@ -80,7 +67,6 @@ pub fn connect(target: &Target<'_>) -> Result<Connected, String> {
     Ok(Connected {
         client,
         unit,
-        index,
         memory_limit,
         reported_memory: 0,
     })

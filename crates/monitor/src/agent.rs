@@ -373,6 +373,16 @@ impl Agent {
         }
     }
 
+    /// `ExtendLease`: whether `client` may keep lease `task` (nobody
+    /// else waits for the unit). The lease stays held either way; it is
+    /// charged, as a whole, when it ends.
+    pub fn may_extend_lease(&self, client: ClientId, task: TaskId) -> Result<bool, AgentRefusal> {
+        match self.holding.get(&(client, task)) {
+            Some(h) if matches!(h.work, Work::Lease { .. }) => Ok(self.waiting.is_empty()),
+            _ => Err(AgentRefusal::UnknownTask),
+        }
+    }
+
     /// A gate task finished. The client is charged the wall time it held
     /// the slot, whatever it claims to have run (a lying client gains
     /// nothing by under-reporting).

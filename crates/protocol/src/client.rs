@@ -795,6 +795,33 @@ impl Client {
         })
     }
 
+    /// Asks to keep `lease` past its end: `Some` (the same lease, its new
+    /// length counted from now) while nobody else waits for the unit,
+    /// `None` when the client must give it back.
+    pub fn extend_lease(&mut self, lease: Lease) -> Result<Option<Lease>, ClientError> {
+        self.send(&ClientMsg::ExtendLease {
+            unit: lease.unit,
+            task: lease.task,
+        })?;
+        self.wait_for(|m| match *m {
+            DaemonMsg::LeaseGranted {
+                unit,
+                task,
+                waited_ns,
+                lease_ns,
+            } if unit == lease.unit && task == lease.task => Some(Ok(Some(Lease {
+                unit,
+                task,
+                waited_ns,
+                lease_ns,
+            }))),
+            DaemonMsg::LeaseDue { unit, task } if unit == lease.unit && task == lease.task => {
+                Some(Ok(None))
+            }
+            ref other => refusal(other, Some(lease.task)).map(Err),
+        })
+    }
+
     /// Ends a lease: what was launched under it has finished. `ran_ns` is
     /// the client's measurement; the daemon charges the wall time it held
     /// the lease.

@@ -253,6 +253,11 @@ pub enum ClientMsg {
     /// Device memory the client holds on `unit` now, in bytes (the
     /// interposer's count of its allocations). Not answered.
     DeviceMemory { unit: UnitId, bytes: u64 },
+    /// Lease `task` on `unit` runs out: may the client keep it? Answered
+    /// with `LeaseGranted` (same task, a new length from now) while no
+    /// other request waits for the unit, else with `LeaseDue`: the client
+    /// lets its work drain and ends the lease with `TaskCompleted`.
+    ExtendLease { unit: UnitId, task: TaskId },
 }
 
 /// Which driver API an intercepted program was caught on.
@@ -641,6 +646,12 @@ pub enum DaemonMsg {
     /// daemon's configuration gives its class); `None` for no cap.
     InterceptTerms {
         device_memory_limit: Option<u64>,
+    },
+    /// Answer to `ExtendLease` when another request waits for the unit:
+    /// the lease is not extended.
+    LeaseDue {
+        unit: UnitId,
+        task: TaskId,
     },
 }
 

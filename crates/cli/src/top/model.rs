@@ -106,7 +106,16 @@ pub fn screen(
             ClientRow {
                 id: c.id.0,
                 pid: c.pid,
-                name: c.name.clone(),
+                // An unmodified program under an interposer: its API and
+                // the device memory it holds.
+                name: match c.intercepted {
+                    Some(api) => format!(
+                        "{} [{api} {}]",
+                        c.name,
+                        hetsched_protocol::byte_size::format_byte_size(c.device_memory_bytes)
+                    ),
+                    None => c.name.clone(),
+                },
                 unit: main.map_or_else(String::new, |m| unit_name(m.unit)),
                 class: main.map_or_else(String::new, |m| m.settings.class.to_string()),
                 achieved: main.map_or(0.0, |m| m.view.current_utilisation),

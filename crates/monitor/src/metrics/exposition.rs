@@ -236,6 +236,18 @@ impl Collector for Scrape {
             standing(|x| x.achieved),
         )?;
 
+        gauge(
+            &mut enc,
+            "hetsched_client_device_memory_bytes",
+            "Device memory the intercepted clients of this name hold on the unit (their interposer's count).",
+            s.device_memory.iter().map(|m| {
+                (
+                    vec![("client", m.client.as_str()), ("unit", unit_name(m.unit))],
+                    m.bytes as f64,
+                )
+            }),
+        )?;
+
         if let Some(c) = &s.coordination {
             counter(
                 &mut enc,
@@ -296,7 +308,7 @@ impl Collector for Scrape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::snapshot::{CoordinationMetrics, CpuSupply, UnitMetrics};
+    use crate::metrics::snapshot::{CoordinationMetrics, CpuSupply, DeviceMemory, UnitMetrics};
 
     fn unit(name: &str, class: &'static str) -> UnitMetrics {
         UnitMetrics {
@@ -321,6 +333,7 @@ mod tests {
             observers: 0,
             served: Vec::new(),
             standings: Vec::new(),
+            device_memory: Vec::new(),
             coordination: Some(CoordinationMetrics {
                 solves: 3,
                 floor: Some(1.0),
@@ -353,6 +366,30 @@ mod tests {
             line("hetsched_coordination_outside_cpu_cores{unit=\"gpu0\"}"),
             None,
             "a device has no CPU supply: {text}"
+        );
+    }
+
+    #[test]
+    fn intercepted_clients_device_memory_is_shown_per_name_and_unit() {
+        let text = render(MetricsSnapshot {
+            version: "0",
+            uptime_ns: 0,
+            units: vec![unit("cpu", "cpu"), unit("opencl0", "accelerator")],
+            applications: 1,
+            observers: 0,
+            served: Vec::new(),
+            standings: Vec::new(),
+            device_memory: vec![DeviceMemory {
+                client: "train".into(),
+                unit: 1,
+                bytes: 1032,
+            }],
+            coordination: None,
+        });
+        assert!(
+            text.lines().any(|l| l
+                == "hetsched_client_device_memory_bytes{client=\"train\",unit=\"opencl0\"} 1032"),
+            "{text}"
         );
     }
 }

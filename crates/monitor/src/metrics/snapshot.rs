@@ -48,6 +48,14 @@ pub struct Standing {
     pub achieved: f64,
 }
 
+/// Device memory the intercepted clients of one name hold on one unit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceMemory {
+    pub client: String,
+    pub unit: usize,
+    pub bytes: u64,
+}
+
 /// The coordinator's latest solve.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CoordinationMetrics {
@@ -101,6 +109,7 @@ pub struct MetricsSnapshot {
     pub observers: u32,
     pub served: Vec<ServedByName>,
     pub standings: Vec<Standing>,
+    pub device_memory: Vec<DeviceMemory>,
     pub coordination: Option<CoordinationMetrics>,
 }
 
@@ -147,6 +156,7 @@ impl MetricsSnapshot {
         let mut served: BTreeMap<&str, Vec<UnitServed>> =
             ledger.names().map(|(n, u)| (n, u.to_vec())).collect();
         let mut standings: BTreeMap<(&str, &'static str, usize), Standing> = BTreeMap::new();
+        let mut device_memory: BTreeMap<(&str, usize), u64> = BTreeMap::new();
         let (mut applications, mut observers) = (0, 0);
         for c in monitor.clients() {
             if c.role != Role::Application {
@@ -155,6 +165,9 @@ impl MetricsSnapshot {
             }
             applications += 1;
             let label = ledger.label(&c.name);
+            for (&u, &bytes) in c.intercept.iter().flat_map(|i| &i.device_memory) {
+                *device_memory.entry((label, u)).or_default() += bytes;
+            }
             let totals = served
                 .entry(label)
                 .or_insert_with(|| vec![UnitServed::default(); monitor.agents().len()]);
@@ -196,6 +209,14 @@ impl MetricsSnapshot {
                 })
                 .collect(),
             standings: standings.into_values().collect(),
+            device_memory: device_memory
+                .into_iter()
+                .map(|((client, unit), bytes)| DeviceMemory {
+                    client: client.to_string(),
+                    unit,
+                    bytes,
+                })
+                .collect(),
             coordination: coordination.map(|c| CoordinationMetrics {
                 solves: c.status.solves,
                 floor: c.status.floor,
