@@ -342,6 +342,28 @@ else
     fi
 fi
 
+# ---- unmodified CUDA programs under the interposer ---------------------------
+
+# Two programs that open the GPU themselves (hetsched load --direct-cuda,
+# and PyTorch where it is installed) under `hetsched run` at CUSTOM 70/30,
+# through the CUDA interposer (crates/intercept/cuda, docs/intercept.md).
+if ((built != 0)); then
+    fail intercept "not run: the build failed" intercept
+else
+    run_step build-interposer 180 cargo build "${cargo_flags[@]}" -p hetsched-cuda-intercept
+    if ((rc != 0)); then
+        fail intercept "building the CUDA interposer failed: $(reason)" intercept
+    else
+        run_step intercept 120 scripts/intercept-cuda-check.sh "$hs" "$target_dir/release" 5
+        if ((rc == 0)) && [ -s "$step_out" ] && is_json "$step_out"; then
+            set_field intercept "$(cat "$step_out")"
+            summary+=("interposer: $(tr -d '\n' <"$step_out" | cut -c1-200)")
+        else
+            fail intercept "$(reason)" intercept
+        fi
+    fi
+fi
+
 # ---- the mix on the GPU against the CPU alone ----------------------------------
 
 # `hetsched demo` runs Table 3 on emulated GPUs only (crates/cli/src/demo);

@@ -159,7 +159,7 @@ fn background_runs(
     // Latency: BACKGROUND saturates, CUSTOM calls every 10 ms.
     let bg = load_cmd(socket, bytes, run_s, Some("background"))?.spawn()?;
     wait_intercepted(observer, &[bg.id()])?;
-    let custom = load_cmd_with(socket, 1024, seconds, "custom:50", &["--think-ms", "10"])?;
+    let mut custom = load_cmd_with(socket, 1024, seconds, "custom:50", &["--think-ms", "10"])?;
     let custom_out = finish(custom.spawn()?)?;
     let bg_out = finish(bg)?;
     checked &= bg_out.tasks > 0

@@ -35,6 +35,33 @@ fn direct_load(socket: &std::path::Path, class: &str, load: &[&str]) -> Command 
     cmd
 }
 
+/// Waits (30 s at most) until the daemon shows a client of `pid` that is
+/// intercepted and was charged device time.
+fn wait_governed(daemon: &TestDaemon, pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let governed = daemon
+            .observer()
+            .ok()
+            .and_then(|mut o| o.status().ok())
+            .is_some_and(|r| {
+                r.clients.iter().any(|c| {
+                    c.pid == pid
+                        && c.intercepted.is_some()
+                        && c.units.iter().any(|u| u.busy_ns_total > 0)
+                })
+            });
+        if governed {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "program {pid} was not governed within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs `cmd` to success and reads the JSON it printed.
 fn json_of(cmd: &mut Command) -> (Value, String) {
     let out = cmd.output().unwrap();
@@ -153,24 +180,26 @@ fn a_killed_program_releases_its_lease() {
     )
     .spawn()
     .unwrap();
-    let mut observer = daemon.observer().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !observer
-        .status()
-        .unwrap()
-        .clients
-        .iter()
-        .any(|c| c.pid == holder.id() && c.units.iter().any(|u| u.busy_ns_total > 0))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the program never held the device"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_governed(&daemon, holder.id());
+    let pid = holder.id();
     holder.kill().unwrap();
     holder.wait().unwrap();
     let killed = Instant::now();
+    // Within a second the daemon has let go of it: the client is gone and
+    // nothing holds the device.
+    let mut observer = daemon.observer().unwrap();
+    loop {
+        let r = observer.status().unwrap();
+        let gone = !r.clients.iter().any(|c| c.pid == pid);
+        if gone && r.units.iter().all(|u| u.view.running == 0) {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(1),
+            "the killed program still held the device after 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (r, _) = json_of(&mut direct_load(
         &daemon.socket,
         "custom:10",
@@ -184,5 +213,36 @@ fn a_killed_program_releases_its_lease() {
         "{:?}",
         killed.elapsed()
     );
+    assert_eq!(r["tasks"], r["verified"]);
+}
+
+/// A daemon restart leaves a governed program running (ungoverned while
+/// the daemon is away), and the program is governed again once the daemon
+/// is back; its results stay right.
+#[test]
+fn a_program_survives_a_daemon_restart_and_is_governed_again() {
+    let _d = device();
+    let mut daemon = TestDaemon::start("intercept-restart", "include_cpus = false\n");
+    let program = direct_load(
+        &daemon.socket,
+        "custom:60",
+        &["--seconds", "8", "--bytes", "65536", "--json"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_governed(&daemon, program.id());
+    daemon.kill();
+    daemon.spawn();
+    wait_governed(&daemon, program.id());
+    let out = program.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["tasks"].as_u64().unwrap() > 0);
     assert_eq!(r["tasks"], r["verified"]);
 }

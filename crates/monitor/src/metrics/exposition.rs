@@ -388,7 +388,7 @@ mod tests {
         });
         assert!(
             text.lines().any(|l| l
-                == "hetsched_client_device_memory_bytes{client=\"train\",unit=\"opencl0\"} 1032"),
+                == "hetsched_client_device_memory_bytes{client=\"train\",unit=\"opencl0\"} 1032.0"),
             "{text}"
         );
     }

@@ -1,0 +1,188 @@
+//! Time-slice leases and intercepted programs, on the monitor as a state
+//! machine: lengths by class, extension only while nobody waits, charging
+//! from grant to release, release on disconnect, device-memory caps.
+
+use hetsched_core::ids::{ClientId, TaskId, UnitId};
+use hetsched_monitor::monitor::{DeviceMemoryCaps, Monitor, MonitorConfig};
+use hetsched_monitor::outbox::Outbox;
+use hetsched_monitor::privilege::Peer;
+use hetsched_monitor::store::SettingsStore;
+use hetsched_protocol::{DaemonMsg, ErrorCode, InterceptApi, Role, SettingsRequest, WireClass};
+
+mod common;
+use common::device;
+
+const LEASE: u64 = 4_000_000;
+
+fn monitor(caps: DeviceMemoryCaps) -> Monitor {
+    Monitor::new(
+        vec![device(1)],
+        MonitorConfig {
+            lease_ns: LEASE,
+            device_memory: caps,
+            ..MonitorConfig::default()
+        },
+        SettingsStore::default(),
+    )
+}
+
+fn app(m: &mut Monitor, pid: u32, class: WireClass) -> ClientId {
+    let peer = Peer {
+        pid,
+        uid: 0,
+        gid: 0,
+        groups: vec![],
+        start_time: 1,
+        ancestors: vec![],
+    };
+    let request = SettingsRequest {
+        class: Some(class),
+        priority: None,
+    };
+    m.hello(peer, format!("app{pid}"), Role::Application, request, 0)
+        .0
+}
+
+fn lease_granted(out: &Outbox, c: ClientId) -> Option<u64> {
+    out.for_client(c).iter().find_map(|m| match m {
+        DaemonMsg::LeaseGranted { lease_ns, .. } => Some(*lease_ns),
+        _ => None,
+    })
+}
+
+#[test]
+fn leases_are_as_long_as_configured_and_a_quarter_for_background() {
+    let mut m = monitor(DeviceMemoryCaps::default());
+    let a = app(&mut m, 1, WireClass::Custom(60));
+    let mut out = Outbox::default();
+    m.request_lease(a, UnitId(0), TaskId(1), 0, &mut out)
+        .unwrap();
+    assert_eq!(lease_granted(&out, a), Some(LEASE));
+    m.task_completed(a, UnitId(0), TaskId(1), 10, &mut out)
+        .unwrap();
+    let b = app(&mut m, 2, WireClass::Background);
+    let mut out = Outbox::default();
+    m.request_lease(b, UnitId(0), TaskId(1), 20, &mut out)
+        .unwrap();
+    assert_eq!(lease_granted(&out, b), Some(LEASE / 4));
+}
+
+#[test]
+fn a_lease_is_extended_only_while_nobody_waits_and_charged_as_a_whole() {
+    let mut m = monitor(DeviceMemoryCaps::default());
+    let a = app(&mut m, 1, WireClass::Custom(50));
+    let b = app(&mut m, 2, WireClass::Custom(50));
+    let mut out = Outbox::default();
+    m.request_lease(a, UnitId(0), TaskId(7), 0, &mut out)
+        .unwrap();
+    assert!(lease_granted(&out, a).is_some());
+    // Alone: extended, same task, a new length.
+    let reply = m.extend_lease(a, UnitId(0), TaskId(7), LEASE).unwrap();
+    assert_eq!(
+        reply,
+        DaemonMsg::LeaseGranted {
+            unit: UnitId(0),
+            task: TaskId(7),
+            waited_ns: 0,
+            lease_ns: LEASE
+        }
+    );
+    // Someone waits: due, and the lease is still held until released.
+    let mut out = Outbox::default();
+    m.request_lease(b, UnitId(0), TaskId(1), LEASE + 1, &mut out)
+        .unwrap();
+    assert_eq!(lease_granted(&out, b), None);
+    let reply = m.extend_lease(a, UnitId(0), TaskId(7), LEASE + 2).unwrap();
+    assert_eq!(
+        reply,
+        DaemonMsg::LeaseDue {
+            unit: UnitId(0),
+            task: TaskId(7)
+        }
+    );
+    // Released after two lease lengths and a bit: charged all of it, and
+    // the waiter is granted.
+    let mut out = Outbox::default();
+    let released_at = 2 * LEASE + 500_000;
+    m.task_completed(a, UnitId(0), TaskId(7), released_at, &mut out)
+        .unwrap();
+    assert!(lease_granted(&out, b).is_some());
+    let busy = |m: &Monitor, c: ClientId| {
+        m.status_page(
+            hetsched_protocol::DaemonStatus {
+                version: String::new(),
+                pid: 0,
+                uptime_ns: 0,
+                socket: String::new(),
+            },
+            None,
+            ClientId(0),
+            u32::MAX,
+            released_at,
+        )
+        .report
+        .clients
+        .iter()
+        .find(|x| x.id == c)
+        .map(|x| x.units[0].busy_ns_total)
+    };
+    assert_eq!(busy(&m, a), Some(released_at));
+    // A lease that is not held cannot be extended.
+    let err = m
+        .extend_lease(a, UnitId(0), TaskId(7), released_at)
+        .unwrap_err();
+    assert_eq!(err.0, ErrorCode::UnknownTask);
+}
+
+#[test]
+fn a_client_that_leaves_holding_a_lease_gives_it_to_the_next() {
+    let mut m = monitor(DeviceMemoryCaps::default());
+    let a = app(&mut m, 1, WireClass::Custom(50));
+    let b = app(&mut m, 2, WireClass::Custom(50));
+    let mut out = Outbox::default();
+    m.request_lease(a, UnitId(0), TaskId(1), 0, &mut out)
+        .unwrap();
+    m.request_lease(b, UnitId(0), TaskId(1), 10, &mut out)
+        .unwrap();
+    assert_eq!(lease_granted(&out, b), None);
+    let mut out = Outbox::default();
+    m.disconnect(a, true, 100, &mut out);
+    assert!(lease_granted(&out, b).is_some());
+}
+
+#[test]
+fn device_memory_caps_are_the_smaller_of_the_asked_and_the_class_cap() {
+    let caps = DeviceMemoryCaps {
+        background: Some(1 << 30),
+        ..DeviceMemoryCaps::default()
+    };
+    let mut m = monitor(caps);
+    let bg = app(&mut m, 1, WireClass::Background);
+    let custom = app(&mut m, 2, WireClass::Custom(10));
+    // Reports before the declaration are refused.
+    let err = m.report_device_memory(bg, UnitId(0), 10).unwrap_err();
+    assert_eq!(err.0, ErrorCode::BadSequence);
+    assert_eq!(
+        m.declare_intercepted(bg, InterceptApi::OpenCl, Some(2 << 30)),
+        Ok(Some(1 << 30))
+    );
+    assert_eq!(
+        m.declare_intercepted(bg, InterceptApi::OpenCl, Some(1 << 20)),
+        Ok(Some(1 << 20))
+    );
+    assert_eq!(
+        m.declare_intercepted(custom, InterceptApi::Cuda, None),
+        Ok(None)
+    );
+    let err = m
+        .declare_intercepted(custom, InterceptApi::Cuda, Some(0))
+        .unwrap_err();
+    assert_eq!(err.0, ErrorCode::InvalidSettings);
+    m.report_device_memory(bg, UnitId(0), 4096).unwrap();
+    let err = m.report_device_memory(bg, UnitId(9), 1).unwrap_err();
+    assert_eq!(err.0, ErrorCode::UnknownUnit);
+    let entry = m.client(bg).unwrap();
+    let state = entry.intercept.as_ref().unwrap();
+    assert_eq!(state.api, InterceptApi::OpenCl);
+    assert_eq!(state.device_memory_bytes(), 4096);
+}
