@@ -30,10 +30,12 @@ pub struct InterceptArgs {
     /// Bytes per call of the overhead run (short kernels).
     #[arg(long, default_value_t = 1024)]
     small_bytes: u64,
-    /// Seconds of each of the overhead run's rounds (three with the layer,
-    /// three without, alternating).
+    /// Seconds of each of the overhead run's rounds.
     #[arg(long, default_value_t = 1.0)]
     overhead_seconds: f64,
+    /// Pairs of overhead rounds (one without the layer, one with).
+    #[arg(long, default_value_t = 7)]
+    overhead_rounds: u32,
     /// Seconds of each of the BACKGROUND runs (starvation, latency).
     #[arg(long, default_value_t = 3.0)]
     background_seconds: f64,
@@ -65,11 +67,13 @@ struct InterceptReport {
     unit: String,
     window_s: f64,
     clients: Vec<ProgramShare>,
-    /// Calls per second with the layer over calls per second without
-    /// (median of three rounds each).
+    /// Calls per second with the layer over calls per second without:
+    /// the median over pairs of rounds, each pair one round without the
+    /// layer and one with, back to back.
     overhead_ratio: f64,
     /// Added time per governed command (a call is a write, a kernel and a
-    /// read), median call time with the layer minus without, µs.
+    /// read): per pair of rounds, the median call time with the layer
+    /// minus without, over three; the median over the pairs, µs.
     launch_overhead_us_p50: f64,
     calls_per_s_without: f64,
     calls_per_s_with: f64,
@@ -273,25 +277,28 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
             verified,
         });
     }
-    // Overhead: one program alone, alternating without and with the layer.
-    let (mut without, mut with, mut p50_without, mut p50_with) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..3 {
-        for layered in [false, true] {
+    // Overhead: one program alone, in pairs of rounds without and with
+    // the layer; the machine's noise moves whole rounds, so each pair is
+    // compared within itself and the medians of the pairs are reported.
+    let (mut without, mut with, mut ratios, mut added) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..args.overhead_rounds.max(1) {
+        let mut pair = [(0.0, 0.0); 2];
+        for (slot, layered) in pair.iter_mut().zip([false, true]) {
             let run_as = layered.then_some("custom:100");
             let out = finish(
                 load_cmd(&socket, args.small_bytes, args.overhead_seconds, run_as)?.spawn()?,
             )?;
             checked &= out.tasks > 0 && out.verified == Some(out.tasks);
-            let rate = out.tasks as f64 / args.overhead_seconds;
-            let p50 = out.p50_call_ns.unwrap_or(0) as f64;
-            if layered {
-                with.push(rate);
-                p50_with.push(p50);
-            } else {
-                without.push(rate);
-                p50_without.push(p50);
-            }
+            *slot = (
+                out.tasks as f64 / args.overhead_seconds,
+                out.p50_call_ns.unwrap_or(0) as f64,
+            );
         }
+        let [(rate_off, p50_off), (rate_on, p50_on)] = pair;
+        without.push(rate_off);
+        with.push(rate_on);
+        ratios.push(rate_on / rate_off);
+        added.push((p50_on - p50_off) / COMMANDS_PER_CALL);
     }
     let (rate_without, rate_with) = (median(without), median(with));
     let (background_fraction, custom_wait_p99_ns, background_call_ns, bg_checked) =
@@ -302,8 +309,8 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
         unit: UNIT.into(),
         window_s,
         clients,
-        overhead_ratio: rate_with / rate_without,
-        launch_overhead_us_p50: (median(p50_with) - median(p50_without)) / COMMANDS_PER_CALL / 1e3,
+        overhead_ratio: median(ratios),
+        launch_overhead_us_p50: median(added) / 1e3,
         calls_per_s_without: rate_without,
         calls_per_s_with: rate_with,
         background_fraction,

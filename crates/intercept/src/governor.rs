@@ -4,9 +4,10 @@
 
 use crate::clock::now_ns;
 use crate::env::InterceptEnv;
-use crate::lease::{Context, DeviceLease, EXTEND_EARLY_NS};
+use crate::fork;
+use crate::lease::{Context, DeviceLease};
 use hetsched_protocol::InterceptApi;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -33,10 +34,12 @@ pub struct Governor {
     setup: GovernorSetup,
     env: InterceptEnv,
     devices: Vec<OnceLock<Device>>,
-    /// The process the connections and the releaser belong to (a forked
-    /// child starts afresh).
-    owner_pid: AtomicU32,
+    /// The fork generation the connections and the releaser belong to (a
+    /// forked child starts afresh).
+    fork_generation: AtomicU64,
     releaser: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the releaser was started (checked without its lock).
+    releaser_started: AtomicBool,
     stop: AtomicBool,
     bell: (Mutex<bool>, Condvar),
 }
@@ -66,8 +69,9 @@ impl Governor {
             setup,
             env: InterceptEnv::from_process(),
             devices: (0..MAX_DEVICES).map(|_| OnceLock::new()).collect(),
-            owner_pid: AtomicU32::new(std::process::id()),
+            fork_generation: AtomicU64::new(fork::generation()),
             releaser: Mutex::new(None),
+            releaser_started: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             bell: (Mutex::new(false), Condvar::new()),
         }
@@ -140,11 +144,13 @@ impl Governor {
             return true;
         };
         self.check_fork();
-        let drain = || (self.setup.drain)(index);
-        device
-            .lease
-            .ensure_connected(&self.context(&device.unit_name, &drain));
-        self.ensure_releaser();
+        if device.lease.connect_due() {
+            let drain = || (self.setup.drain)(index);
+            device
+                .lease
+                .ensure_connected(&self.context(&device.unit_name, &drain));
+            self.ensure_releaser();
+        }
         device.lease.memory.try_reserve(bytes)
     }
 
@@ -174,8 +180,8 @@ impl Governor {
     /// A forked child shares its parent's connections: it drops them (its
     /// copies only) and starts its own.
     fn check_fork(&self) {
-        let pid = std::process::id();
-        if self.owner_pid.swap(pid, Ordering::SeqCst) == pid {
+        let generation = fork::generation();
+        if self.fork_generation.swap(generation, Ordering::SeqCst) == generation {
             return;
         }
         // The parent's releaser does not exist here; its handle is not
@@ -183,6 +189,7 @@ impl Governor {
         if let Ok(mut r) = self.releaser.lock() {
             std::mem::forget(r.take());
         }
+        self.releaser_started.store(false, Ordering::SeqCst);
         for d in self.devices.iter().filter_map(|d| d.get()) {
             d.lease.forget_after_fork();
         }
@@ -195,6 +202,9 @@ impl Governor {
     }
 
     fn ensure_releaser(&'static self) {
+        if self.releaser_started.load(Ordering::Acquire) {
+            return;
+        }
         let mut r = self.releaser.lock().unwrap_or_else(|e| e.into_inner());
         if r.is_some() || self.stop.load(Ordering::SeqCst) {
             return;
@@ -203,7 +213,10 @@ impl Governor {
             .name("hetsched-lease".into())
             .spawn(move || self.releaser_loop());
         match spawned {
-            Ok(h) => *r = Some(h),
+            Ok(h) => {
+                *r = Some(h);
+                self.releaser_started.store(true, Ordering::Release);
+            }
             Err(e) => crate::notice::once("thread", || {
                 format!("no lease releaser thread ({e}); leases go back at the next launch")
             }),
@@ -230,21 +243,8 @@ impl Governor {
                         // A launch is renewing it; look again soon.
                         next = next.min(now + 200_000);
                     }
-                    continue;
-                }
-                if now + EXTEND_EARLY_NS >= until {
-                    // Ask to extend it before it ends, off the launch path.
-                    d.lease.extend_early(&cx);
-                }
-                // Look again when it is next worth asking, or at its end.
-                let until = d.lease.until();
-                let look = if d.lease.extension_settled() {
-                    until
                 } else {
-                    until.saturating_sub(EXTEND_EARLY_NS)
-                };
-                if until > now {
-                    next = next.min(look.max(now + 50_000));
+                    next = next.min(until);
                 }
             }
             let (lock, cv) = &self.bell;
@@ -271,7 +271,7 @@ impl Governor {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(h) = handle
-            && self.owner_pid.load(Ordering::SeqCst) == std::process::id()
+            && self.fork_generation.load(Ordering::SeqCst) == fork::generation()
         {
             let _ = h.join();
         }

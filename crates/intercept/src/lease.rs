@@ -13,16 +13,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// behind.
 const MAX_HOLD_NS: u64 = 100_000_000;
 
-/// How long before a lease's end the releaser asks to extend it, ns, so
-/// that the round trip is not on the program's launch path.
-pub const EXTEND_EARLY_NS: u64 = 300_000;
+/// Device memory is reported at most this often, ns (a program that
+/// allocates on every call would otherwise send a report each look).
+const REPORT_EVERY_NS: u64 = 100_000_000;
 
 struct Held {
     lease: Lease,
     granted_at: u64,
-    /// The daemon said another request waits: the lease goes back at its
-    /// end, without asking again.
-    due: bool,
 }
 
 /// Everything the slow path changes, under one lock. The lock is held
@@ -41,6 +38,10 @@ pub struct DeviceLease {
     /// Launches between their check of `until_ns` and their return.
     launchers: AtomicU32,
     slot: Mutex<Slot>,
+    /// When the link should be (re)tried, ns: 0 not yet tried, the retry
+    /// time while the daemon is away, `u64::MAX` while connected. Lets an
+    /// allocation skip the slot's lock once connected.
+    connect_due_ns: AtomicU64,
     pub memory: MemoryAccount,
 }
 
@@ -53,6 +54,7 @@ impl Default for DeviceLease {
                 link: Link::Unconnected,
                 held: None,
             }),
+            connect_due_ns: AtomicU64::new(0),
             memory: MemoryAccount::default(),
         }
     }
@@ -108,12 +110,30 @@ impl DeviceLease {
         self.acquire_locked(&mut slot, cx);
     }
 
+    /// Whether the link should be tried now (not connected, and any retry
+    /// time has come).
+    #[inline]
+    pub fn connect_due(&self) -> bool {
+        now_ns() >= self.connect_due_ns.load(Ordering::Acquire)
+    }
+
+    /// Replaces the link, keeping [`DeviceLease::connect_due`] in step.
+    fn set_link(&self, slot: &mut Slot, link: Link) {
+        let due = match &link {
+            Link::Unconnected => 0,
+            Link::Up(_) => u64::MAX,
+            Link::Down { retry_at } => *retry_at,
+        };
+        slot.link = link;
+        self.connect_due_ns.store(due, Ordering::Release);
+    }
+
     /// Connects if needed and asks for the memory cap; the same as the
     /// first step of [`DeviceLease::renew`], for an allocation before any
     /// launch.
     pub fn ensure_connected(&self, cx: &Context<'_>) {
         let mut slot = self.lock();
-        Self::connect_locked(&mut slot, cx, &self.memory);
+        self.connect_locked(&mut slot, cx);
     }
 
     /// The releaser's check: ends (or extends) the lease if it ran out.
@@ -134,23 +154,27 @@ impl DeviceLease {
     pub fn forget_after_fork(&self) {
         let mut slot = self.lock();
         slot.held = None;
-        slot.link = Link::Unconnected;
+        self.set_link(&mut slot, Link::Unconnected);
         self.until_ns.store(0, Ordering::SeqCst);
         self.launchers.store(0, Ordering::SeqCst);
     }
 
-    /// Sends the memory count if it changed since the last report.
+    /// Sends the memory count if it changed since the last report, at most
+    /// every [`REPORT_EVERY_NS`].
     pub fn report_memory(&self) {
         let Ok(mut slot) = self.slot.try_lock() else {
             return;
         };
         let used = self.memory.used();
+        let now = now_ns();
         if let Link::Up(c) = &mut slot.link
             && c.reported_memory != used
+            && now.saturating_sub(c.reported_at) >= REPORT_EVERY_NS
         {
             let unit = c.unit;
             if c.client.report_device_memory(unit, used).is_ok() {
                 c.reported_memory = used;
+                c.reported_at = now;
             }
         }
     }
@@ -180,40 +204,42 @@ impl DeviceLease {
             && let Err(e) = c.client.end_lease(held.lease, ran)
         {
             link::note_down(cx.api, &e.to_string());
-            slot.link = Link::Down {
-                retry_at: now_ns() + RETRY_NS,
-            };
+            self.set_link(
+                slot,
+                Link::Down {
+                    retry_at: now_ns() + RETRY_NS,
+                },
+            );
         }
         false
     }
 
-    /// Asks the daemon to extend the held lease (once per lease, and not
-    /// past [`MAX_HOLD_NS`]); `true` if it did, and the lease then lives
-    /// another lease length from now. A daemon that is gone leaves no
-    /// lease held and the link down.
+    /// Extends the held lease by another lease length, with no round
+    /// trip, unless the daemon said others wait (`LeaseDue`, read from
+    /// what has arrived) or it was kept [`MAX_HOLD_NS`] already; `true` if
+    /// it did. A daemon that is gone leaves no lease held and the link
+    /// down.
     fn extend_locked(&self, slot: &mut Slot, cx: &Context<'_>) -> bool {
         let Some(held) = slot.held.as_mut() else {
             return false;
         };
-        if held.due || now_ns().saturating_sub(held.granted_at) >= MAX_HOLD_NS {
+        if now_ns().saturating_sub(held.granted_at) >= MAX_HOLD_NS {
             return false;
         }
         let Link::Up(c) = &mut slot.link else {
             return false;
         };
-        match c.client.extend_lease(held.lease) {
-            Ok(Some(l)) => {
-                self.until_ns.store(now_ns() + l.lease_ns, Ordering::SeqCst);
+        match c.client.lease_due(held.lease) {
+            Ok(false) => {
+                self.until_ns
+                    .store(now_ns() + held.lease.lease_ns, Ordering::SeqCst);
                 true
             }
-            Ok(None) => {
-                held.due = true;
-                false
-            }
+            Ok(true) => false,
             Err(e) => {
                 link::note_down(cx.api, &e.to_string());
                 let retry_at = now_ns() + RETRY_NS;
-                slot.link = Link::Down { retry_at };
+                self.set_link(slot, Link::Down { retry_at });
                 slot.held = None;
                 self.until_ns.store(retry_at, Ordering::SeqCst);
                 false
@@ -221,28 +247,8 @@ impl DeviceLease {
         }
     }
 
-    /// The releaser's look shortly before the lease ends: asks to extend
-    /// it now, off the program's launch path.
-    pub fn extend_early(&self, cx: &Context<'_>) {
-        let Ok(mut slot) = self.slot.try_lock() else {
-            return;
-        };
-        let until = self.until_ns.load(Ordering::SeqCst);
-        let now = now_ns();
-        if slot.held.is_some() && now < until && now + EXTEND_EARLY_NS >= until {
-            self.extend_locked(&mut slot, cx);
-        }
-    }
-
-    /// Whether the held lease was refused an extension (it goes back at
-    /// its end) or there is none.
-    pub fn extension_settled(&self) -> bool {
-        self.slot
-            .try_lock()
-            .map_or(true, |s| s.held.as_ref().is_none_or(|h| h.due))
-    }
-
-    fn connect_locked(slot: &mut Slot, cx: &Context<'_>, memory: &MemoryAccount) {
+    fn connect_locked(&self, slot: &mut Slot, cx: &Context<'_>) {
+        let memory = &self.memory;
         let now = now_ns();
         let due = match slot.link {
             Link::Unconnected => true,
@@ -260,22 +266,25 @@ impl DeviceLease {
         match link::connect(&target) {
             Ok(c) => {
                 memory.set_limit(c.memory_limit);
-                slot.link = Link::Up(Box::new(c));
+                self.set_link(slot, Link::Up(Box::new(c)));
             }
             Err(why) => {
                 // Without a daemon the cap the program was started with
                 // still holds.
                 memory.set_limit(cx.env_memory_limit);
                 link::note_down(cx.api, &why);
-                slot.link = Link::Down {
-                    retry_at: now + RETRY_NS,
-                };
+                self.set_link(
+                    slot,
+                    Link::Down {
+                        retry_at: now + RETRY_NS,
+                    },
+                );
             }
         }
     }
 
     fn acquire_locked(&self, slot: &mut Slot, cx: &Context<'_>) {
-        Self::connect_locked(slot, cx, &self.memory);
+        self.connect_locked(slot, cx);
         let granted = match &mut slot.link {
             Link::Up(c) => c.request_lease().map_err(|e| e.to_string()),
             Link::Down { retry_at } => {
@@ -290,14 +299,13 @@ impl DeviceLease {
                 slot.held = Some(Held {
                     lease,
                     granted_at: now,
-                    due: false,
                 });
                 self.until_ns.store(now + lease.lease_ns, Ordering::SeqCst);
             }
             Err(why) => {
                 link::note_down(cx.api, &why);
                 let retry_at = now_ns() + RETRY_NS;
-                slot.link = Link::Down { retry_at };
+                self.set_link(slot, Link::Down { retry_at });
                 self.until_ns.store(retry_at, Ordering::SeqCst);
             }
         }

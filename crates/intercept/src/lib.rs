@@ -15,9 +15,9 @@
 //!   finish), and the lease goes back (`TaskCompleted`): the agent charges
 //!   the wall time from grant to release, so a kernel that runs past the
 //!   lease is charged and delays the next one. Kernels are never
-//!   preempted. While nobody else waits for the device, the lease is
-//!   extended instead: shortly before its end the governor's thread asks
-//!   the daemon (`ExtendLease`), off the program's launch path.
+//!   preempted. Unless the daemon said that someone waits (`LeaseDue`,
+//!   sent once another request queues for the device), the lease is
+//!   extended instead, with no round trip.
 //! - **Device memory.** Allocations are counted per device; one that
 //!   would pass the cap (`hetsched run --device-memory`, or the daemon's
 //!   `[device_memory]` for the program's class) is refused, and the
@@ -28,7 +28,9 @@
 
 mod clock;
 mod env;
+mod fork;
 mod governor;
+mod handle_map;
 mod lease;
 mod link;
 mod memory;
@@ -37,5 +39,6 @@ mod notice;
 pub use clock::now_ns;
 pub use env::{DEVICE_MEMORY_ENV, InterceptEnv};
 pub use governor::{Governor, GovernorSetup, LaunchGuard};
+pub use handle_map::HandleMap;
 pub use hetsched_protocol::InterceptApi;
 pub use memory::MemoryAccount;

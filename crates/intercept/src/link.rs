@@ -27,6 +27,8 @@ pub struct Connected {
     pub memory_limit: Option<u64>,
     /// Device memory last reported.
     pub reported_memory: u64,
+    /// When it was last reported, ns.
+    pub reported_at: u64,
 }
 
 impl Connected {
@@ -69,6 +71,7 @@ pub fn connect(target: &Target<'_>) -> Result<Connected, String> {
         unit,
         memory_limit,
         reported_memory: 0,
+        reported_at: 0,
     })
 }
 

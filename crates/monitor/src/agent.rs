@@ -110,6 +110,8 @@ struct Holding {
     started_at: Ns,
     /// The client left; the slot frees when the work ends, and nobody is told.
     orphaned: bool,
+    /// A lease whose holder was told that others wait (`LeaseDue`).
+    told_due: bool,
 }
 
 impl Holding {
@@ -318,6 +320,22 @@ impl Agent {
         Ok(())
     }
 
+    /// While requests wait, every lease holder not yet told is told
+    /// (`LeaseDue`, once per lease): it keeps the lease to its end, then
+    /// lets its work drain and gives it back instead of extending it.
+    fn tell_lease_holders(&mut self, out: &mut Outbox) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let unit = self.id();
+        for (&(client, task), h) in self.holding.iter_mut() {
+            if matches!(h.work, Work::Lease { .. }) && !h.told_due && !h.orphaned {
+                h.told_due = true;
+                out.push(client, DaemonMsg::LeaseDue { unit, task });
+            }
+        }
+    }
+
     /// Hands free slots to whatever the policy picks.
     pub fn dispatch(&mut self, now: Ns, out: &mut Outbox) {
         while self.time_shared() || self.free_slots > 0 {
@@ -343,6 +361,7 @@ impl Agent {
                     submitted_at: w.submitted_at,
                     started_at: now,
                     orphaned: false,
+                    told_due: false,
                 },
             );
             match (w.work, w.call) {
@@ -371,16 +390,7 @@ impl Agent {
                 _ => {}
             }
         }
-    }
-
-    /// `ExtendLease`: whether `client` may keep lease `task` (nobody
-    /// else waits for the unit). The lease stays held either way; it is
-    /// charged, as a whole, when it ends.
-    pub fn may_extend_lease(&self, client: ClientId, task: TaskId) -> Result<bool, AgentRefusal> {
-        match self.holding.get(&(client, task)) {
-            Some(h) if matches!(h.work, Work::Lease { .. }) => Ok(self.waiting.is_empty()),
-            _ => Err(AgentRefusal::UnknownTask),
-        }
+        self.tell_lease_holders(out);
     }
 
     /// A gate task finished. The client is charged the wall time it held

@@ -465,12 +465,6 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                 Err(r) => t.refuse(r, None),
             }
         }),
-        ClientMsg::ExtendLease { unit, task } => locked(shared, id, |t| {
-            match t.st.monitor.extend_lease(t.id, unit, task, t.now) {
-                Ok(msg) => t.out.push(t.id, msg),
-                Err(r) => t.refuse(r, Some(task)),
-            }
-        }),
         ClientMsg::DeviceMemory { unit, bytes } => locked(shared, id, |t| {
             let result = t.st.monitor.report_device_memory(t.id, unit, bytes);
             t.refuse_if(result, None);

@@ -67,69 +67,73 @@ fn leases_are_as_long_as_configured_and_a_quarter_for_background() {
     assert_eq!(lease_granted(&out, b), Some(LEASE / 4));
 }
 
+fn lease_due(out: &Outbox, c: ClientId) -> Vec<TaskId> {
+    out.for_client(c)
+        .iter()
+        .filter_map(|m| match m {
+            DaemonMsg::LeaseDue { task, .. } => Some(*task),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn a_lease_is_extended_only_while_nobody_waits_and_charged_as_a_whole() {
+fn a_holder_is_told_once_when_someone_waits_and_charged_the_whole_lease() {
     let mut m = monitor(DeviceMemoryCaps::default());
     let a = app(&mut m, 1, WireClass::Custom(50));
     let b = app(&mut m, 2, WireClass::Custom(50));
+    let c = app(&mut m, 3, WireClass::Custom(50));
     let mut out = Outbox::default();
     m.request_lease(a, UnitId(0), TaskId(7), 0, &mut out)
         .unwrap();
     assert!(lease_granted(&out, a).is_some());
-    // Alone: extended, same task, a new length.
-    let reply = m.extend_lease(a, UnitId(0), TaskId(7), LEASE).unwrap();
-    assert_eq!(
-        reply,
-        DaemonMsg::LeaseGranted {
-            unit: UnitId(0),
-            task: TaskId(7),
-            waited_ns: 0,
-            lease_ns: LEASE
-        }
-    );
-    // Someone waits: due, and the lease is still held until released.
+    // Alone: nobody tells it anything, so it keeps the lease.
+    assert!(lease_due(&out, a).is_empty());
+    // Someone waits: told, once, whoever else comes.
     let mut out = Outbox::default();
     m.request_lease(b, UnitId(0), TaskId(1), LEASE + 1, &mut out)
         .unwrap();
     assert_eq!(lease_granted(&out, b), None);
-    let reply = m.extend_lease(a, UnitId(0), TaskId(7), LEASE + 2).unwrap();
-    assert_eq!(
-        reply,
-        DaemonMsg::LeaseDue {
-            unit: UnitId(0),
-            task: TaskId(7)
-        }
-    );
-    // Released after two lease lengths and a bit: charged all of it, and
-    // the waiter is granted.
+    assert_eq!(lease_due(&out, a), vec![TaskId(7)]);
+    let mut out = Outbox::default();
+    m.request_lease(c, UnitId(0), TaskId(1), LEASE + 2, &mut out)
+        .unwrap();
+    assert!(lease_due(&out, a).is_empty());
+    // Released after two lease lengths and a bit: charged all of it. The
+    // next holder is told at once that the third waits.
     let mut out = Outbox::default();
     let released_at = 2 * LEASE + 500_000;
     m.task_completed(a, UnitId(0), TaskId(7), released_at, &mut out)
         .unwrap();
-    assert!(lease_granted(&out, b).is_some());
-    let busy = |m: &Monitor, c: ClientId| {
-        m.status_page(
-            hetsched_protocol::DaemonStatus {
-                version: String::new(),
-                pid: 0,
-                uptime_ns: 0,
-                socket: String::new(),
-            },
-            None,
-            ClientId(0),
-            u32::MAX,
-            released_at,
-        )
+    let next = if lease_granted(&out, b).is_some() {
+        b
+    } else {
+        c
+    };
+    assert!(lease_granted(&out, next).is_some());
+    assert_eq!(lease_due(&out, next), vec![TaskId(1)]);
+    let status = m.status_page(
+        hetsched_protocol::DaemonStatus {
+            version: String::new(),
+            pid: 0,
+            uptime_ns: 0,
+            socket: String::new(),
+        },
+        None,
+        ClientId(0),
+        u32::MAX,
+        released_at,
+    );
+    let busy = status
         .report
         .clients
         .iter()
-        .find(|x| x.id == c)
-        .map(|x| x.units[0].busy_ns_total)
-    };
-    assert_eq!(busy(&m, a), Some(released_at));
-    // A lease that is not held cannot be extended.
+        .find(|x| x.id == a)
+        .map(|x| x.units[0].busy_ns_total);
+    assert_eq!(busy, Some(released_at));
+    // A lease that is not held cannot be ended again.
     let err = m
-        .extend_lease(a, UnitId(0), TaskId(7), released_at)
+        .task_completed(a, UnitId(0), TaskId(7), released_at, &mut out)
         .unwrap_err();
     assert_eq!(err.0, ErrorCode::UnknownTask);
 }

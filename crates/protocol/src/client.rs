@@ -795,31 +795,49 @@ impl Client {
         })
     }
 
-    /// Asks to keep `lease` past its end: `Some` (the same lease, its new
-    /// length counted from now) while nobody else waits for the unit,
-    /// `None` when the client must give it back.
-    pub fn extend_lease(&mut self, lease: Lease) -> Result<Option<Lease>, ClientError> {
-        self.send(&ClientMsg::ExtendLease {
-            unit: lease.unit,
-            task: lease.task,
-        })?;
-        self.wait_for(|m| match *m {
-            DaemonMsg::LeaseGranted {
-                unit,
-                task,
-                waited_ns,
-                lease_ns,
-            } if unit == lease.unit && task == lease.task => Some(Ok(Some(Lease {
-                unit,
-                task,
-                waited_ns,
-                lease_ns,
-            }))),
-            DaemonMsg::LeaseDue { unit, task } if unit == lease.unit && task == lease.task => {
-                Some(Ok(None))
+    /// Whether the daemon said that others wait for `lease`'s unit
+    /// (`LeaseDue`): reads what has arrived without waiting for more.
+    /// Notices about earlier leases of the unit are dropped.
+    pub fn lease_due(&mut self, lease: Lease) -> Result<bool, ClientError> {
+        self.read_pending()?;
+        let mut due = false;
+        self.inbox.retain(|m| match *m {
+            DaemonMsg::LeaseDue { unit, task } if unit == lease.unit => {
+                due |= task == lease.task;
+                false
             }
-            ref other => refusal(other, Some(lease.task)).map(Err),
-        })
+            _ => true,
+        });
+        Ok(due)
+    }
+
+    /// Moves every message that has already arrived into the inbox,
+    /// without blocking.
+    fn read_pending(&mut self) -> Result<(), ClientError> {
+        self.stream.set_nonblocking(true)?;
+        let got = loop {
+            if let Some(payload) = self.reader.next_payload()? {
+                match decode_daemon(&payload) {
+                    Ok(msg) => self.inbox.push_back(msg),
+                    Err(e) => break Err(e.into()),
+                }
+                continue;
+            }
+            let mut buf = [0u8; 16 * 1024];
+            match recv_with_fds(&self.stream, &mut buf) {
+                Ok((0, _)) => {
+                    break Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+                }
+                Ok((n, fds)) => {
+                    self.fds.extend(fds);
+                    self.reader.push(&buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
+                Err(e) => break Err(e.into()),
+            }
+        };
+        self.stream.set_nonblocking(false)?;
+        got
     }
 
     /// Ends a lease: what was launched under it has finished. `ran_ns` is

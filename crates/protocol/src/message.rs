@@ -236,10 +236,12 @@ pub enum ClientMsg {
     /// Ask for a time-slice lease on `unit` (a device the client drives
     /// itself, as through the gate): answered with `LeaseGranted`, or
     /// `Delayed` and later `LeaseGranted`. While the lease lasts the client
-    /// launches with no further round trip; it then lets what it queued
-    /// drain and ends the lease with `TaskCompleted` (same `task`). The
-    /// daemon charges the wall time from grant to that release, so a kernel
-    /// that runs past the lease is charged too.
+    /// launches with no further round trip. At its end, unless the daemon
+    /// said `LeaseDue` (someone waits), the client may keep it for another
+    /// lease length, again with no round trip; otherwise it lets what it
+    /// queued drain and ends the lease with `TaskCompleted` (same `task`).
+    /// The daemon charges the wall time from grant to that release, so a
+    /// kernel that runs past the lease is charged too.
     RequestLease { unit: UnitId, task: TaskId },
     /// This connection belongs to an intercepted program (the OpenCL
     /// layer or the CUDA interposer), not to a program written against
@@ -253,11 +255,6 @@ pub enum ClientMsg {
     /// Device memory the client holds on `unit` now, in bytes (the
     /// interposer's count of its allocations). Not answered.
     DeviceMemory { unit: UnitId, bytes: u64 },
-    /// Lease `task` on `unit` runs out: may the client keep it? Answered
-    /// with `LeaseGranted` (same task, a new length from now) while no
-    /// other request waits for the unit, else with `LeaseDue`: the client
-    /// lets its work drain and ends the lease with `TaskCompleted`.
-    ExtendLease { unit: UnitId, task: TaskId },
 }
 
 /// Which driver API an intercepted program was caught on.
@@ -647,8 +644,9 @@ pub enum DaemonMsg {
     InterceptTerms {
         device_memory_limit: Option<u64>,
     },
-    /// Answer to `ExtendLease` when another request waits for the unit:
-    /// the lease is not extended.
+    /// Sent to a lease holder, unasked, once another request waits for
+    /// the unit: the client keeps the lease to its end, then lets its
+    /// work drain and gives it back instead of extending it.
     LeaseDue {
         unit: UnitId,
         task: TaskId,

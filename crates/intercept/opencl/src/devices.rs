@@ -5,9 +5,10 @@
 use crate::cl::*;
 use crate::dispatch as d;
 use crate::layer::next;
+use hetsched_intercept::HandleMap;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::{Mutex, OnceLock};
 
 type GetPlatformIds = unsafe extern "C" fn(ClUint, *mut Handle, *mut ClUint) -> ClInt;
 type GetDeviceIds = unsafe extern "C" fn(Handle, u64, ClUint, *mut Handle, *mut ClUint) -> ClInt;
@@ -16,7 +17,7 @@ type GetInfo = unsafe extern "C" fn(Handle, ClUint, usize, *mut c_void, *mut usi
 /// Every device's handle, in the daemon's order.
 static DEVICES: OnceLock<Vec<usize>> = OnceLock::new();
 /// Queue → device index. Read on every launch.
-static QUEUES: RwLock<Option<HashMap<usize, usize>>> = RwLock::new(None);
+static QUEUES: HandleMap = HandleMap::new();
 /// Allocation (cl_mem or SVM pointer) → where it was counted.
 static ALLOCATIONS: Mutex<Option<HashMap<usize, Allocation>>> = Mutex::new(None);
 
@@ -132,20 +133,20 @@ pub fn queue_created(queue: Handle, device: Handle) {
     let Some(index) = index_of(device) else {
         return;
     };
-    let mut q = QUEUES.write().unwrap_or_else(|e| e.into_inner());
-    let map = q.get_or_insert_with(HashMap::new);
-    if map.contains_key(&(queue as usize)) {
-        return;
-    }
-    if next!(
-        d::RETAIN_COMMAND_QUEUE,
-        QueueCall,
-        CL_INVALID_VALUE,
-        (queue)
-    ) == CL_SUCCESS
-    {
-        map.insert(queue as usize, index);
-    }
+    QUEUES.with_write(|map| {
+        if map.contains_key(&(queue as usize)) {
+            return;
+        }
+        if next!(
+            d::RETAIN_COMMAND_QUEUE,
+            QueueCall,
+            CL_INVALID_VALUE,
+            (queue)
+        ) == CL_SUCCESS
+        {
+            map.insert(queue as usize, index);
+        }
+    });
 }
 
 /// The device index of `queue`; asks the driver for a queue the layer did
@@ -153,13 +154,8 @@ pub fn queue_created(queue: Handle, device: Handle) {
 /// does not cover).
 #[inline]
 pub fn queue_device(queue: Handle) -> Option<usize> {
-    let known = QUEUES
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|q| q.get(&(queue as usize)).copied());
-    if known.is_some() {
-        return known;
+    if let Some(known) = QUEUES.get(queue as usize) {
+        return Some(known);
     }
     let device = info_handle(d::GET_COMMAND_QUEUE_INFO, queue, CL_QUEUE_DEVICE)?;
     queue_created(queue, device);
@@ -170,48 +166,46 @@ pub fn queue_device(queue: Handle) -> Option<usize> {
 /// left, the layer lets go too and forgets the queue. Both happen under
 /// the table's lock, so a drain never sees a queue in between.
 pub fn release_queue(queue: Handle) -> ClInt {
-    let mut q = QUEUES.write().unwrap_or_else(|e| e.into_inner());
-    let result = next!(
-        d::RELEASE_COMMAND_QUEUE,
-        QueueCall,
-        CL_INVALID_VALUE,
-        (queue)
-    );
-    if result == CL_SUCCESS
-        && let Some(map) = q.as_mut()
-        && map.contains_key(&(queue as usize))
-        && queue_refs(queue) == Some(1)
-    {
-        map.remove(&(queue as usize));
-        next!(
+    QUEUES.with_write(|map| {
+        let result = next!(
             d::RELEASE_COMMAND_QUEUE,
             QueueCall,
             CL_INVALID_VALUE,
             (queue)
         );
-    }
-    result
+        if result == CL_SUCCESS
+            && map.contains_key(&(queue as usize))
+            && queue_refs(queue) == Some(1)
+        {
+            map.remove(&(queue as usize));
+            next!(
+                d::RELEASE_COMMAND_QUEUE,
+                QueueCall,
+                CL_INVALID_VALUE,
+                (queue)
+            );
+        }
+        result
+    })
 }
 
 /// Finishes every known queue of device `index` (the lease's drain).
 /// Queues the program has let go of, which the driver kept alive for work
 /// in flight, are finished and then released for good.
 pub fn finish_queues(index: usize) {
-    let mut q = QUEUES.write().unwrap_or_else(|e| e.into_inner());
-    let Some(map) = q.as_mut() else {
-        return;
-    };
-    map.retain(|&queue, &mut dev| {
-        if dev != index {
-            return true;
-        }
-        let queue = queue as Handle;
-        next!(d::FINISH, QueueCall, CL_SUCCESS, (queue));
-        if queue_refs(queue) == Some(1) {
-            next!(d::RELEASE_COMMAND_QUEUE, QueueCall, CL_SUCCESS, (queue));
-            return false;
-        }
-        true
+    QUEUES.with_write(|map| {
+        map.retain(|&queue, &mut dev| {
+            if dev != index {
+                return true;
+            }
+            let queue = queue as Handle;
+            next!(d::FINISH, QueueCall, CL_SUCCESS, (queue));
+            if queue_refs(queue) == Some(1) {
+                next!(d::RELEASE_COMMAND_QUEUE, QueueCall, CL_SUCCESS, (queue));
+                return false;
+            }
+            true
+        });
     });
 }
 

@@ -8,7 +8,7 @@ use crate::agent::Work;
 use crate::outbox::Outbox;
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::ShareClass;
-use hetsched_protocol::{DaemonMsg, ErrorCode, InterceptApi};
+use hetsched_protocol::{ErrorCode, InterceptApi};
 use std::collections::BTreeMap;
 
 /// What an intercepted program told the daemon about itself.
@@ -56,33 +56,6 @@ impl Monitor {
             now,
             out,
         )
-    }
-
-    /// `ExtendLease`: `LeaseGranted` with a new length while nobody else
-    /// waits for the unit, else `LeaseDue`.
-    pub fn extend_lease(
-        &mut self,
-        client: ClientId,
-        unit: UnitId,
-        task: TaskId,
-        now: Ns,
-    ) -> Result<DaemonMsg, Refusal> {
-        self.application(client)?;
-        let u = self.unit_index(unit)?;
-        self.stir(client, now);
-        let extend = self.agents[u]
-            .may_extend_lease(client, task)
-            .map_err(|r| super::refusal(r, task))?;
-        Ok(if extend {
-            DaemonMsg::LeaseGranted {
-                unit,
-                task,
-                waited_ns: 0,
-                lease_ns: self.lease_ns(client, u),
-            }
-        } else {
-            DaemonMsg::LeaseDue { unit, task }
-        })
     }
 
     /// The lease length `client` gets on unit index `u`, ns.
