@@ -33,6 +33,10 @@ pub struct InterceptArgs {
     /// Seconds of each of the overhead run's rounds.
     #[arg(long, default_value_t = 1.0)]
     overhead_seconds: f64,
+    /// Also draw the share run as an SVG plot here: each program's part of
+    /// the device time per 100 ms, against its target.
+    #[arg(long, value_name = "PATH")]
+    svg: Option<std::path::PathBuf>,
     /// Pairs of overhead rounds (one without the layer, one with).
     #[arg(long, default_value_t = 7)]
     overhead_rounds: u32,
@@ -253,7 +257,23 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
     wait_intercepted(&mut observer, &pids)?;
     let before = observer.status()?;
     let started = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    // The window, sampled every 100 ms for the plot.
+    let mut samples = vec![(
+        0.0,
+        pids.iter()
+            .map(|&p| busy_ns(&before, p))
+            .collect::<Vec<_>>(),
+    )];
+    let window = Duration::from_secs_f64(args.seconds);
+    while started.elapsed() < window {
+        let next = (Duration::from_millis(100) * samples.len() as u32).min(window);
+        std::thread::sleep(next.saturating_sub(started.elapsed()));
+        let s = observer.status()?;
+        samples.push((
+            started.elapsed().as_secs_f64(),
+            pids.iter().map(|&p| busy_ns(&s, p)).collect(),
+        ));
+    }
     let after = observer.status()?;
     let window_s = started.elapsed().as_secs_f64();
     let charged: Vec<f64> = pids
@@ -320,6 +340,15 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
         background_lease_ms: lease_ms / 4.0,
         checked,
     };
+    if let Some(path) = &args.svg {
+        let targets: Vec<f64> = report
+            .clients
+            .iter()
+            .map(|c| c.shares.map_or(0.0, |s| f64::from(s) / 100.0))
+            .collect();
+        std::fs::write(path, split_svg(&samples, &args.classes, &targets)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -357,4 +386,70 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
         bail!("a program's results did not match the reference, or it ran nothing");
     }
     Ok(())
+}
+
+/// Each program's part of the device time per sampling interval (from the
+/// daemon's cumulative accounting), with its target dashed.
+fn split_svg(samples: &[(f64, Vec<f64>)], classes: &[String], targets: &[f64]) -> Result<String> {
+    use plotters::prelude::*;
+    let e = |e: &dyn std::fmt::Display| anyhow::anyhow!("{e}");
+    let end = samples.last().map_or(1.0, |s| s.0).max(0.1);
+    let colours = [RGBColor(40, 90, 200), RGBColor(230, 120, 60)];
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "two unmodified OpenCL programs under hetsched run (OpenCL layer)",
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..end, 0.0..1.0)
+            .map_err(|x| e(&x))?;
+        chart
+            .configure_mesh()
+            .x_desc("time, s")
+            .y_desc("part of the device time per 100 ms")
+            .draw()
+            .map_err(|x| e(&x))?;
+        for (i, class) in classes.iter().enumerate() {
+            let colour = colours[i % colours.len()];
+            let points: Vec<(f64, f64)> = samples
+                .windows(2)
+                .filter_map(|w| {
+                    let used: Vec<f64> = w[1].1.iter().zip(&w[0].1).map(|(b, a)| b - a).collect();
+                    let total: f64 = used.iter().sum();
+                    (total > 0.0).then(|| ((w[0].0 + w[1].0) / 2.0, used[i] / total))
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .map_err(|x| e(&x))?
+                .label(class.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 14, y)], colour.stroke_width(2))
+                });
+            let target = targets.get(i).copied().unwrap_or(0.0);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(0.0, target), (end, target)],
+                    6,
+                    4,
+                    colour.mix(0.6).stroke_width(1),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::MiddleRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|x| e(&x))?;
+        root.present().map_err(|x| e(&x))?;
+    }
+    Ok(svg)
 }
