@@ -108,6 +108,12 @@ pub struct SharesSetArgs {
     /// Priority under the priority policy (larger runs first).
     #[arg(long, allow_hyphen_values = true)]
     priority: Option<i32>,
+    /// Cap the device memory of a program running under `hetsched run`
+    /// (`2G`, `512M`); past it, its allocations fail with the API's own
+    /// out-of-memory code. Root or the admin group may set any cap; a user
+    /// may lower the cap of a process of their own.
+    #[arg(long, value_name = "SIZE")]
+    device_memory: Option<String>,
 }
 
 #[derive(Args)]
@@ -935,8 +941,29 @@ fn request(
 
 pub fn shares(cmd: SharesCommand) -> Result<()> {
     let SharesCommand::Set(args) = cmd;
-    let req = request(args.class.as_deref(), args.shares, args.priority)?;
+    let cap = args
+        .device_memory
+        .as_deref()
+        .map(hetsched_protocol::byte_size::parse_byte_size)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--device-memory {e}"))?;
+    let settings = args.class.is_some() || args.shares.is_some() || args.priority.is_some();
     let mut client = args.socket.observer("hetsched-shares")?;
+    let mut out = String::new();
+    if let Some(limit) = cap {
+        let now = client.set_device_memory(args.pid, limit)?;
+        let _ = writeln!(
+            out,
+            "pid {}: device memory capped at {}",
+            args.pid,
+            hetsched_protocol::byte_size::format_byte_size(now)
+        );
+        if !settings {
+            let _ = client.goodbye();
+            return write_out(&out);
+        }
+    }
+    let req = request(args.class.as_deref(), args.shares, args.priority)?;
     let unit = match &args.unit {
         Some(name) => Some(client.unit_by_name(name).map(|u| u.id).with_context(|| {
             let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
@@ -945,7 +972,6 @@ pub fn shares(cmd: SharesCommand) -> Result<()> {
         None => None,
     };
     let (pid, changed) = client.set_settings(Some(args.pid), unit, req)?;
-    let mut out = String::new();
     for (u, s) in changed {
         let name = client.units().get(u.index()).map_or("?", |i| &i.name);
         let _ = writeln!(

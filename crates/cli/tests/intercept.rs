@@ -246,3 +246,66 @@ fn a_program_survives_a_daemon_restart_and_is_governed_again() {
     assert!(r["tasks"].as_u64().unwrap() > 0);
     assert_eq!(r["tasks"], r["verified"]);
 }
+
+/// `hetsched shares set --device-memory` caps a program that is already
+/// running: its later allocations are refused with the API's code.
+#[test]
+fn a_cap_set_on_a_running_program_refuses_its_later_allocations() {
+    let _d = device();
+    let daemon = TestDaemon::start("intercept-live-cap", "include_cpus = false\n");
+    let script = r#"
+import sys, time, pyopencl as cl
+ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+mf = cl.mem_flags
+held = [cl.Buffer(ctx, mf.READ_WRITE, 256 * 1024) for _ in range(2)]
+print("ready", flush=True)
+sys.stdin.readline()
+for _ in range(60):
+    try:
+        held.append(cl.Buffer(ctx, mf.READ_WRITE, 256 * 1024))
+    except cl.MemoryError as e:
+        print("refused", e.code == cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE, flush=True)
+        break
+    time.sleep(0.05)
+else:
+    print("never refused", flush=True)
+"#;
+    let mut program = Command::new(BIN)
+        .args(["run", "--class", "normal", "--", "python3", "-c", script])
+        .env("HETSCHED_SOCKET", &daemon.socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines =
+        std::io::BufRead::lines(std::io::BufReader::new(program.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let set = Command::new(BIN)
+        .args([
+            "shares",
+            "set",
+            "--pid",
+            &program.id().to_string(),
+            "--device-memory",
+            "1M",
+        ])
+        .env("HETSCHED_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    assert!(String::from_utf8_lossy(&set.stdout).contains("capped at 1M"));
+    let report = daemon.observer().unwrap().status().unwrap();
+    let client = report
+        .clients
+        .iter()
+        .find(|c| c.pid == program.id())
+        .unwrap();
+    assert_eq!(client.device_memory_limit, Some(1 << 20));
+    std::io::Write::write_all(program.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "refused True");
+    assert!(program.wait().unwrap().success());
+}

@@ -159,12 +159,18 @@ impl DeviceLease {
         self.launchers.store(0, Ordering::SeqCst);
     }
 
-    /// Sends the memory count if it changed since the last report, at most
-    /// every [`REPORT_EVERY_NS`].
+    /// Takes a new cap the daemon sent (`hetsched shares set
+    /// --device-memory`), and sends the memory count if it changed since
+    /// the last report, at most every [`REPORT_EVERY_NS`].
     pub fn report_memory(&self) {
         let Ok(mut slot) = self.slot.try_lock() else {
             return;
         };
+        if let Link::Up(c) = &mut slot.link
+            && let Ok(Some(limit)) = c.client.new_terms()
+        {
+            self.memory.set_limit(limit);
+        }
         let used = self.memory.used();
         let now = now_ns();
         if let Link::Up(c) = &mut slot.link

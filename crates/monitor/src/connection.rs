@@ -465,6 +465,12 @@ fn handle(shared: &Shared, id: ClientId, msg: ClientMsg) -> bool {
                 Err(r) => t.refuse(r, None),
             }
         }),
+        ClientMsg::SetDeviceMemory { target_pid, limit } => locked(shared, id, |t| {
+            let reply =
+                t.st.monitor
+                    .set_device_memory(t.id, target_pid, limit, &mut t.out);
+            t.reply(reply);
+        }),
         ClientMsg::DeviceMemory { unit, bytes } => locked(shared, id, |t| {
             let result = t.st.monitor.report_device_memory(t.id, unit, bytes);
             t.refuse_if(result, None);

@@ -27,10 +27,14 @@ fn monitor(caps: DeviceMemoryCaps) -> Monitor {
 }
 
 fn app(m: &mut Monitor, pid: u32, class: WireClass) -> ClientId {
+    app_of(m, pid, 0, class)
+}
+
+fn app_of(m: &mut Monitor, pid: u32, uid: u32, class: WireClass) -> ClientId {
     let peer = Peer {
         pid,
-        uid: 0,
-        gid: 0,
+        uid,
+        gid: uid,
         groups: vec![],
         start_time: 1,
         ancestors: vec![],
@@ -189,4 +193,48 @@ fn device_memory_caps_are_the_smaller_of_the_asked_and_the_class_cap() {
     let state = entry.intercept.as_ref().unwrap();
     assert_eq!(state.api, InterceptApi::OpenCl);
     assert_eq!(state.device_memory_bytes(), 4096);
+}
+
+#[test]
+fn a_device_memory_cap_set_later_reaches_the_program_and_only_admins_raise_it() {
+    let mut m = monitor(DeviceMemoryCaps::default());
+    let root_tool = app(&mut m, 1, WireClass::Normal(10));
+    let user_prog = app_of(&mut m, 2, 1000, WireClass::Normal(10));
+    let user_tool = app_of(&mut m, 3, 1000, WireClass::Normal(10));
+    let _plain = app_of(&mut m, 4, 1000, WireClass::Normal(10));
+    m.declare_intercepted(user_prog, InterceptApi::OpenCl, Some(4 << 20))
+        .unwrap();
+    let mut out = Outbox::default();
+    // Not intercepted, or no such process: refused by name.
+    let err = m
+        .set_device_memory(root_tool, 4, 1 << 20, &mut out)
+        .unwrap_err();
+    assert_eq!(err.0, ErrorCode::UnknownClient);
+    let err = m.set_device_memory(root_tool, 2, 0, &mut out).unwrap_err();
+    assert_eq!(err.0, ErrorCode::InvalidSettings);
+    // The user may lower its own program's cap, not raise it.
+    let err = m
+        .set_device_memory(user_tool, 2, 8 << 20, &mut out)
+        .unwrap_err();
+    assert_eq!(err.0, ErrorCode::NotPermitted);
+    let reply = m
+        .set_device_memory(user_tool, 2, 2 << 20, &mut out)
+        .unwrap();
+    assert_eq!(
+        reply,
+        DaemonMsg::InterceptTerms {
+            device_memory_limit: Some(2 << 20)
+        }
+    );
+    // The program is told; root may raise it again.
+    assert_eq!(
+        out.for_client(user_prog),
+        vec![&DaemonMsg::InterceptTerms {
+            device_memory_limit: Some(2 << 20)
+        }]
+    );
+    m.set_device_memory(root_tool, 2, 16 << 20, &mut out)
+        .unwrap();
+    let state = m.client(user_prog).unwrap().intercept.clone().unwrap();
+    assert_eq!(state.device_memory_limit, Some(16 << 20));
 }

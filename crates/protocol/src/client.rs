@@ -811,6 +811,39 @@ impl Client {
         Ok(due)
     }
 
+    /// The device-memory cap the daemon sent since the last look
+    /// (`InterceptTerms`, after `SetDeviceMemory`), if any; reads what has
+    /// arrived without waiting for more.
+    pub fn new_terms(&mut self) -> Result<Option<Option<u64>>, ClientError> {
+        self.read_pending()?;
+        let mut terms = None;
+        self.inbox.retain(|m| match *m {
+            DaemonMsg::InterceptTerms {
+                device_memory_limit,
+            } => {
+                terms = Some(device_memory_limit);
+                false
+            }
+            _ => true,
+        });
+        Ok(terms)
+    }
+
+    /// Caps the device memory of intercepted program `pid` at `limit`
+    /// bytes per device; returns the cap now in force.
+    pub fn set_device_memory(&mut self, pid: u32, limit: u64) -> Result<u64, ClientError> {
+        self.send(&ClientMsg::SetDeviceMemory {
+            target_pid: pid,
+            limit,
+        })?;
+        self.wait_for(|m| match m {
+            DaemonMsg::InterceptTerms {
+                device_memory_limit,
+            } => Some(Ok(device_memory_limit.unwrap_or(limit))),
+            other => refusal_of_request(other).map(Err),
+        })
+    }
+
     /// Moves every message that has already arrived into the inbox,
     /// without blocking.
     fn read_pending(&mut self) -> Result<(), ClientError> {

@@ -255,6 +255,12 @@ pub enum ClientMsg {
     /// Device memory the client holds on `unit` now, in bytes (the
     /// interposer's count of its allocations). Not answered.
     DeviceMemory { unit: UnitId, bytes: u64 },
+    /// Cap the device memory of the intercepted program `target_pid` at
+    /// `limit` bytes per device (`hetsched shares set --device-memory`).
+    /// Root or the admin group may set any cap; a user may lower the cap
+    /// of a process of their own. Answered with `InterceptTerms`; the
+    /// program's interposer is sent `InterceptTerms` too.
+    SetDeviceMemory { target_pid: u32, limit: u64 },
 }
 
 /// Which driver API an intercepted program was caught on.
@@ -640,7 +646,8 @@ pub enum DaemonMsg {
     },
     /// Answer to `Intercepted`: the device memory this client may hold on
     /// each device (the smaller of what it was started with and what the
-    /// daemon's configuration gives its class); `None` for no cap.
+    /// daemon's configuration gives its class); `None` for no cap. Sent
+    /// again, unasked, when `SetDeviceMemory` changes the cap.
     InterceptTerms {
         device_memory_limit: Option<u64>,
     },

@@ -8,7 +8,7 @@ use crate::agent::Work;
 use crate::outbox::Outbox;
 use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::policy::ShareClass;
-use hetsched_protocol::{ErrorCode, InterceptApi};
+use hetsched_protocol::{DaemonMsg, ErrorCode, InterceptApi};
 use std::collections::BTreeMap;
 
 /// What an intercepted program told the daemon about itself.
@@ -106,6 +106,76 @@ impl Monitor {
             device_memory: held.unwrap_or_default(),
         });
         Ok(limit)
+    }
+
+    /// `SetDeviceMemory`: caps the device memory of the intercepted
+    /// clients of process `pid` at `limit`, and tells each
+    /// (`InterceptTerms`). Root or the admin group may set any cap; a user
+    /// may only lower the cap of a process of their own.
+    pub fn set_device_memory(
+        &mut self,
+        actor: ClientId,
+        pid: u32,
+        limit: u64,
+        out: &mut Outbox,
+    ) -> Result<DaemonMsg, Refusal> {
+        let actor_peer = self
+            .clients
+            .get(&actor)
+            .map(|c| c.peer.clone())
+            .ok_or((ErrorCode::BadSequence, "say Hello first".to_string()))?;
+        if limit == 0 {
+            return Err((
+                ErrorCode::InvalidSettings,
+                "a device-memory cap of 0 bytes leaves the program nothing".into(),
+            ));
+        }
+        let targets: Vec<ClientId> = self
+            .clients
+            .values()
+            .filter(|c| c.peer.pid == pid && c.intercept.is_some())
+            .map(|c| c.id)
+            .collect();
+        if targets.is_empty() {
+            return Err((
+                ErrorCode::UnknownClient,
+                format!("no program under the OpenCL layer or the CUDA interposer has pid {pid}"),
+            ));
+        }
+        if !actor_peer.is_admin(self.cfg.admin_gid) {
+            for id in &targets {
+                let c = &self.clients[id];
+                let current = c.intercept.as_ref().and_then(|i| i.device_memory_limit);
+                if c.peer.uid != actor_peer.uid {
+                    return Err((
+                        ErrorCode::NotPermitted,
+                        "only root or the admin group may cap another user's process".into(),
+                    ));
+                }
+                if current.is_none_or(|cur| limit > cur) {
+                    return Err((
+                        ErrorCode::NotPermitted,
+                        "only root or the admin group may raise or add a device-memory cap; \
+                         a user may lower one"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        for id in targets {
+            if let Some(state) = self.clients.get_mut(&id).and_then(|c| c.intercept.as_mut()) {
+                state.device_memory_limit = Some(limit);
+            }
+            out.push(
+                id,
+                DaemonMsg::InterceptTerms {
+                    device_memory_limit: Some(limit),
+                },
+            );
+        }
+        Ok(DaemonMsg::InterceptTerms {
+            device_memory_limit: Some(limit),
+        })
     }
 
     /// `DeviceMemory`: what an intercepted client holds on `unit` now.
