@@ -9,13 +9,13 @@ set -euo pipefail
 hs=${1:?the hetsched binary}
 rounds=${2:-2}
 tests=(--global-bandwidth --transfer-bandwidth --kernel-latency --compute-sp)
-work=$(mktemp -d)
+# shellcheck source=daemon-lib.sh
+. "$(dirname "$0")/daemon-lib.sh"
+hs_work_dir hetsched-clpeak
+# The devices only: no CPU units, no emulated GPU.
 printf 'include_cpus = false\nstate_file = "%s/state.json"\n' "$work" >"$work/hetsched.toml"
-"$hs" daemon --config "$work/hetsched.toml" --socket "$work/s.sock" >"$work/daemon.log" 2>&1 &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; rm -rf "$work"' EXIT
-export HETSCHED_SOCKET=$work/s.sock HETSCHED_INTERCEPT_QUIET=1
-for _ in $(seq 100); do "$hs" status >/dev/null 2>&1 && break; sleep 0.1; done
+hs_start_daemon "$hs" clpeak-under-layer
+export HETSCHED_SOCKET=$socket HETSCHED_INTERCEPT_QUIET=1
 for i in $(seq "$rounds"); do
     clpeak -p 0 -d 0 "${tests[@]}" >"$work/plain-$i.txt"
     "$hs" run --class custom --shares 100 -- clpeak -p 0 -d 0 "${tests[@]}" >"$work/layer-$i.txt" \

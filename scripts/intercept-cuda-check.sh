@@ -17,15 +17,13 @@ hs=${1:?the hetsched binary}
 lib=${2:?the folder with libhetsched_cuda_intercept.so}
 window=${3:-5}
 [ -s "$lib/libhetsched_cuda_intercept.so" ] || { echo "no $lib/libhetsched_cuda_intercept.so" >&2; exit 2; }
-work=$(mktemp -d)
-daemon=
-cleanup() { [ -n "$daemon" ] && kill "$daemon" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+# shellcheck source=daemon-lib.sh
+. "$(dirname "$0")/daemon-lib.sh"
+hs_work_dir hetsched-cuda-check
+# The devices only: no CPU units, no emulated GPU.
 printf 'include_cpus = false\nstate_file = "%s/state.json"\n' "$work" >"$work/hetsched.toml"
-"$hs" daemon --config "$work/hetsched.toml" --socket "$work/s.sock" >"$work/daemon.log" 2>&1 &
-daemon=$!
-export HETSCHED_SOCKET=$work/s.sock HETSCHED_LIB_DIR=$lib HETSCHED_INTERCEPT_QUIET=1
-for _ in $(seq 300); do "$hs" status >/dev/null 2>&1 && break; sleep 0.1; done
+hs_start_daemon "$hs" intercept-cuda-check
+export HETSCHED_SOCKET=$socket HETSCHED_LIB_DIR=$lib HETSCHED_INTERCEPT_QUIET=1
 
 # split NAME CMD...: runs CMD at CUSTOM 70 and 30 for window + 6 s, takes the
 # daemon's accounting over a window in the middle, prints "NAME": {...}.

@@ -12,14 +12,14 @@ hs=${1:?the hetsched binary}
 each=${2:-60}
 dir=/usr/lib/x86_64-linux-gnu/starpu/examples
 [ -d "$dir" ] || { echo "no $dir (apt-get install starpu-examples)" >&2; exit 2; }
-work=$(mktemp -d)
+# shellcheck source=daemon-lib.sh
+. "$(dirname "$0")/daemon-lib.sh"
+hs_work_dir hetsched-starpu-examples
+# The devices only: no CPU units, no emulated GPU.
 printf 'include_cpus = false\nstate_file = "%s/state.json"\n' "$work" >"$work/hetsched.toml"
-"$hs" daemon --config "$work/hetsched.toml" --socket "$work/s.sock" >"$work/daemon.log" 2>&1 &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; rm -rf "$work"' EXIT
-export HETSCHED_SOCKET=$work/s.sock HETSCHED_INTERCEPT_QUIET=1
+hs_start_daemon "$hs" starpu-examples-under-layer
+export HETSCHED_SOCKET=$socket HETSCHED_INTERCEPT_QUIET=1
 export STARPU_OPENCL_ON_CPUS=1 STARPU_NCPU=0 STARPU_NOPENCL=1 STARPU_SILENT=1
-for _ in $(seq 100); do "$hs" status >/dev/null 2>&1 && break; sleep 0.1; done
 both=0 plain_only=0 layer_only=0 neither=0 governed=0 failed=()
 for exe in "$dir"/*; do
     name=$(basename "$exe")

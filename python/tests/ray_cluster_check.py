@@ -151,9 +151,13 @@ def shares_run(actors, agent, seconds, unit_name="gpu-big0", warm=(0.1, 1)):
     after = ray.get(agent.status.remote())
     end = gpu_split(after, pids, unit_name)
     used = [end[p] - start[p] for p in pids]
-    return [u / max(1, sum(used)) for u in used], [
-        next((c.get("intercepted") for c in after["clients"] if c["pid"] == p), None) for p in pids
+    # An actor's process has two connections: hetsched.ray's own client
+    # and, once it touches the device, the OpenCL layer's.
+    intercepted = [
+        next((c["intercepted"] for c in after["clients"] if c["pid"] == p and c.get("intercepted")), None)
+        for p in pids
     ]
+    return [u / max(1, sum(used)) for u in used], intercepted
 
 
 def main():

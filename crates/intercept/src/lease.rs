@@ -13,6 +13,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// behind.
 const MAX_HOLD_NS: u64 = 100_000_000;
 
+/// A program that launched within this long of its lease's end is busy:
+/// it asks for its next lease before giving this one back, so that the
+/// unit's policy chooses between it and whoever waits (by their shares)
+/// rather than serving whoever happened to be waiting, ns.
+const BUSY_NS: u64 = 2_000_000;
+
 /// Device memory is reported at most this often, ns (a program that
 /// allocates on every call would otherwise send a report each look).
 const REPORT_EVERY_NS: u64 = 100_000_000;
@@ -37,6 +43,8 @@ pub struct DeviceLease {
     until_ns: AtomicU64,
     /// Launches between their check of `until_ns` and their return.
     launchers: AtomicU32,
+    /// When a launch last went ahead, ns.
+    last_launch_ns: AtomicU64,
     slot: Mutex<Slot>,
     /// When the link should be (re)tried, ns: 0 not yet tried, the retry
     /// time while the daemon is away, `u64::MAX` while connected. Lets an
@@ -50,6 +58,7 @@ impl Default for DeviceLease {
         DeviceLease {
             until_ns: AtomicU64::new(0),
             launchers: AtomicU32::new(0),
+            last_launch_ns: AtomicU64::new(0),
             slot: Mutex::new(Slot {
                 link: Link::Unconnected,
                 held: None,
@@ -75,7 +84,9 @@ impl DeviceLease {
     #[inline]
     pub fn enter(&self) -> bool {
         self.launchers.fetch_add(1, Ordering::SeqCst);
-        if now_ns() < self.until_ns.load(Ordering::SeqCst) {
+        let now = now_ns();
+        if now < self.until_ns.load(Ordering::SeqCst) {
+            self.last_launch_ns.store(now, Ordering::Relaxed);
             return true;
         }
         self.launchers.fetch_sub(1, Ordering::SeqCst);
@@ -185,8 +196,10 @@ impl DeviceLease {
         }
     }
 
-    /// A due lease: extended when `may_extend` and the daemon agrees
-    /// (returns `true`, the lease lives on), else drained and given back.
+    /// A due lease: extended when `may_extend` and nobody waits (returns
+    /// `true`, the lease lives on), else drained and given back. A busy
+    /// program queues for its next lease first and, once granted, holds
+    /// it (also `true`).
     fn expire_locked(&self, slot: &mut Slot, cx: &Context<'_>, may_extend: bool) -> bool {
         if slot.held.is_none() {
             return false;
@@ -198,6 +211,11 @@ impl DeviceLease {
             // The daemon went away while asked: nothing to give back.
             return false;
         };
+        let busy = now_ns().saturating_sub(self.last_launch_ns.load(Ordering::Relaxed)) < BUSY_NS;
+        let next = match &mut slot.link {
+            Link::Up(c) if busy => c.client.ask_lease(held.lease.unit).ok(),
+            _ => None,
+        };
         // Close: no launch may start, the ones in progress finish, then
         // what they queued drains.
         self.until_ns.store(0, Ordering::SeqCst);
@@ -206,18 +224,38 @@ impl DeviceLease {
         }
         (cx.drain)();
         let ran = now_ns().saturating_sub(held.granted_at);
-        if let Link::Up(c) = &mut slot.link
-            && let Err(e) = c.client.end_lease(held.lease, ran)
-        {
-            link::note_down(cx.api, &e.to_string());
-            self.set_link(
-                slot,
-                Link::Down {
-                    retry_at: now_ns() + RETRY_NS,
-                },
-            );
+        let Link::Up(c) = &mut slot.link else {
+            return false;
+        };
+        let result = c
+            .client
+            .end_lease(held.lease, ran)
+            .and_then(|()| match next {
+                Some(task) => c.client.wait_lease(held.lease.unit, task).map(Some),
+                None => Ok(None),
+            });
+        match result {
+            Ok(Some(lease)) => {
+                let now = now_ns();
+                slot.held = Some(Held {
+                    lease,
+                    granted_at: now,
+                });
+                self.until_ns.store(now + lease.lease_ns, Ordering::SeqCst);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                link::note_down(cx.api, &e.to_string());
+                self.set_link(
+                    slot,
+                    Link::Down {
+                        retry_at: now_ns() + RETRY_NS,
+                    },
+                );
+                false
+            }
         }
-        false
     }
 
     /// Extends the held lease by another lease length, with no round

@@ -777,8 +777,21 @@ impl Client {
     /// reconnect: an intercepted program decides itself what to do when
     /// the daemon is gone (it passes its calls through).
     pub fn request_lease(&mut self, unit: UnitId) -> Result<Lease, ClientError> {
+        let task = self.ask_lease(unit)?;
+        self.wait_lease(unit, task)
+    }
+
+    /// Queues a request for a lease on `unit` without waiting for it (to
+    /// be in the unit's queue before giving back the lease held now);
+    /// [`Client::wait_lease`] then waits for the grant.
+    pub fn ask_lease(&mut self, unit: UnitId) -> Result<TaskId, ClientError> {
         let task = self.fresh_task();
         self.send(&ClientMsg::RequestLease { unit, task })?;
+        Ok(task)
+    }
+
+    /// Waits for the grant of lease request `task` on `unit`.
+    pub fn wait_lease(&mut self, unit: UnitId, task: TaskId) -> Result<Lease, ClientError> {
         self.wait_for(|m| match *m {
             DaemonMsg::LeaseGranted {
                 unit: u,
