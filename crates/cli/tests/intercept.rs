@@ -72,7 +72,8 @@ fn json_of(cmd: &mut Command) -> (Value, String) {
 
 /// Two copies of a plain OpenCL loop at CUSTOM 70 / 30 split the device
 /// time 70 / 30 within 3 points, every result checked, both marked
-/// intercepted.
+/// intercepted; a BACKGROUND copy gets at most 2 % against a busy CUSTOM
+/// one.
 #[test]
 fn unmodified_programs_split_a_device_by_shares() {
     let _d = device();
@@ -90,6 +91,10 @@ fn unmodified_programs_split_a_device_by_shares() {
         assert!((got - want).abs() <= 0.03, "{c} against {want}: {r}");
     }
     assert!(r["overhead_ratio"].as_f64().unwrap() > 0.0);
+    // BACKGROUND gets next to nothing while a CUSTOM program is busy.
+    let background = r["background_fraction"].as_f64().unwrap();
+    assert!(background <= 0.02, "BACKGROUND got {background}: {r}");
+    assert!(r["custom_wait_p99_ms"].as_f64().unwrap() > 0.0, "{r}");
 }
 
 /// Without a daemon every call passes through: the program runs to the

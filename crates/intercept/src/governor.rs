@@ -95,8 +95,8 @@ impl Governor {
     }
 
     /// Waits until the program may launch on device `index` and returns
-    /// the guard to hold while launching. Costs two atomic operations
-    /// and a clock read while the lease lives.
+    /// the guard to hold while launching. Costs two atomic operations, a
+    /// clock read and a store while the lease lives.
     #[inline]
     pub fn launch(&'static self, index: usize) -> LaunchGuard<'static> {
         let Some(device) = self.device(index) else {

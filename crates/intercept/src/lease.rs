@@ -13,10 +13,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// behind.
 const MAX_HOLD_NS: u64 = 100_000_000;
 
-/// A program that launched within this long of its lease's end is busy:
-/// it asks for its next lease before giving this one back, so that the
-/// unit's policy chooses between it and whoever waits (by their shares)
-/// rather than serving whoever happened to be waiting, ns.
+/// A program that launched within a lease length (and at least this long)
+/// of its lease's end is busy: it asks for its next lease before giving
+/// this one back, so that the unit's policy chooses between it and
+/// whoever waits (by their shares) rather than serving whoever happened to
+/// be waiting, ns. A program waiting for its last kernels in `clFinish`
+/// when the lease ends is busy too.
 const BUSY_NS: u64 = 2_000_000;
 
 /// Device memory is reported at most this often, ns (a program that
@@ -211,7 +213,8 @@ impl DeviceLease {
             // The daemon went away while asked: nothing to give back.
             return false;
         };
-        let busy = now_ns().saturating_sub(self.last_launch_ns.load(Ordering::Relaxed)) < BUSY_NS;
+        let since_launch = now_ns().saturating_sub(self.last_launch_ns.load(Ordering::Relaxed));
+        let busy = since_launch < held.lease.lease_ns.max(BUSY_NS);
         let next = match &mut slot.link {
             Link::Up(c) if busy => c.client.ask_lease(held.lease.unit).ok(),
             _ => None,
