@@ -6,7 +6,10 @@
 //!   The daemon's CPU time, resident memory and threads, and a probe's
 //!   dispatch-gate round trip, are measured first with no idle clients
 //!   (the anchor) and then with all N connected (from 3 s after the last
-//!   connected), in the same run.
+//!   connected), in the same run. With `--scrape`, the daemon also
+//!   serves `/metrics`, and with the N clients connected a probe does
+//!   back-to-back gate round trips for a phase with nothing else, then for
+//!   a phase while another thread scrapes `/metrics` in a loop.
 //! * `--active N --task-us T`: N clients, each on its own thread, ask for
 //!   a grant on `gate`, hold it T µs, complete it and ask again. Reported:
 //!   requests never answered (`lost`), the wait for a grant against what
@@ -42,6 +45,10 @@ pub struct ClientsArgs {
     /// Length of each measured phase, s.
     #[arg(long, value_parser = crate::values::seconds, default_value_t = 5.0)]
     seconds: f64,
+    /// With --idle: also measure the gate while `/metrics` is scraped in
+    /// a loop (the daemon serves it on a loopback port).
+    #[arg(long)]
+    scrape: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -51,6 +58,7 @@ pub fn clients(args: ClientsArgs) -> Result<()> {
     match (args.idle, args.active) {
         (0, 0) => bail!("say how many clients: --idle N or --active N"),
         (_, 0) => idle(&args),
+        (0, _) if args.scrape => bail!("--scrape goes with --idle N"),
         (0, _) => active(&args),
         _ => bail!("--idle and --active are separate benchmarks: give one of them"),
     }
@@ -58,10 +66,15 @@ pub fn clients(args: ClientsArgs) -> Result<()> {
 
 /// A daemon whose limits admit `clients` connections of this user (and a
 /// few more for the probe and `status`).
-fn start_daemon(clients: u32, slots: u32) -> Result<(DaemonChild, PathBuf)> {
+fn start_daemon(clients: u32, slots: u32, metrics: bool) -> Result<(DaemonChild, PathBuf)> {
     let room = clients + 64;
+    let metrics = if metrics {
+        "metrics_listen = \"127.0.0.1:0\"\n"
+    } else {
+        ""
+    };
     start_daemon_with(&format!(
-        "include_cpus = false\ndevice_units = false\nmax_outstanding = 4\n\
+        "{metrics}include_cpus = false\ndevice_units = false\nmax_outstanding = 4\n\
          max_connections_per_uid = {room}\nmax_connections = {room}\n\
          [[emulated]]\nname = \"gate\"\nspeed = 1.0\ncopy_gbps = 10.0\nstreams = {slots}\n"
     ))
@@ -163,6 +176,9 @@ struct IdleReport {
     probe_p99_us: f64,
     /// `probe_p99_us` over `quiet_probe_p99_us`.
     probe_p99_ratio: f64,
+    /// With `--scrape`: the gate under a scrape loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scrape: Option<ScrapeReport>,
 }
 
 /// Measures one phase: the daemon's CPU with nothing else talking to it,
@@ -228,7 +244,7 @@ fn idle(args: &ClientsArgs) -> Result<()> {
     // Per idle client: its socket (its view pages are mapped, their
     // descriptors closed). Room for the probe and this process's own.
     make_room_for(u64::from(args.idle) + 256)?;
-    let (daemon, socket) = start_daemon(args.idle, args.slots)?;
+    let (daemon, socket) = start_daemon(args.idle, args.slots, args.scrape)?;
     let pid = daemon.pid();
     let phase = Duration::from_secs_f64(args.seconds);
     let (quiet_cpu, quiet_probe) = measure_phase(pid, &socket, phase)?;
@@ -241,6 +257,11 @@ fn idle(args: &ClientsArgs) -> Result<()> {
     std::thread::sleep(SETTLE);
     let (cpu, probed) = measure_phase(pid, &socket, phase)?;
     let (rss, threads) = memory_and_threads(pid)?;
+    let scraped = if args.scrape {
+        Some(scrape_phases(&daemon, &socket, phase)?)
+    } else {
+        None
+    };
     drop(held);
     let report = IdleReport {
         idle_clients: args.idle,
@@ -256,6 +277,7 @@ fn idle(args: &ClientsArgs) -> Result<()> {
         probe_p50_us: percentile(&probed, 0.5),
         probe_p99_us: percentile(&probed, 0.99),
         probe_p99_ratio: percentile(&probed, 0.99) / percentile(&quiet_probe, 0.99),
+        scrape: scraped,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -276,6 +298,119 @@ fn idle(args: &ClientsArgs) -> Result<()> {
             report.probe_p99_us,
             report.quiet_probe_p99_us,
             report.probe_p99_ratio,
+        );
+        if let Some(s) = &report.scrape {
+            println!(
+                "gate round trips back to back, {:.1} s each: {} without scrapes (p99 {:.0} µs), \
+                 {} while /metrics is scraped in a loop (p99 {:.0} µs; {} scrapes, p50 {:.1} ms)",
+                args.seconds,
+                s.quiet_round_trips,
+                s.quiet_p99_us,
+                s.round_trips,
+                s.p99_us,
+                s.scrapes,
+                s.scrape_p50_ms,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The gate under a `/metrics` scrape loop, with the idle clients
+/// connected.
+#[derive(Serialize)]
+struct ScrapeReport {
+    /// Back-to-back round trips of one probe in a phase with no scrapes.
+    quiet_round_trips: usize,
+    quiet_p99_us: f64,
+    /// The same while another thread scrapes `/metrics` in a loop.
+    round_trips: usize,
+    p99_us: f64,
+    scrapes: usize,
+    scrape_p50_ms: f64,
+}
+
+/// A phase of back-to-back round trips with nothing else, then one with a
+/// scrape loop.
+fn scrape_phases(daemon: &DaemonChild, socket: &Path, phase: Duration) -> Result<ScrapeReport> {
+    let addr = metrics_addr(daemon)?;
+    let quiet = round_trips(socket, phase)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || -> Result<Vec<u64>> {
+            let mut took = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
+                scrape(&addr)?;
+                took.push(t0.elapsed().as_nanos() as u64);
+            }
+            took.sort_unstable();
+            Ok(took)
+        })
+    };
+    let scraping = round_trips(socket, phase);
+    stop.store(true, Ordering::Relaxed);
+    let took = scraper
+        .join()
+        .map_err(|_| anyhow::anyhow!("the scraping thread panicked"))??;
+    let scraping = scraping?;
+    Ok(ScrapeReport {
+        quiet_round_trips: quiet.len(),
+        quiet_p99_us: percentile(&quiet, 0.99),
+        round_trips: scraping.len(),
+        p99_us: percentile(&scraping, 0.99),
+        scrapes: took.len(),
+        scrape_p50_ms: percentile(&took, 0.5) / 1e3,
+    })
+}
+
+/// Gate round trips of one client, back to back, for `phase`.
+fn round_trips(socket: &Path, phase: Duration) -> Result<Vec<u64>> {
+    let mut client = Client::connect(ClientOptions::application("probe")?.socket(socket))?;
+    let unit = gate_unit(&client)?;
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < phase {
+        let t0 = Instant::now();
+        let grant = client.request_dispatch(unit, 1_000)?;
+        client.task_completed(grant, 0)?;
+        samples.push(t0.elapsed().as_nanos() as u64);
+    }
+    let _ = client.goodbye();
+    samples.sort_unstable();
+    Ok(samples)
+}
+
+/// Where the daemon serves `/metrics`: the address it logged.
+fn metrics_addr(daemon: &DaemonChild) -> Result<String> {
+    let log = daemon.dir().join("daemon.log");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(rest) = text.split("metrics on http://").nth(1) {
+            return Ok(rest.split('/').next().unwrap_or_default().to_string());
+        }
+        if Instant::now() > deadline {
+            bail!("the daemon did not say where it serves /metrics: {text}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One `GET /metrics`, read to the end.
+fn scrape(addr: &str) -> Result<()> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut text = Vec::new();
+    s.read_to_end(&mut text)?;
+    if !text.starts_with(b"HTTP/1.1 200") && !text.starts_with(b"HTTP/1.0 200") {
+        bail!(
+            "GET /metrics: {}",
+            String::from_utf8_lossy(&text[..text.len().min(80)])
         );
     }
     Ok(())
@@ -358,7 +493,7 @@ fn active_client(
 
 fn active(args: &ClientsArgs) -> Result<()> {
     make_room_for(u64::from(args.active) * 3 + 256)?;
-    let (daemon, socket) = start_daemon(args.active, args.slots)?;
+    let (daemon, socket) = start_daemon(args.active, args.slots, false)?;
     let hold = Duration::from_micros(args.task_us);
     let fair = hold.as_secs_f64() * (f64::from(args.active) / f64::from(args.slots) - 1.0).max(0.0);
     let drain = Duration::from_secs_f64((20.0 * fair).max(10.0));
