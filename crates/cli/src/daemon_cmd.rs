@@ -52,6 +52,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     if let Some(m) = args.metrics {
         cfg.metrics_listen = Some(m);
     }
+    cfg.check_metrics_listen().map_err(anyhow::Error::msg)?;
     // Shared with the signal thread, which exits without returning; here,
     // returning (or a panic) cleans up. The handlers go in before the
     // platform is discovered: a device library loaded then (PoCL) puts its

@@ -161,8 +161,18 @@ pub struct DaemonConfig {
     pub domains: Vec<DomainSpec>,
     /// Serve Prometheus metrics over HTTP at `http://ADDR/metrics`
     /// (`"127.0.0.1:9464"`; off by default). They name the clients and
-    /// units: keep the address on loopback or behind a firewall.
+    /// units. Only a loopback address is accepted unless
+    /// `metrics_remote = true`.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Let `metrics_listen` be an address other hosts can reach (keep it
+    /// behind a firewall: the metrics name clients and units). Off by
+    /// default.
+    pub metrics_remote: bool,
+    /// Client names `/metrics` keeps series of their own for as soon as
+    /// they connect, as it does for root's clients (at most 64 such names
+    /// in all); other names get one once they are charged for something,
+    /// while any of 256 is left.
+    pub metrics_names: Vec<String>,
 }
 
 impl Default for DaemonConfig {
@@ -201,6 +211,8 @@ impl Default for DaemonConfig {
             accelerator_binding: false,
             domains: Vec::new(),
             metrics_listen: None,
+            metrics_remote: false,
+            metrics_names: Vec::new(),
         }
     }
 }
@@ -274,6 +286,19 @@ impl DaemonConfig {
         Self::parse(path, &text)
     }
 
+    /// Refuses a `metrics_listen` other hosts can reach unless
+    /// `metrics_remote` allows it (run again after `--metrics` sets it).
+    pub fn check_metrics_listen(&self) -> Result<(), String> {
+        match self.metrics_listen {
+            Some(addr) if !addr.ip().is_loopback() && !self.metrics_remote => Err(format!(
+                "metrics address {addr} is not a loopback address: the metrics name clients \
+                 and units, so they are served on loopback only (127.0.0.1, ::1) unless \
+                 metrics_remote = true"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The file at `--config`, else the default path if it exists, else defaults.
     pub fn load_or_default(path: Option<&Path>) -> Result<DaemonConfig, ConfigError> {
         match path {
@@ -318,6 +343,7 @@ impl DaemonConfig {
                     .into(),
             ));
         }
+        cfg.check_metrics_listen().map_err(invalid)?;
         crate::domains::validate(&cfg.domains, online_cpus()).map_err(invalid)?;
         check_domain_bounds(&cfg.domains).map_err(invalid)?;
         if !cfg.cpu_cgroups {

@@ -12,6 +12,7 @@ use crate::cpu_weights::CgroupTarget;
 use crate::server::DaemonSetup;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// The host parts a server may use; none by default.
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,9 +49,12 @@ pub trait MetricsHttp: Send {
     fn local_addr(&self) -> Option<SocketAddr>;
     /// Ends [`MetricsHttp::serve`] (from another thread).
     fn unblocker(&self) -> Box<dyn Fn() + Send + Sync>;
-    /// Answers requests until the unblocker is called; `exposition` gives
-    /// the text of `GET /metrics` at that moment.
-    fn serve(self: Box<Self>, exposition: &dyn Fn() -> String);
+    /// Answers requests until the unblocker is called, and returns once
+    /// every thread it started has ended. `exposition` gives the text of
+    /// `GET /metrics` now (the latest published snapshot's; `None` before
+    /// the first), without taking the state lock; it may be called from
+    /// several threads at once.
+    fn serve(self: Box<Self>, exposition: &(dyn Fn() -> Option<Arc<str>> + Sync));
 }
 
 #[derive(Debug, thiserror::Error)]

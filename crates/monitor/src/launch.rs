@@ -248,6 +248,7 @@ fn monitor_config(cfg: &DaemonConfig, admin_gid: Option<u32>) -> MonitorConfig {
             .device_memory
             .caps()
             .expect("checked when the configuration was read"),
+        metrics_names: cfg.metrics_names.clone(),
     }
 }
 

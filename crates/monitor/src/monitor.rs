@@ -62,6 +62,9 @@ pub struct MonitorConfig {
     /// Device-memory caps of intercepted programs, by class
     /// (`[device_memory]`).
     pub device_memory: DeviceMemoryCaps,
+    /// Client names `/metrics` keeps apart as soon as they connect, as
+    /// it does root's (`metrics_names`).
+    pub metrics_names: Vec<String>,
 }
 
 /// Default `lease_us`: 5 ms.
@@ -90,6 +93,7 @@ impl Default for MonitorConfig {
             anticipation_ns: None,
             lease_ns: DEFAULT_LEASE_NS,
             device_memory: DeviceMemoryCaps::default(),
+            metrics_names: Vec::new(),
         }
     }
 }
@@ -328,6 +332,29 @@ impl Monitor {
         &self.ledger
     }
 
+    /// Gives the names of connected applications that were charged for
+    /// something a `/metrics` label of their own, while any is left
+    /// ([`Ledger::label_by_usage`]).
+    pub fn label_names_by_usage(&mut self) {
+        let Monitor {
+            clients,
+            agents,
+            ledger,
+            ..
+        } = self;
+        for c in clients.values() {
+            if c.role != Role::Application || ledger.has(&c.name) {
+                continue;
+            }
+            let used = agents
+                .iter()
+                .any(|a| a.use_of(c.id).served() != Default::default());
+            if used {
+                ledger.label_by_usage(&c.name);
+            }
+        }
+    }
+
     pub fn agents(&self) -> &[Agent] {
         &self.agents
     }
@@ -474,8 +501,8 @@ impl Monitor {
                 settings.push(got);
             }
         }
-        if role == Role::Application {
-            self.ledger.register(&name);
+        if role == Role::Application && (peer.uid == 0 || self.cfg.metrics_names.contains(&name)) {
+            self.ledger.label_reserved(&name);
         }
         self.clients.insert(
             id,

@@ -251,6 +251,10 @@ pub(crate) struct Shared {
     pub cpu_figures: Latest<CpuFigures>,
     /// The coordinator's latest results (default while it is off).
     pub coordination: Latest<CoordinationResults>,
+    /// What `/metrics` serves: the timer's latest snapshot, while a
+    /// listener serves it ([`crate::metrics`]).
+    pub metrics: Latest<crate::metrics::Published>,
+    pub metrics_on: bool,
     /// Demand reports waiting for the coordinator.
     pub demand_reports: DemandReports,
     /// Set when the server stops ([`RunningServer::stop`]).
@@ -402,6 +406,8 @@ impl Server {
                 store_writer,
                 kernel_jobs,
                 coordination: Default::default(),
+                metrics: Default::default(),
+                metrics_on: metrics.is_some(),
                 demand_reports: Default::default(),
                 stop: Default::default(),
             }),
@@ -479,6 +485,12 @@ impl Server {
             )?);
         }
         if let Some(metrics) = self.metrics {
+            // A first snapshot before anyone can scrape; the timer
+            // publishes the next ones.
+            {
+                let mut state = self.shared.lock();
+                crate::metrics::publish(&self.shared, &mut state, self.shared.now());
+            }
             running.unblock_metrics = Some(metrics.unblocker());
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(

@@ -40,6 +40,8 @@ pub(crate) fn run(shared: &Shared) {
     let gc_every = STORE_GC_EVERY.as_nanos() as Ns;
     let mut next_tick = shared.now() + tick;
     let mut next_gc = shared.now() + gc_every;
+    let metrics_every = crate::metrics::PUBLISH_EVERY.as_nanos() as Ns;
+    let mut next_metrics = shared.now() + metrics_every;
     let mut out = Outbox::default();
     let (poll_idle, poll_busy) = (
         RING_POLL_IDLE.as_nanos() as Ns,
@@ -70,6 +72,10 @@ pub(crate) fn run(shared: &Shared) {
                 next_tick = now + tick;
             }
         }
+        if shared.metrics_on && now >= next_metrics {
+            crate::metrics::publish(shared, &mut state, now);
+            next_metrics = now + metrics_every;
+        }
         if now >= next_gc {
             // Which stored processes are gone is read from /proc with the
             // lock released.
@@ -88,6 +94,9 @@ pub(crate) fn run(shared: &Shared) {
             .next_deadline(now)
             .map_or(next_tick, |d| d.min(next_tick))
             .min(next_gc);
+        if shared.metrics_on {
+            deadline = deadline.min(next_metrics);
+        }
         if rings.open {
             let busy = last_call.is_some_and(|t| now.saturating_sub(t) < busy_for);
             deadline = deadline.min(now + if busy { poll_busy } else { poll_idle });

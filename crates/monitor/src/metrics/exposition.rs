@@ -16,9 +16,9 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 const NS_PER_S: f64 = 1e9;
 
 /// The exposition of `snapshot`, ending with `# EOF`.
-pub fn render(snapshot: MetricsSnapshot) -> String {
+pub fn render(snapshot: &MetricsSnapshot) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Scrape(snapshot)));
+    registry.register_collector(Box::new(Scrape(snapshot.clone())));
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)
         .expect("writing to a String does not fail");
@@ -325,7 +325,7 @@ mod tests {
 
     #[test]
     fn the_outside_cpu_load_and_the_cores_left_are_shown_per_cpu_unit() {
-        let text = render(MetricsSnapshot {
+        let text = render(&MetricsSnapshot {
             version: "0",
             uptime_ns: 0,
             units: vec![unit("cpu", "cpu"), unit("gpu0", "gpu")],
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn intercepted_clients_device_memory_is_shown_per_name_and_unit() {
-        let text = render(MetricsSnapshot {
+        let text = render(&MetricsSnapshot {
             version: "0",
             uptime_ns: 0,
             units: vec![unit("cpu", "cpu"), unit("opencl0", "accelerator")],

@@ -6,6 +6,14 @@
 //! served, by name, so that a name's totals (departed plus connected) only
 //! ever grow. Names are chosen by clients, so the ledger holds at most
 //! [`MAX_NAMES`] of them; the rest are counted under [`OTHER`].
+//!
+//! Label slots go by usage: a name gets one when a client of that name is
+//! first charged for something, never merely for connecting, so that
+//! clients that connect under throwaway names and do nothing take no
+//! slot. Root's names and the configured ones (`metrics_names`) get one
+//! as soon as they connect, from [`MAX_RESERVED_NAMES`] slots of their
+//! own. A name keeps its slot; and since slots only fill, a client shown
+//! under [`OTHER`] with usage stays there, so every series only grows.
 
 use hetsched_core::ids::Ns;
 use std::collections::BTreeMap;
@@ -22,8 +30,11 @@ pub const WAIT_BOUNDS_NS: [Ns; 7] = [
     10_000_000_000,
 ];
 
-/// Distinct client names the ledger keeps apart.
+/// Distinct client names the ledger keeps apart by usage.
 pub const MAX_NAMES: usize = 256;
+/// Further names kept apart as soon as they connect: root's, and the
+/// configured ones.
+pub const MAX_RESERVED_NAMES: usize = 64;
 /// The name every further client name is counted under.
 pub const OTHER: &str = "(other)";
 
@@ -81,6 +92,9 @@ impl UnitServed {
 pub struct Ledger {
     units: usize,
     by_name: BTreeMap<String, Vec<UnitServed>>,
+    /// Slots taken by usage, and from the reserved ones.
+    by_usage: usize,
+    reserved: usize,
 }
 
 impl Ledger {
@@ -88,33 +102,61 @@ impl Ledger {
         Ledger {
             units,
             by_name: BTreeMap::new(),
+            by_usage: 0,
+            reserved: 0,
         }
     }
 
-    /// The name `name` is counted under: itself, or [`OTHER`] once
-    /// [`MAX_NAMES`] others are known.
+    /// The name `name` is counted under: itself once it has a slot, else
+    /// [`OTHER`].
     pub fn label<'a>(&self, name: &'a str) -> &'a str {
-        if self.by_name.contains_key(name) || self.by_name.len() < MAX_NAMES {
+        if self.by_name.contains_key(name) {
             name
         } else {
             OTHER
         }
     }
 
-    /// Gives `name` a series of its own if there is room (an application
-    /// of that name connected): names keep the label they first got.
-    pub fn register(&mut self, name: &str) {
-        if self.label(name) == name && !self.by_name.contains_key(name) {
-            self.by_name
-                .insert(name.to_string(), vec![UnitServed::default(); self.units]);
+    /// Whether `name` has a slot of its own.
+    pub fn has(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Gives a name that was charged for something a slot of its own if
+    /// one of the [`MAX_NAMES`] is left.
+    pub fn label_by_usage(&mut self, name: &str) {
+        if !self.has(name) && self.by_usage < MAX_NAMES && name != OTHER {
+            self.by_usage += 1;
+            self.insert(name);
         }
     }
 
-    /// Adds what a departing client was served on unit `unit`.
+    /// Gives root's or a configured name a slot as it connects, from the
+    /// [`MAX_RESERVED_NAMES`], or from the others when those are gone.
+    pub fn label_reserved(&mut self, name: &str) {
+        if self.has(name) || name == OTHER {
+            return;
+        }
+        if self.reserved < MAX_RESERVED_NAMES {
+            self.reserved += 1;
+            self.insert(name);
+        } else {
+            self.label_by_usage(name);
+        }
+    }
+
+    fn insert(&mut self, name: &str) {
+        self.by_name
+            .insert(name.to_string(), vec![UnitServed::default(); self.units]);
+    }
+
+    /// Adds what a departing client was served on unit `unit` (its name
+    /// gets a slot by usage if it has none and one is left).
     pub fn fold(&mut self, name: &str, unit: usize, served: &UnitServed) {
         if unit >= self.units || *served == UnitServed::default() {
             return;
         }
+        self.label_by_usage(name);
         let label = self.label(name).to_string();
         let units = self.units;
         self.by_name
@@ -169,11 +211,11 @@ mod tests {
     }
 
     #[test]
-    fn a_registered_name_keeps_its_label() {
+    fn reserved_names_get_a_slot_after_the_others_are_full() {
         let mut l = Ledger::new(1);
-        l.register("first");
-        for i in 0..MAX_NAMES {
-            l.register(&format!("app{i}"));
+        l.label_by_usage("first");
+        for i in 0..MAX_NAMES + 300 {
+            l.label_by_usage(&format!("app{i}"));
         }
         assert_eq!(l.label("first"), "first");
         assert_eq!(
@@ -182,6 +224,22 @@ mod tests {
         );
         assert_eq!(l.label(&format!("app{}", MAX_NAMES - 1)), OTHER);
         assert_eq!(l.names().count(), MAX_NAMES);
+        // Root's job, after 300 throwaway names: its own slot.
+        l.label_reserved("root-job");
+        assert_eq!(l.label("root-job"), "root-job");
+        for i in 0..MAX_RESERVED_NAMES + 5 {
+            l.label_reserved(&format!("r{i}"));
+        }
+        assert_eq!(l.names().count(), MAX_NAMES + MAX_RESERVED_NAMES);
+        assert_eq!(l.label("r70"), OTHER);
+    }
+
+    #[test]
+    fn a_name_never_takes_the_label_of_the_rest() {
+        let mut l = Ledger::new(1);
+        l.label_by_usage(OTHER);
+        l.label_reserved(OTHER);
+        assert_eq!(l.names().count(), 0);
     }
 
     #[test]
@@ -217,6 +275,7 @@ mod tests {
                     }
                 }
                 prop_assert!(l.names().count() <= MAX_NAMES + 1);
+                prop_assert!(l.names().all(|(n, _)| n == OTHER || l.has(n)));
             }
         }
     }

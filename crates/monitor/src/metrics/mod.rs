@@ -1,19 +1,41 @@
 //! The Prometheus endpoint (`metrics_listen`, `hetsched daemon --metrics
-//! ADDR`): counters that only grow ([`ledger`]), a snapshot taken under the
-//! state lock (with the coordinator's latest results, taken before it:
-//! [`snapshot`]) and its text exposition ([`exposition`]). The
-//! HTTP listener that serves it is the host's ([`crate::host::MetricsHttp`],
+//! ADDR`): counters that only grow ([`ledger`]), a snapshot of the monitor
+//! ([`snapshot`]) and its text exposition ([`exposition`]). The HTTP
+//! listener that serves it is the host's ([`crate::host::MetricsHttp`],
 //! hetsched-daemon's `metrics::http`).
+//!
+//! A scrape never takes the state lock: the timer thread takes a snapshot
+//! under the lock it already holds, at most every [`PUBLISH_EVERY`], and
+//! publishes it ([`Published`], swapped whole through
+//! [`crate::latest::Latest`]). The first scrape of each published
+//! snapshot renders its text, with no lock held; later scrapes of the same
+//! snapshot send that text again. However often `/metrics` is scraped,
+//! the state lock is held for a snapshot at most once per interval.
 
 pub mod exposition;
 pub mod ledger;
 pub mod snapshot;
 
-use crate::server::Shared;
+use crate::server::{Shared, State};
+use hetsched_core::ids::Ns;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-/// The text of `GET /metrics` now: a snapshot under the state lock,
-/// rendered after it is dropped.
-pub(crate) fn exposition_now(shared: &Shared) -> String {
+/// How often the timer publishes a snapshot while `/metrics` is served:
+/// what a scrape shows is at most this old.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+/// A snapshot the timer published, and its text once a scrape rendered it.
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    snapshot: Option<snapshot::MetricsSnapshot>,
+    text: OnceLock<Arc<str>>,
+}
+
+/// Takes a snapshot of `state` (the caller holds the lock) and publishes
+/// it for the listener. Names charged since the last one get their labels
+/// first ([`crate::monitor::Monitor::label_names_by_usage`]).
+pub(crate) fn publish(shared: &Shared, state: &mut State, now: Ns) {
     let results = shared.coordination.get();
     let coordination = results
         .status
@@ -23,10 +45,22 @@ pub(crate) fn exposition_now(shared: &Shared) -> String {
             last_solve_ns: results.last_solve_ns,
             cpu_supply: &results.cpu_supply,
         });
-    let snapshot = {
-        let st = shared.lock();
-        let now = shared.now();
-        snapshot::MetricsSnapshot::of(&st.monitor, coordination, now, now)
-    };
-    exposition::render(snapshot)
+    state.monitor.label_names_by_usage();
+    let snapshot = snapshot::MetricsSnapshot::of(&state.monitor, coordination, now, now);
+    shared.metrics.set(Published {
+        snapshot: Some(snapshot),
+        text: OnceLock::new(),
+    });
+}
+
+/// The text of `GET /metrics`: the latest published snapshot's, rendered
+/// by the first scrape that asks for it. `None` before the first snapshot.
+pub(crate) fn exposition_now(shared: &Shared) -> Option<Arc<str>> {
+    let published = shared.metrics.get();
+    let snapshot = published.snapshot.as_ref()?;
+    Some(Arc::clone(
+        published
+            .text
+            .get_or_init(|| exposition::render(snapshot).into()),
+    ))
 }

@@ -1,5 +1,6 @@
-//! What `/metrics` shows, taken from the monitor under the state lock and
-//! rendered after it is released ([`super::exposition`]).
+//! What `/metrics` shows, taken from the monitor under the state lock by
+//! the timer thread, at most once a second, and rendered by the HTTP
+//! listener's threads with no lock held ([`super::exposition`]).
 
 use super::ledger::UnitServed;
 use crate::monitor::Monitor;
@@ -157,13 +158,22 @@ impl MetricsSnapshot {
             ledger.names().map(|(n, u)| (n, u.to_vec())).collect();
         let mut standings: BTreeMap<(&str, &'static str, usize), Standing> = BTreeMap::new();
         let mut device_memory: BTreeMap<(&str, usize), u64> = BTreeMap::new();
-        let (mut applications, mut observers) = (0, 0);
-        for c in monitor.clients() {
-            if c.role != Role::Application {
-                observers += 1;
-                continue;
-            }
-            applications += 1;
+        let (applications, observers);
+        let apps: Vec<_> = monitor
+            .clients()
+            .filter(|c| c.role == Role::Application)
+            .collect();
+        observers = monitor.clients().count() - apps.len();
+        applications = apps.len();
+        // Each unit's views of all of them in one round: a view that
+        // depends on the other clients scans them once, not per client.
+        let ids: Vec<ClientId> = apps.iter().map(|c| c.id).collect();
+        let views: Vec<_> = monitor
+            .agents()
+            .iter()
+            .map(|a| a.policy().client_views(&ids, now))
+            .collect();
+        for (i, c) in apps.iter().enumerate() {
             let label = ledger.label(&c.name);
             for (&u, &bytes) in c.intercept.iter().flat_map(|i| &i.device_memory) {
                 *device_memory.entry((label, u)).or_default() += bytes;
@@ -176,7 +186,7 @@ impl MetricsSnapshot {
                 let Some(settings) = c.settings.get(u) else {
                     continue;
                 };
-                let view = a.policy().client_view(c.id, now);
+                let view = views[u].get(i).copied().unwrap_or_default();
                 let class = class_label(settings.class);
                 let s = standings
                     .entry((label, class, u))
@@ -199,8 +209,8 @@ impl MetricsSnapshot {
             version: env!("CARGO_PKG_VERSION"),
             uptime_ns,
             units,
-            applications,
-            observers,
+            applications: applications as u32,
+            observers: observers as u32,
             served: served
                 .into_iter()
                 .map(|(client, units)| ServedByName {
