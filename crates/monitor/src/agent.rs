@@ -115,6 +115,15 @@ struct Holding {
 }
 
 impl Holding {
+    /// When the daemon takes back a slot the client holds itself (a gate
+    /// task or a lease) under hold limit `limit`.
+    fn revoke_at(&self, limit: Option<Ns>) -> Option<Ns> {
+        match (self.work.client_driven() && !self.orphaned, limit) {
+            (true, Some(limit)) => Some(self.started_at.saturating_add(limit)),
+            _ => None,
+        }
+    }
+
     fn finish_at(&self) -> Option<Ns> {
         match self.work {
             Work::Device { hold_ns } => Some(self.started_at + hold_ns),
@@ -158,6 +167,11 @@ pub struct Agent {
     busy_ns_total: u64,
     /// Requests that finished here, whoever sent them.
     tasks_total: u64,
+    /// Longest a client may hold a slot it drives itself (gate task,
+    /// lease) before the daemon takes it back; `None`: no limit.
+    hold_limit_ns: Option<Ns>,
+    /// Slots taken back since the daemon started.
+    revoked_total: u64,
 }
 
 /// Why an agent refused a request.
@@ -190,7 +204,23 @@ impl Agent {
             uses: HashMap::new(),
             busy_ns_total: 0,
             tasks_total: 0,
+            hold_limit_ns: None,
+            revoked_total: 0,
         }
+    }
+
+    /// Sets the hold limit ([`Agent::revoke_overdue`]).
+    pub fn set_hold_limit(&mut self, limit: Option<Ns>) {
+        self.hold_limit_ns = limit.map(|l| l.max(1));
+    }
+
+    pub fn hold_limit_ns(&self) -> Option<Ns> {
+        self.hold_limit_ns
+    }
+
+    /// Slots taken back past the hold limit since the daemon started.
+    pub fn revoked_total(&self) -> u64 {
+        self.revoked_total
     }
 
     pub fn id(&self) -> UnitId {
@@ -473,8 +503,54 @@ impl Agent {
         }
     }
 
-    /// Ends device work whose time is up, reporting to its clients.
+    /// Takes back every slot a client has held itself past the hold
+    /// limit: the client is charged the whole time it held it, as if it
+    /// had completed now, and told (`WorkTooLong`, naming the task); the
+    /// slot goes to whoever the policy picks next. A later
+    /// `TaskCompleted` for that task is refused as unknown.
+    pub fn revoke_overdue(&mut self, now: Ns, out: &mut Outbox) {
+        let limit = self.hold_limit_ns;
+        let due: Vec<((ClientId, TaskId), Holding)> = self
+            .holding
+            .iter()
+            .filter(|(_, h)| h.revoke_at(limit).is_some_and(|r| r <= now))
+            .map(|(k, h)| (*k, *h))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let limit_ms = limit.unwrap_or_default() as f64 / 1e6;
+        for ((client, task), h) in due {
+            self.holding.remove(&(client, task));
+            let held = now.saturating_sub(h.started_at);
+            self.release(client, held, false, now);
+            self.revoked_total += 1;
+            let what = match h.work {
+                Work::Lease { .. } => "lease",
+                _ => "slot",
+            };
+            out.push(
+                client,
+                DaemonMsg::Error {
+                    code: ErrorCode::WorkTooLong,
+                    message: format!(
+                        "task {} held its {what} of unit {} for {:.0} ms, past the unit's hold \
+                         limit of {limit_ms:.0} ms: the {what} was taken back and the time charged",
+                        task.0,
+                        self.setup.unit.name,
+                        held as f64 / 1e6,
+                    ),
+                    task: Some(task),
+                },
+            );
+        }
+        self.dispatch(now, out);
+    }
+
+    /// Ends device work whose time is up, reporting to its clients, and
+    /// takes back slots held past the hold limit ([`Agent::revoke_overdue`]).
     pub fn finish_due(&mut self, now: Ns, out: &mut Outbox) {
+        self.revoke_overdue(now, out);
         let due: Vec<((ClientId, TaskId), Holding)> = self
             .holding
             .iter()
@@ -506,7 +582,15 @@ impl Agent {
     /// Earliest instant something needs the agent: device work ending, or
     /// held-back requests becoming eligible.
     pub fn next_deadline(&self, now: Ns) -> Option<Ns> {
-        let finish = self.holding.values().filter_map(Holding::finish_at).min();
+        let limit = self.hold_limit_ns;
+        let finish = self
+            .holding
+            .values()
+            .filter_map(|h| match (h.finish_at(), h.revoke_at(limit)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
+            .min();
         // A held-back request can only start in a free slot; while every
         // slot is held, the next completion dispatches instead. (Without
         // this, a policy whose slot ran out while a kernel call still runs

@@ -35,7 +35,9 @@ pub struct DaemonConfig {
     /// once (1..=1000000, default 4096).
     pub max_connections: u32,
     /// Longest device work one request may hold an emulated stream, s
-    /// (a finite number in (0, 3600]; default 10).
+    /// (a finite number in (0, 3600]; default 10); also how long a client
+    /// may hold a device unit's slot it drives itself (a gate task, a
+    /// lease) unless `[max_hold_ms]` says otherwise for that unit.
     pub max_device_seconds: f64,
     /// Agents' accounting and view publication period, ms (1..=1000,
     /// default 10).
@@ -173,6 +175,12 @@ pub struct DaemonConfig {
     /// in all); other names get one once they are charged for something,
     /// while any of 256 is left.
     pub metrics_names: Vec<String>,
+    /// Per unit name, how long a client may hold a slot of the unit it
+    /// drives itself (a dispatch-gate task, an intercepted program's
+    /// lease) before the daemon takes it back, charges it and tells the
+    /// client (`WorkTooLong`), ms (1..=3600000). Units not named: device
+    /// units `max_device_seconds`, CPU units no limit.
+    pub max_hold_ms: BTreeMap<String, u64>,
 }
 
 impl Default for DaemonConfig {
@@ -213,6 +221,7 @@ impl Default for DaemonConfig {
             metrics_listen: None,
             metrics_remote: false,
             metrics_names: Vec::new(),
+            max_hold_ms: BTreeMap::new(),
         }
     }
 }
@@ -488,6 +497,14 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
         MAX_DEVICE_SECONDS,
     )?;
     within("tick_ms", cfg.tick_ms, 1, 1000)?;
+    for (unit, &ms) in &cfg.max_hold_ms {
+        within(
+            &format!("max_hold_ms.{unit}"),
+            ms,
+            1,
+            (MAX_DEVICE_SECONDS * 1000.0) as u64,
+        )?;
+    }
     within("cpu_scan_ms", cfg.cpu_scan_ms, 1, 60_000)?;
     within("cpu_schedule_ms", cfg.cpu_schedule_ms, 1, 60_000)?;
     if let Some(us) = cfg.anticipation_us {

@@ -21,6 +21,8 @@ pub enum LaunchError {
     Platform(#[from] PlatformError),
     #[error("[policies] names units that do not exist: {unknown}; units are: {known}")]
     UnknownPolicyUnit { unknown: String, known: String },
+    #[error("[max_hold_ms] names units that do not exist: {unknown}; units are: {known}")]
+    UnknownHoldUnit { unknown: String, known: String },
     #[error(
         "[[domains]] unit_credits names units that do not exist: {unknown}; units are: {known}"
     )]
@@ -170,6 +172,18 @@ fn check_unit_names(cfg: &DaemonConfig, names: &[&str]) -> Result<(), LaunchErro
             known: names.join(", "),
         });
     }
+    let unknown: Vec<&str> = cfg
+        .max_hold_ms
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !names.contains(k))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(LaunchError::UnknownHoldUnit {
+            unknown: unknown.join(", "),
+            known: names.join(", "),
+        });
+    }
     let unknown = crate::domains::unknown_units(&cfg.domains, names);
     if !unknown.is_empty() {
         return Err(LaunchError::UnknownDomainUnit {
@@ -249,6 +263,11 @@ fn monitor_config(cfg: &DaemonConfig, admin_gid: Option<u32>) -> MonitorConfig {
             .caps()
             .expect("checked when the configuration was read"),
         metrics_names: cfg.metrics_names.clone(),
+        max_hold_ns: cfg
+            .max_hold_ms
+            .iter()
+            .map(|(unit, &ms)| (unit.clone(), ms * 1_000_000))
+            .collect(),
     }
 }
 

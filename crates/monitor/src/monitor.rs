@@ -65,6 +65,11 @@ pub struct MonitorConfig {
     /// Client names `/metrics` keeps apart as soon as they connect, as
     /// it does root's (`metrics_names`).
     pub metrics_names: Vec<String>,
+    /// Per unit name, how long a client may hold a slot it drives itself
+    /// (a gate task, a lease) before the daemon takes it back, ns
+    /// (`[max_hold_ms]`). Units not named: `max_device_ns` for devices, no
+    /// limit for CPU units.
+    pub max_hold_ns: BTreeMap<String, Ns>,
 }
 
 /// Default `lease_us`: 5 ms.
@@ -94,6 +99,7 @@ impl Default for MonitorConfig {
             lease_ns: DEFAULT_LEASE_NS,
             device_memory: DeviceMemoryCaps::default(),
             metrics_names: Vec::new(),
+            max_hold_ns: BTreeMap::new(),
         }
     }
 }
@@ -221,13 +227,23 @@ impl Monitor {
         let domains = cfg.domains.clone();
         let ledger = Ledger::new(units.len());
         let anticipation_ns = cfg.anticipation_ns;
+        let agents = units
+            .into_iter()
+            .map(|u| {
+                let limit = match cfg.max_hold_ns.get(&u.unit.name) {
+                    Some(&ns) => Some(ns),
+                    None if u.unit.class == UnitClass::Cpu => None,
+                    None => Some(cfg.max_device_ns),
+                };
+                let mut agent = Agent::new(u, anticipation_ns);
+                agent.set_hold_limit(limit);
+                agent
+            })
+            .collect();
         Monitor {
             ledger,
             cfg,
-            agents: units
-                .into_iter()
-                .map(|u| Agent::new(u, anticipation_ns))
-                .collect(),
+            agents,
             clients: BTreeMap::new(),
             next_client: 1,
             store,

@@ -758,6 +758,24 @@ impl Client {
         })
     }
 
+    /// Blocks until the daemon takes `grant`'s slot back (it was held past
+    /// the unit's hold limit): the refusal it sent, `WorkTooLong` naming
+    /// the task. For a client that holds a grant and has nothing else to
+    /// wait for (with [`Client::set_reply_timeout`] to bound the wait).
+    pub fn wait_revoked(&mut self, grant: Grant) -> Result<ClientError, ClientError> {
+        self.wait_for(|m| match m {
+            DaemonMsg::Error {
+                code,
+                message,
+                task: Some(t),
+            } if *t == grant.task => Some(Ok(ClientError::Refused {
+                code: *code,
+                message: message.clone(),
+            })),
+            _ => None,
+        })
+    }
+
     /// Tells the daemon a granted task finished after `ran_ns`. After a
     /// daemon restart the grant no longer exists and nothing is sent.
     pub fn task_completed(&mut self, grant: Grant, ran_ns: u64) -> Result<(), ClientError> {

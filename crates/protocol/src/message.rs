@@ -513,7 +513,10 @@ pub enum ErrorCode {
     // Appended after protocol 1 shipped: postcard sends the variant index,
     // so new codes go at the end and every older index keeps its meaning.
     /// `SubmitDevice` whose modelled hold time is over the daemon's
-    /// `max_device_seconds` (it would block a stream for too long).
+    /// `max_device_seconds` (it would block a stream for too long); or a
+    /// slot the client held itself (a granted gate task, a lease) past the
+    /// unit's hold limit (`max_hold_ms`, else `max_device_seconds`): the
+    /// daemon took it back and charged the time (`task` names it).
     WorkTooLong,
     /// The daemon could not create this client's private view page (out of
     /// memory or file descriptors); the connection is closed, a later
