@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod leases;
+mod lineage;
 pub use leases::InterceptState;
 
 /// Limits and policy knobs of the monitor.

@@ -147,6 +147,34 @@ fn stat_says_alive(stat: std::io::Result<String>, start_time: u64) -> bool {
     }
 }
 
+/// One process of a `/proc` scan: which it is, and its parent's pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcEntry {
+    pub key: ProcessKey,
+    pub parent: u32,
+}
+
+/// Every process now, from `/proc/*/stat` (one that ends during the scan
+/// is left out).
+pub fn process_table() -> Vec<ProcEntry> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let f = stat_fields(&text)?;
+        Some(ProcEntry {
+            key: ProcessKey {
+                pid,
+                start_time: f.get(START_TIME)?.parse().ok()?,
+            },
+            parent: f.get(PPID)?.parse().ok()?,
+        })
+    })
+    .collect()
+}
+
 /// Gid of a group named in `/etc/group`.
 pub fn group_gid(name: &str) -> Option<u32> {
     let text = std::fs::read_to_string("/etc/group").ok()?;

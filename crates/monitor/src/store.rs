@@ -309,6 +309,23 @@ impl SettingsStore {
         }
     }
 
+    /// Gives process `to` a copy of `from`'s settings (under `from`'s
+    /// name), unless `to` has settings of its own; whether it did.
+    pub fn adopt(&mut self, from: ProcessKey, to: ProcessKey) -> bool {
+        if self.processes.contains_key(&to) {
+            return false;
+        }
+        let Some(source) = self.processes.get(&from) else {
+            return false;
+        };
+        let copy = StoredProcess {
+            key: to,
+            ..source.clone()
+        };
+        self.processes.insert(to, copy);
+        true
+    }
+
     pub fn remove(&mut self, key: ProcessKey) -> bool {
         self.processes.remove(&key).is_some()
     }

@@ -1,7 +1,9 @@
 //! The timer thread: ends emulated device work on time, runs the agents'
 //! 10 ms accounting, publishes both view pages (with the CPU agent's and
-//! the coordinator's latest results) and drops stored settings of
-//! processes that exited (reading /proc with no lock held). It sleeps on
+//! the coordinator's latest results), publishes the `/metrics` snapshot
+//! once a second while it is served, drops stored settings of processes
+//! that exited and records the descendants of processes with stored
+//! settings (reading /proc with no lock held). It sleeps on
 //! the doorbell until the earliest of those deadlines, or until another
 //! thread says new work may have moved it.
 
@@ -20,8 +22,10 @@ use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often stored settings of exited processes are dropped.
-const STORE_GC_EVERY: Duration = Duration::from_secs(5);
+/// How often stored settings of exited processes are dropped, and the
+/// live descendants of processes with stored settings get a copy of them
+/// (`monitor::lineage`).
+const STORE_GC_EVERY: Duration = Duration::from_secs(1);
 
 /// How often call rings are polled while any exist but none has had a
 /// call lately (Pegasus's pollers): a call waits at most this long before
@@ -77,14 +81,20 @@ pub(crate) fn run(shared: &Shared) {
             next_metrics = now + metrics_every;
         }
         if now >= next_gc {
-            // Which stored processes are gone is read from /proc with the
-            // lock released.
+            // Which stored processes are gone, and which processes live,
+            // are read from /proc with the lock released.
             let stored = state.monitor.stored_processes();
             drop(state);
+            let table = if stored.is_empty() {
+                Vec::new()
+            } else {
+                procfs::process_table()
+            };
             let gone: std::collections::BTreeSet<_> =
                 stored.into_iter().filter(|k| !procfs::alive(*k)).collect();
             state = shared.lock();
             state.monitor.forget_processes(&gone);
+            state.monitor.adopt_descendants(&table);
             shared.save_store(&mut state);
             next_gc = now + gc_every;
         }
