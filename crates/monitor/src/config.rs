@@ -611,6 +611,33 @@ mod tests {
     }
 
     #[test]
+    fn metrics_are_served_on_loopback_unless_metrics_remote_allows_more() {
+        assert!(parse("metrics_listen = \"127.0.0.1:9464\"").is_ok());
+        assert!(parse("metrics_listen = \"[::1]:9464\"").is_ok());
+        let err = parse("metrics_listen = \"0.0.0.0:9464\"").unwrap_err();
+        assert!(err.contains("metrics_remote = true"), "{err}");
+        assert!(parse("metrics_listen = \"0.0.0.0:9464\"\nmetrics_remote = true").is_ok());
+    }
+
+    #[test]
+    fn hold_limits_are_checked_and_reach_the_monitor() {
+        let err = parse("[max_hold_ms]\ngpu0 = 0").unwrap_err();
+        assert!(err.contains("max_hold_ms.gpu0 = 0 is outside"), "{err}");
+        let text = "include_cpus = false\ndevice_units = false\nmetrics_names = [\"train\"]\n\
+                    [max_hold_ms]\nemu = 250\n\
+                    [[emulated]]\nname = \"emu\"\nspeed = 1.0\ncopy_gbps = 10.0\n";
+        let (setup, _) = crate::launch::prepare(&parse(text).unwrap()).unwrap();
+        assert_eq!(setup.monitor.max_hold_ns["emu"], 250_000_000);
+        assert_eq!(setup.monitor.metrics_names, vec!["train".to_string()]);
+        let text = text.replace("emu = 250", "nope = 250");
+        let err = crate::launch::prepare(&parse(&text).unwrap()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("[max_hold_ms] names units that do not exist: nope")
+        );
+    }
+
+    #[test]
     fn the_anticipation_window_is_unset_by_default_and_reaches_the_monitor() {
         assert_eq!(parse("").unwrap().anticipation_us, None);
         let cfg = parse("include_cpus = false\ndevice_units = false\nanticipation_us = 0").unwrap();
