@@ -349,6 +349,22 @@ impl Monitor {
         &self.ledger
     }
 
+    /// Whether connected applications named `name` were charged for
+    /// something under `/metrics`' `(other)` (the name has no label):
+    /// giving it one now would move their counts out of `(other)`, whose
+    /// counters must not go down.
+    fn counted_as_other(&self, name: &str) -> bool {
+        !self.ledger.has(name)
+            && self.clients.values().any(|c| {
+                c.role == Role::Application
+                    && c.name == name
+                    && self
+                        .agents
+                        .iter()
+                        .any(|a| a.use_of(c.id).served() != Default::default())
+            })
+    }
+
     /// Gives the names of connected applications that were charged for
     /// something a `/metrics` label of their own, while any is left
     /// ([`Ledger::label_by_usage`]).
@@ -518,7 +534,10 @@ impl Monitor {
                 settings.push(got);
             }
         }
-        if role == Role::Application && (peer.uid == 0 || self.cfg.metrics_names.contains(&name)) {
+        if role == Role::Application
+            && (peer.uid == 0 || self.cfg.metrics_names.contains(&name))
+            && !self.counted_as_other(&name)
+        {
             self.ledger.label_reserved(&name);
         }
         self.clients.insert(
