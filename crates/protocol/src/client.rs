@@ -827,14 +827,24 @@ impl Client {
     }
 
     /// Whether the daemon said that others wait for `lease`'s unit
-    /// (`LeaseDue`): reads what has arrived without waiting for more.
-    /// Notices about earlier leases of the unit are dropped.
+    /// (`LeaseDue`), or took the lease back (held past the unit's hold
+    /// limit: `WorkTooLong` naming it): reads what has arrived without
+    /// waiting for more. Notices about earlier leases of the unit are
+    /// dropped.
     pub fn lease_due(&mut self, lease: Lease) -> Result<bool, ClientError> {
         self.read_pending()?;
         let mut due = false;
         self.inbox.retain(|m| match *m {
             DaemonMsg::LeaseDue { unit, task } if unit == lease.unit => {
                 due |= task == lease.task;
+                false
+            }
+            DaemonMsg::Error {
+                code: ErrorCode::WorkTooLong,
+                task: Some(task),
+                ..
+            } if task == lease.task => {
+                due = true;
                 false
             }
             _ => true,
