@@ -23,9 +23,10 @@ use common::{Reaped, TestDaemon};
 /// The user attacks run as.
 const NOBODY: u32 = 65534;
 
-fn gpu_with_metrics(extra: &str) -> String {
+/// [`common::ONE_GPU`] with metrics on a loopback port, then `tables`.
+fn gpu_with_metrics(tables: &str) -> String {
     format!(
-        "metrics_listen = \"127.0.0.1:0\"\n{extra}\n{}",
+        "metrics_listen = \"127.0.0.1:0\"\n{}\n{tables}",
         common::ONE_GPU
     )
 }
@@ -354,9 +355,9 @@ fn connections_past_the_cap_are_answered_503_and_threads_stay_fixed() {
 
 #[test]
 fn a_slot_held_past_the_hold_limit_is_taken_back_and_another_client_served() {
-    let d = TestDaemon::start(
+    let d = TestDaemon::start_logged(
         "hostile-hold",
-        &format!("{}\n[max_hold_ms]\ngpu0 = 500\n", common::ONE_GPU),
+        &gpu_with_metrics("[max_hold_ms]\ngpu0 = 500\n"),
     );
     let socket = d.socket.display().to_string();
     let hog = Attacker::start("hold", &[("HETSCHED_SOCKET", &socket)]);
@@ -378,6 +379,15 @@ fn a_slot_held_past_the_hold_limit_is_taken_back_and_another_client_served() {
     // The daemon goes on: root is served again at once.
     let grant = root.request_dispatch(UnitId(0), 1_000).unwrap();
     root.task_completed(grant, 0).unwrap();
+    // And counts it (the snapshot is at most a second old).
+    let addr = metrics_addr(&d);
+    wait_for("the revocation counted", Duration::from_secs(10), || {
+        let (_, body) = scrape(&addr).ok()?;
+        let value = body
+            .lines()
+            .find_map(|l| l.strip_prefix("hetsched_unit_revoked_total{unit=\"gpu0\"} "))?;
+        (value.parse::<f64>().ok()? == 1.0).then_some(())
+    });
 }
 
 /// The stored processes' pids in the daemon's state file.

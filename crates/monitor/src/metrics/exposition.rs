@@ -166,6 +166,15 @@ impl Collector for Scrape {
             }),
         )?;
 
+        counter(
+            &mut enc,
+            "hetsched_unit_revoked",
+            "Slots the unit took back from clients that held them past its hold limit.",
+            s.units
+                .iter()
+                .map(|u| (vec![("unit", u.name.as_str())], u.revoked_total as f64)),
+        )?;
+
         // Clients, by name: totals of those gone and those connected.
         let per_unit = |f: fn(&UnitServed) -> f64| {
             s.served.iter().flat_map(move |c| {
@@ -320,6 +329,7 @@ mod tests {
             running: 0,
             tasks_total: 0,
             busy_ns_total: 0,
+            revoked_total: 0,
         }
     }
 

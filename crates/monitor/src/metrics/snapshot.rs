@@ -23,6 +23,9 @@ pub struct UnitMetrics {
     pub tasks_total: u64,
     /// Slot time held since the daemon started, ns.
     pub busy_ns_total: u64,
+    /// Slots taken back past the unit's hold limit since the daemon
+    /// started.
+    pub revoked_total: u64,
 }
 
 /// What the clients of one name were served on each unit (in unit
@@ -151,6 +154,7 @@ impl MetricsSnapshot {
                 running: p.view.running,
                 tasks_total: a.tasks_total(),
                 busy_ns_total: p.busy_ns_total,
+                revoked_total: a.revoked_total(),
             })
             .collect();
         let ledger = monitor.ledger();
