@@ -37,6 +37,10 @@ struct StoredProcess {
     name: String,
     /// Unit name → settings.
     units: BTreeMap<String, ClientSettings>,
+    /// The ancestor whose settings these are a copy of
+    /// ([`SettingsStore::adopt`]); `None` for settings of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inherited_from: Option<ProcessKey>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -298,7 +302,10 @@ impl SettingsStore {
             key,
             name: name.to_string(),
             units: BTreeMap::new(),
+            inherited_from: None,
         });
+        // Set for this process itself: its own from now on.
+        entry.inherited_from = None;
         if settings == ClientSettings::default() {
             entry.units.remove(unit);
         } else {
@@ -310,20 +317,32 @@ impl SettingsStore {
     }
 
     /// Gives process `to` a copy of `from`'s settings (under `from`'s
-    /// name), unless `to` has settings of its own; whether it did.
+    /// name), unless `to` has settings of its own; a copy `to` has of
+    /// `from`'s is brought up to date. Whether anything changed.
     pub fn adopt(&mut self, from: ProcessKey, to: ProcessKey) -> bool {
-        if self.processes.contains_key(&to) {
-            return false;
-        }
         let Some(source) = self.processes.get(&from) else {
             return false;
         };
+        if let Some(have) = self.processes.get(&to)
+            && (have.inherited_from != Some(from) || have.units == source.units)
+        {
+            return false;
+        }
         let copy = StoredProcess {
             key: to,
+            inherited_from: Some(from),
             ..source.clone()
         };
         self.processes.insert(to, copy);
         true
+    }
+
+    /// Whether `key`'s settings are a copy of an ancestor's
+    /// ([`SettingsStore::adopt`]) rather than its own.
+    pub fn is_inherited(&self, key: ProcessKey) -> bool {
+        self.processes
+            .get(&key)
+            .is_some_and(|p| p.inherited_from.is_some())
     }
 
     pub fn remove(&mut self, key: ProcessKey) -> bool {

@@ -124,3 +124,55 @@ fn settings_of_its_own_are_not_replaced_by_an_ancestors() {
         ShareClass::Normal { shares: 5 }
     );
 }
+
+#[test]
+fn a_copy_follows_its_ancestors_later_changes_and_an_orphans_children_inherit() {
+    let root = key(100, 10);
+    let mut store = SettingsStore::default();
+    store.set(root, "demoted", "gpu0", BACKGROUND);
+    let mut m = Monitor::new(vec![device(1)], MonitorConfig::default(), store);
+    let child = ProcEntry {
+        key: key(101, 11),
+        parent: 100,
+    };
+    let scan = [
+        ProcEntry {
+            key: root,
+            parent: 1,
+        },
+        child,
+    ];
+    assert_eq!(m.adopt_descendants(&scan), 1);
+    // Root is given other settings (the store as `SetSettings` leaves it):
+    // the next scan brings the child's copy up to date.
+    let normal5 = ClientSettings {
+        class: ShareClass::Normal { shares: 5 },
+        priority: 0,
+    };
+    let mut store = SettingsStore::default();
+    store.set(root, "demoted", "gpu0", normal5);
+    store.adopt(root, child.key);
+    store.set(root, "demoted", "gpu0", BACKGROUND);
+    assert!(store.adopt(root, child.key), "the copy is refreshed");
+    assert_eq!(store.settings_of(child.key).unwrap()["gpu0"], BACKGROUND);
+    assert!(!store.adopt(root, child.key), "already up to date");
+    // Settings set for the child itself are its own from then on.
+    store.set(child.key, "own", "gpu0", normal5);
+    assert!(!store.adopt(root, child.key));
+    assert!(!store.is_inherited(child.key));
+    // The root exits, the child is orphaned and forks: its child inherits.
+    m.forget_processes(&[root].into());
+    let orphaned = ProcEntry {
+        key: key(101, 11),
+        parent: 1,
+    };
+    let grandchild = ProcEntry {
+        key: key(102, 30),
+        parent: 101,
+    };
+    assert_eq!(m.adopt_descendants(&[orphaned, grandchild]), 1);
+    assert_eq!(
+        class_at_hello(&mut m, grandchild.key, vec![]),
+        ShareClass::Background
+    );
+}

@@ -23,7 +23,9 @@ const MAX_DEPTH: usize = 64;
 
 impl Monitor {
     /// Gives every process in `table` (a `/proc` scan) that has no stored
-    /// settings those of its nearest ancestor that has; how many it gave.
+    /// settings of its own those of its nearest ancestor that has (a copy,
+    /// brought up to date at every scan while that ancestor lives); how
+    /// many it gave or updated.
     pub fn adopt_descendants(&mut self, table: &[ProcEntry]) -> usize {
         if self.store.is_empty() {
             return 0;
@@ -31,9 +33,12 @@ impl Monitor {
         let by_pid: HashMap<u32, ProcEntry> = table.iter().map(|e| (e.pid(), *e)).collect();
         let mut adopted = 0;
         for e in table {
-            if self.store.settings_of(e.key).is_some() {
+            // Settings of its own stay; a copy follows its ancestor's.
+            if self.store.settings_of(e.key).is_some() && !self.store.is_inherited(e.key) {
                 continue;
             }
+            // The nearest with settings, its own or a copy (the root may
+            // have exited: an orphan's children still inherit).
             let root = stored_ancestor(&by_pid, e, |k| self.store.settings_of(k).is_some());
             if let Some(root) = root
                 && self.store.adopt(root, e.key)
