@@ -78,7 +78,7 @@ fn daemon_pid(d: &TestDaemon) -> u32 {
 /// start with `ATTACK:` comes through [`Attacker::expect`].
 struct Attacker {
     /// Killed when the test ends (closing its stdin ends a holding one).
-    _child: Reaped,
+    child: Reaped,
     lines: mpsc::Receiver<String>,
 }
 
@@ -113,9 +113,19 @@ impl Attacker {
             }
         });
         Attacker {
-            _child: Reaped(child),
+            child: Reaped(child),
             lines,
         }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+
+    /// Writes a line to the attacker's stdin.
+    fn say(&mut self, line: &str) {
+        let stdin = self.child.0.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
     }
 
     /// The attacker's next line, which must start with `prefix`, within
@@ -221,6 +231,30 @@ fn attacker() {
                 }
                 other => say(format!("not revoked: {other:?}")),
             }
+        }
+        "forker" => {
+            // A connected client that, once demoted, forks a child that
+            // forks the real attacker and exits at once: the attacker is
+            // orphaned within milliseconds of its fork and connects.
+            let mut opts = ClientOptions::application("forker")
+                .unwrap()
+                .socket(var("HETSCHED_SOCKET"));
+            opts.requested = SettingsRequest::default();
+            let _c = Client::connect(opts).unwrap();
+            say("connected".into());
+            let mut go = String::new();
+            std::io::stdin().read_line(&mut go).unwrap();
+            let status = Command::new("sh")
+                .args([
+                    "-c",
+                    r#""$BIN" load --json --unit gpu0 --seconds 0.3 --name orphan > "$REPORT" &"#,
+                ])
+                .stdin(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            say("forked".into());
+            hold();
         }
         other => panic!("no attack {other:?}"),
     }
@@ -559,4 +593,48 @@ fn metrics_on_a_non_loopback_address_need_metrics_remote() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("metrics_remote"), "{err}");
+}
+
+#[test]
+fn a_child_orphaned_the_moment_it_is_forked_keeps_the_demotion() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: the daemon sees forks as they happen only as root");
+        return;
+    }
+    let d = TestDaemon::start("hostile-fast-orphan", common::ONE_GPU);
+    let files: PathBuf = d.dir.join("attack");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::set_permissions(&files, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let report = files.join("orphan.json");
+    let socket = d.socket.display().to_string();
+    let report_path = report.display().to_string();
+    let mut forker = Attacker::start(
+        "forker",
+        &[
+            ("HETSCHED_SOCKET", &socket),
+            ("BIN", common::BIN),
+            ("REPORT", &report_path),
+        ],
+    );
+    forker.expect("connected", Duration::from_secs(10));
+    let pid = forker.pid();
+    // Root demotes the forker; then it forks.
+    let out = d
+        .cmd()
+        .args(["shares", "set", "--pid", &pid.to_string()])
+        .args(["--class", "background"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    forker.say("go");
+    forker.expect("forked", Duration::from_secs(10));
+    let report: serde_json::Value =
+        wait_for("the orphan's report", Duration::from_secs(30), || {
+            serde_json::from_str(&std::fs::read_to_string(&report).ok()?).ok()
+        });
+    assert_eq!(report["class"], "background", "{report}");
 }

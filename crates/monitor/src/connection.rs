@@ -44,16 +44,31 @@ fn send_now(stream: &UnixStream, msg: &DaemonMsg) {
     let _ = rustix::net::send(stream, &frame, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
 }
 
-fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
+/// Who is at the other end: its credentials, and its ancestors as `/proc`
+/// shows them, then those the fork log recorded (a process reparented to
+/// init since: [`crate::fork_watch`]).
+fn peer_of(
+    stream: &UnixStream,
+    forks: Option<&crate::fork_watch::ForkWatch>,
+) -> std::io::Result<Peer> {
     let cred = rustix::net::sockopt::socket_peercred(stream)?;
     let pid = cred.pid.as_raw_nonzero().get() as u32;
+    let start_time = procfs::start_time(pid).unwrap_or(0);
+    let mut ancestors = procfs::ancestors(pid);
+    if let Some(forks) = forks {
+        for a in forks.ancestors(crate::store::ProcessKey { pid, start_time }) {
+            if !ancestors.contains(&a) {
+                ancestors.push(a);
+            }
+        }
+    }
     Ok(Peer {
         pid,
         uid: cred.uid.as_raw(),
         gid: cred.gid.as_raw(),
         groups: procfs::groups(pid),
-        start_time: procfs::start_time(pid).unwrap_or(0),
-        ancestors: procfs::ancestors(pid),
+        start_time,
+        ancestors,
     })
 }
 
@@ -90,8 +105,9 @@ impl ConnIo {
         stream: UnixStream,
         ticket: crate::admission::Admitted,
         max_frame_bytes: usize,
+        forks: Option<&crate::fork_watch::ForkWatch>,
     ) -> std::io::Result<ConnIo> {
-        let peer = peer_of(&stream)?;
+        let peer = peer_of(&stream, forks)?;
         stream.set_nonblocking(true)?;
         Ok(ConnIo {
             stream: Arc::new(stream),

@@ -36,6 +36,7 @@ mod demand_report;
 pub mod devices;
 pub mod domains;
 pub mod embedded;
+mod fork_watch;
 pub mod host;
 pub mod kernel_exec;
 mod kernel_jobs;

@@ -210,7 +210,8 @@ impl Reactor {
         let Some(ticket) = admit(&self.admission, &stream) else {
             return;
         };
-        let conn = match ConnIo::new(stream, ticket, shared.setup.max_frame_bytes) {
+        let forks = shared.fork_watch.as_ref();
+        let conn = match ConnIo::new(stream, ticket, shared.setup.max_frame_bytes, forks) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("no peer credentials, dropping connection: {e}");

@@ -255,6 +255,9 @@ pub(crate) struct Shared {
     /// listener serves it ([`crate::metrics`]).
     pub metrics: Latest<crate::metrics::Published>,
     pub metrics_on: bool,
+    /// Who forked whom, from the kernel's process events, where they can
+    /// be had (root): [`crate::fork_watch`].
+    pub fork_watch: Option<crate::fork_watch::ForkWatch>,
     /// Demand reports waiting for the coordinator.
     pub demand_reports: DemandReports,
     /// Set when the server stops ([`RunningServer::stop`]).
@@ -293,6 +296,24 @@ impl Shared {
     pub fn save_store(&self, state: &mut State) {
         if let Some(store) = state.monitor.take_dirty_store() {
             self.store_writer.submit(store.clone());
+        }
+    }
+}
+
+/// The proc connector, for a daemon that runs as root (others cannot
+/// subscribe); `None`, said once, where it cannot be opened.
+fn open_fork_watch() -> Option<crate::fork_watch::ForkWatch> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    match crate::fork_watch::ForkWatch::open() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(
+                "process events (proc connector): {e}; a demoted process's child that is \
+                 orphaned and connects within a second of its fork keeps no demotion"
+            );
+            None
         }
     }
 }
@@ -408,6 +429,7 @@ impl Server {
                 coordination: Default::default(),
                 metrics: Default::default(),
                 metrics_on: metrics.is_some(),
+                fork_watch: open_fork_watch(),
                 demand_reports: Default::default(),
                 stop: Default::default(),
             }),
@@ -476,6 +498,18 @@ impl Server {
                 Box::new(move || crate::kernel_exec::run(&shared, unit, backend, jobs)),
             )?);
         }
+        if self.shared.fork_watch.is_some() {
+            let watch = Arc::clone(&self.shared);
+            running.threads.push(spawn(
+                "hetsched-forks",
+                Box::new(move || {
+                    let Some(w) = &watch.fork_watch else { return };
+                    while !watch.stop.is_stopped() {
+                        w.wait(FORK_WATCH_POLL);
+                    }
+                }),
+            )?);
+        }
         #[cfg(feature = "coordination")]
         if self.shared.setup.coordination.is_on() {
             let coordinator = Arc::clone(&self.shared);
@@ -504,6 +538,10 @@ impl Server {
         Ok(running)
     }
 }
+
+/// How long the fork watcher waits for events before it looks whether the
+/// server stops.
+const FORK_WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A server serving on its own threads; dropping it stops them.
 pub struct RunningServer {
