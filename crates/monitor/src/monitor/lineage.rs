@@ -10,8 +10,9 @@
 //! second while settings are stored, with no lock held, and records every
 //! live descendant of a stored process ([`Monitor::adopt_descendants`]),
 //! while the parent links still show where it came from. A child that
-//! forks, is orphaned and connects within one scan escapes; one that lives
-//! past a scan does not.
+//! forks, is orphaned and connects within one scan is caught by the fork
+//! log instead, where the daemon can read the kernel's process events
+//! ([`crate::fork_watch`]); without them, it escapes.
 
 use super::Monitor;
 use crate::procfs::ProcEntry;
