@@ -32,6 +32,8 @@ use std::time::Duration;
 pub const MAX_FORKS: usize = 65_536;
 /// Most ancestors followed from one process.
 const MAX_DEPTH: usize = 64;
+/// Most datagrams (one event each, as the kernel sends them) read at once.
+const MAX_DATAGRAMS_PER_DRAIN: usize = 1024;
 
 // <linux/connector.h>, <linux/cn_proc.h>, <linux/netlink.h>.
 const CN_IDX_PROC: u32 = 1;
@@ -164,7 +166,9 @@ impl ForkWatch {
     pub fn drain(&self) {
         let mut log = self.log();
         let mut buf = [0u8; 8192];
-        loop {
+        // Bounded, so that a storm of forks cannot hold the lock (and a
+        // connecting client) for long; what is left is read next time.
+        for _ in 0..MAX_DATAGRAMS_PER_DRAIN {
             match rustix::net::recv(&self.socket, &mut buf, RecvFlags::DONTWAIT) {
                 Ok((n, _)) => {
                     for (child, parent) in forks(&buf[..n.min(buf.len())]) {

@@ -39,6 +39,11 @@
 //!    thread takes no other lock; it holds it only to swap, clone or
 //!    insert a value: no work, no I/O, no waiting.
 //!
+//! The fork log's lock ([`crate::fork_watch`]) is taken with no other held
+//! (by its watcher thread, and by the reactor as it accepts a connection);
+//! it is held while that socket's queued events are read, non-blocking,
+//! with the new processes' start times, a bounded batch at a time.
+//!
 //! A thread may skip levels but never take a lock of a lower number while
 //! it holds one of a higher. Apart from that slot, no lock is held across
 //! blocking I/O: /proc reads, file writes and fsyncs, cgroup and nice
@@ -463,8 +468,9 @@ impl Server {
     }
 
     /// Starts serving on threads of its own: the timer, the CPU agent,
-    /// one executor per served unit, the coordinator (when on), the
-    /// connection workers and the metrics listener. The handle stops and
+    /// one executor per served unit, the fork watcher (as root), the
+    /// coordinator (when on), the connection workers and the metrics
+    /// listener (with its pool). The handle stops and
     /// joins every one of them ([`RunningServer::stop`], or dropping it).
     pub fn spawn(self) -> std::io::Result<RunningServer> {
         let mut running = RunningServer {
