@@ -638,3 +638,82 @@ fn a_child_orphaned_the_moment_it_is_forked_keeps_the_demotion() {
         });
     assert_eq!(report["class"], "background", "{report}");
 }
+
+/// Open descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn running_out_of_descriptors_does_not_end_the_metrics_listener() {
+    // A daemon held to 128 open files (soft and hard: it cannot raise it).
+    let dir = std::env::temp_dir().join(format!("hetsched-it-hostile-fds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (config, socket, log) = (
+        dir.join("h.toml"),
+        dir.join("h.sock"),
+        dir.join("daemon.log"),
+    );
+    std::fs::write(
+        &config,
+        format!(
+            "state_file = \"{}\"\n{}",
+            dir.join("state.json").display(),
+            gpu_with_metrics("")
+        ),
+    )
+    .unwrap();
+    let daemon = Command::new("sh")
+        .args([
+            "-c",
+            r#"ulimit -n 128 && exec "$0" daemon --config "$1" --socket "$2""#,
+        ])
+        .arg(common::BIN)
+        .arg(&config)
+        .arg(&socket)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
+    let daemon = Reaped(daemon);
+    let pid = daemon.0.id();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let addr = wait_for("the metrics address", Duration::from_secs(20), || {
+        let text = log_text();
+        let rest = text.split("metrics on http://").nth(1)?;
+        Some(rest.split('/').next()?.to_string())
+    });
+    // Connections that say nothing use up its descriptors.
+    let held: Vec<std::os::unix::net::UnixStream> = (0..200)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+        .collect();
+    wait_for(
+        "the daemon out of descriptors",
+        Duration::from_secs(10),
+        || (open_fds(pid) >= 127).then_some(()),
+    );
+    // A scrape now is queued by the kernel, and the listener cannot
+    // accept it: it says so and keeps trying.
+    let mut pending = TcpStream::connect(&addr).unwrap();
+    pending
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(pending, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    wait_for("the accept error logged", Duration::from_secs(10), || {
+        log_text()
+            .contains("metrics listener: accept")
+            .then_some(())
+    });
+    // Descriptors come back (those connections close); the scrape that
+    // waited is answered, and so is a new one.
+    drop(held);
+    let mut answer = String::new();
+    let _ = pending.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:.200}");
+    let (status, _) = scrape(&addr).unwrap();
+    assert!(status.contains("200"), "{status}");
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+}
