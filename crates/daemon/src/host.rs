@@ -1,7 +1,7 @@
 //! The daemon's host parts, handed to the monitor's server through
 //! [`Host`]: the CPU agent's nice levels ([`crate::renice`]) and cgroup
-//! weights ([`crate::cpu_cgroups`]), and the `/metrics` listener
-//! ([`crate::metrics::http`]).
+//! weights ([`crate::cpu_cgroups`]), the `/metrics` listener
+//! ([`crate::metrics::http`]), and the kernel's process events.
 
 use crate::cpu_cgroups::CpuCgroups;
 use crate::metrics::http::MetricsListener;
@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 pub const HOST: Host = Host {
     cpu_controls: Some(open_cpu_controls),
     metrics: Some(bind_metrics),
+    fork_events: true,
 };
 
 /// Opens what `cpu_nice_from_shares` and `cpu_cgroups` ask for, saying

@@ -23,6 +23,10 @@ pub struct Host {
     pub cpu_controls: Option<fn(&DaemonSetup) -> CpuControls>,
     /// Binds the `/metrics` listener (`metrics_listen`).
     pub metrics: Option<BindMetrics>,
+    /// Reads the kernel's process events as root, so that settings follow
+    /// a process tree through reparenting ([`crate::fork_watch`]): the
+    /// machine's daemon, not a program's embedded monitor.
+    pub fork_events: bool,
 }
 
 /// Binds a `/metrics` listener at an address.

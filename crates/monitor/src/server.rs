@@ -421,6 +421,11 @@ impl Server {
             ring_holders: Default::default(),
         };
         let (kernel_jobs, executors) = KernelJobs::new(setup.kernel_backends.take());
+        let fork_watch = if setup.host.fork_events {
+            open_fork_watch()
+        } else {
+            None
+        };
         Ok(Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
@@ -434,7 +439,7 @@ impl Server {
                 coordination: Default::default(),
                 metrics: Default::default(),
                 metrics_on: metrics.is_some(),
-                fork_watch: open_fork_watch(),
+                fork_watch,
                 demand_reports: Default::default(),
                 stop: Default::default(),
             }),
