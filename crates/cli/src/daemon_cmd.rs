@@ -82,7 +82,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         // whatever was done.
         let mut state = lock(&cleanup);
         // systemd owns a socket it passed: it stays when the daemon stops.
-        state.socket = (!from_systemd).then(|| socket.clone());
+        state.socket = server.socket_id().map(|id| (socket.clone(), id));
         state.store = Some(server.store_flusher());
         let mut log = |line: String| tracing::info!("{line}");
         if cfg.exclusive_devices {
@@ -139,7 +139,9 @@ fn exit_with_parent(pid: u32) -> Result<()> {
 /// the devices it made exclusive (`exclusive_devices`).
 #[derive(Default)]
 struct CleanupState {
-    socket: Option<PathBuf>,
+    /// The socket file this daemon bound: removed only while it is still
+    /// that socket (never a file put in its place).
+    socket: Option<(PathBuf, hetsched_daemon::checked_dir::FileId)>,
     devices: Option<exclusive::ExclusiveGuard>,
     /// Writes the settings the store writer still holds (it coalesces
     /// changes for up to 200 ms).
@@ -158,8 +160,10 @@ impl CleanupState {
                 STOP_FLUSH
             );
         }
-        if let Some(socket) = self.socket.take() {
-            let _ = std::fs::remove_file(&socket);
+        if let Some((socket, id)) = self.socket.take()
+            && let Err(e) = hetsched_daemon::checked_dir::remove_socket(&socket, id)
+        {
+            tracing::warn!("{e}");
         }
         // Its Drop puts the files back, one line each.
         drop(self.devices.take());
@@ -188,14 +192,25 @@ impl Drop for CleanUpOnDrop {
 
 /// SIGTERM / SIGINT / SIGHUP: write the pending settings, remove the
 /// socket file, give the devices back (`exclusive_devices`) and exit.
+/// Signals whose default would end the daemon without that, and that
+/// mean nothing to it (SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+/// SIGIO), are caught and ignored, with a line in the log.
 fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+    use signal_hook::consts::{
+        SIGALRM, SIGHUP, SIGINT, SIGIO, SIGPROF, SIGTERM, SIGUSR1, SIGUSR2, SIGVTALRM,
+    };
+    const STOP: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
+    const IGNORED: [i32; 6] = [SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO];
+    let mut signals = signal_hook::iterator::Signals::new(STOP.iter().chain(&IGNORED))
         .context("installing signal handlers")?;
     std::thread::Builder::new()
         .name("hetsched-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            for sig in signals.forever() {
+                if !STOP.contains(&sig) {
+                    tracing::info!("signal {sig} ignored");
+                    continue;
+                }
                 // Under systemd (Type=notify); nothing without NOTIFY_SOCKET.
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
                 lock(&cleanup).stop();
