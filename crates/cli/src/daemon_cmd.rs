@@ -68,6 +68,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let activated =
         hetsched_daemon::activation::inherited_listener().map_err(anyhow::Error::msg)?;
     let from_systemd = activated.is_some();
+    refuse_unsafe_cache_dir(&cfg)?;
     let (setup, platform) = launch::prepare(&cfg)?;
     for note in &platform.notes {
         tracing::info!("{note}");
@@ -117,6 +118,24 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     server.run().context("serving")?;
     Ok(())
+}
+
+/// The calibration cache's directory is checked as the socket's and the
+/// state file's are (`checked_dir`): one that others may write is refused.
+/// One that does not exist yet, or cannot be opened, is left to the cache
+/// writer, whose failures are notes (the cache is not needed to run).
+fn refuse_unsafe_cache_dir(cfg: &DaemonConfig) -> Result<()> {
+    use hetsched_daemon::checked_dir::{CheckedDir, DirError};
+    let Some(dir) = cfg
+        .calibration_cache_path()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    else {
+        return Ok(());
+    };
+    match CheckedDir::open(&dir, None) {
+        Err(e @ DirError::Unsafe { .. }) => Err(anyhow::anyhow!("calibration cache: {e}")),
+        _ => Ok(()),
+    }
 }
 
 /// SIGTERM when the parent exits. The parent is checked after the signal is
