@@ -419,3 +419,86 @@ fn stray_signals_are_ignored_and_only_the_daemons_own_socket_is_removed() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("no longer the daemon's socket"), "{text}");
 }
+
+/// What a client costs the daemon in descriptors, measured: the daemon's
+/// open-file estimate (`max_connections` × `FDS_PER_CLIENT` + a margin)
+/// must cover it. With PoCL, each client also opens a kernel ring on the
+/// served OpenCL unit (ring, data region and doorbell).
+#[test]
+fn the_descriptor_estimate_covers_what_a_client_with_rings_costs() {
+    let s = Scratch::new("fds");
+    let served = served_opencl();
+    let config = if served {
+        let path = s.path("hetsched.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "state_file = \"{}\"\nopencl_units = true\n{ONE_GPU}",
+                s.path("state.json").display()
+            ),
+        )
+        .unwrap();
+        path
+    } else {
+        s.config(&s.path("state.json"))
+    };
+    let socket = s.path("hetsched.sock");
+    let log = s.path("daemon.log");
+    let mut d = daemon(&config, &socket, &log);
+    drop(wait_up(&socket, &mut d, &log));
+    let fds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    let pid = d.0.id();
+    let before = fds(pid);
+    const CLIENTS: usize = 20;
+    let mut held = Vec::new();
+    for i in 0..CLIENTS {
+        let mut opts = ClientOptions::application(format!("fd-{i}"))
+            .unwrap()
+            .socket(&socket);
+        opts.requested = Default::default();
+        let mut c = Client::connect(opts).unwrap();
+        let gpu = c.unit_by_name("gpu0").unwrap().id;
+        let ring = c.open_call_ring(gpu).unwrap();
+        let kernel_ring = served.then(|| {
+            let unit = c.unit_by_name("served-opencl0").unwrap().id;
+            c.open_kernel_ring(unit, 8192).unwrap()
+        });
+        held.push((c, ring, kernel_ring));
+    }
+    let after = fds(pid);
+    let per_client = (after - before) as f64 / CLIENTS as f64;
+    eprintln!(
+        "daemon descriptors: {before} idle, {after} with {CLIENTS} clients with a call ring{}: \
+         {per_client:.2} per client",
+        if served { " and a kernel ring" } else { "" }
+    );
+    // The daemon's own estimate, from its log line at start.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let estimate: f64 = text
+        .split("a client holds up to ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no descriptor estimate in: {text}"));
+    assert_eq!(estimate, if served { 4.0 } else { 2.0 }, "{text}");
+    assert!(
+        per_client <= estimate,
+        "{per_client} descriptors per client, estimated {estimate}"
+    );
+}
+
+/// Whether this build serves OpenCL devices and PoCL (or another) has one.
+fn served_opencl() -> bool {
+    #[cfg(feature = "opencl")]
+    {
+        matches!(hetsched_opencl::devices(), Ok(d) if !d.is_empty())
+    }
+    #[cfg(not(feature = "opencl"))]
+    {
+        false
+    }
+}

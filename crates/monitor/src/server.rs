@@ -375,7 +375,10 @@ impl Server {
                 (l, Some(id))
             }
         };
-        crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
+        crate::reactor::raise_descriptor_limit(
+            setup.connection_limits.total,
+            crate::reactor::descriptors_per_client(&setup.units),
+        );
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
         let mut log = |line: String| tracing::warn!("{line}");
