@@ -14,10 +14,13 @@ pub struct DaemonArgs {
     /// Config file (default: /etc/hetsched/hetsched.toml when it exists).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Socket path (overrides the config and $HETSCHED_SOCKET).
+    /// Socket path (overrides the config and $HETSCHED_SOCKET). Its
+    /// directory, and each above it, must be writable by no other user;
+    /// a file there that is not a socket is refused, never removed.
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// State file where shares survive restarts (overrides the config).
+    /// State file where shares survive restarts (overrides the config);
+    /// its directory is checked as the socket's.
     #[arg(long)]
     state: Option<PathBuf>,
     /// Stop (as on SIGTERM) when the daemon's parent, process PID, exits:

@@ -249,8 +249,8 @@ pub struct FileId {
     pub dev: u64,
     pub ino: u64,
     /// A new file may get the number of one removed: its change time
-    /// tells them apart in most cases.
-    pub ctime: (i64, u64),
+    /// (ns since the epoch) tells them apart in most cases.
+    pub ctime_ns: i128,
 }
 
 impl FileId {
@@ -258,7 +258,7 @@ impl FileId {
         FileId {
             dev: st.st_dev,
             ino: st.st_ino,
-            ctime: (st.st_ctime, st.st_ctime_nsec as u64),
+            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
         }
     }
 }
@@ -403,7 +403,7 @@ mod tests {
         ] {
             chmod(&ok, mode);
             let e = CheckedDir::open(&ok, None).unwrap_err().to_string();
-            assert!(e.contains("refusing to use") && e.contains(&says), "{e}");
+            assert!(e.contains("refusing to use") && e.contains(says), "{e}");
         }
         // Above it, a sticky world-writable directory (like /tmp) is fine;
         // one without the sticky bit is not.
