@@ -24,6 +24,7 @@
 
 pub mod admission;
 pub mod agent;
+pub mod checked_dir;
 pub mod config;
 mod connection;
 mod coordination_results;

@@ -47,6 +47,7 @@
 //! pages and non-blocking sends.
 
 use crate::agent::UnitSetup;
+use crate::checked_dir::{BindError, CheckedDir, FileId};
 use crate::coordination_results::CoordinationResults;
 use crate::cpu_figures::CpuFigures;
 use crate::demand_report::DemandReports;
@@ -65,7 +66,6 @@ use hetsched_views::doorbell::Doorbell;
 use hetsched_views::{GlobalWriter, PrivateWriter, ViewError};
 use rustix::net::SendFlags;
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -132,6 +132,10 @@ pub enum DaemonError {
     NoUnits,
     #[error(transparent)]
     Metrics(#[from] MetricsBindError),
+    /// A path the daemon would write that is unsafe to use (a directory
+    /// others may write, a file that is not a socket at the socket path).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A client connection as the state knows it.
@@ -297,6 +301,8 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
+    /// The socket file this daemon bound (none when systemd passed it).
+    socket_id: Option<FileId>,
     metrics: Option<Box<dyn MetricsHttp>>,
     /// The served units' executors, started by [`Server::spawn`].
     executors: Vec<Executor>,
@@ -348,7 +354,12 @@ impl Server {
             }
             (None, _) => None,
         };
-        let listener = match listener {
+        // Refused before anything is bound: a state directory others may
+        // write (its files are opened through it, never by following a link).
+        if let Some(dir) = setup.state_path.parent() {
+            CheckedDir::open(dir, Some(0o755)).map_err(|e| DaemonError::Refused(e.to_string()))?;
+        }
+        let (listener, socket_id) = match listener {
             Some(l) => {
                 if let Some(path) = l
                     .local_addr()
@@ -357,18 +368,26 @@ impl Server {
                 {
                     setup.socket = path;
                 }
-                l
+                (l, None)
             }
-            None => bind_socket(&setup.socket)?,
+            None => {
+                let (l, id) = bind_socket(&setup.socket)?;
+                (l, Some(id))
+            }
         };
-        crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
+        crate::reactor::raise_descriptor_limit(
+            setup.connection_limits.total,
+            crate::reactor::descriptors_per_client(&setup.units),
+        );
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
         let mut log = |line: String| tracing::warn!("{line}");
         let mut store = match SettingsStore::load_or_recover(&setup.state_path, &mut log) {
             Ok((store, _)) => store,
             Err(e) => {
-                let _ = std::fs::remove_file(&setup.socket);
+                if let Some(id) = socket_id {
+                    let _ = crate::checked_dir::remove_socket(&setup.socket, id);
+                }
                 return Err(e.into());
             }
         };
@@ -406,6 +425,7 @@ impl Server {
                 stop: Default::default(),
             }),
             listener,
+            socket_id,
             metrics,
             executors,
         })
@@ -413,6 +433,13 @@ impl Server {
 
     pub fn socket(&self) -> &std::path::Path {
         &self.shared.setup.socket
+    }
+
+    /// The socket file this daemon bound, to remove when it stops
+    /// ([`crate::checked_dir::remove_socket`]); `None` for one systemd
+    /// passed, which stays.
+    pub fn socket_id(&self) -> Option<FileId> {
+        self.socket_id
     }
 
     /// Where `/metrics` is served (with the port chosen when configured
@@ -543,27 +570,14 @@ impl Drop for RunningServer {
     }
 }
 
-fn bind_socket(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
-    let err = |source| DaemonError::Socket {
-        path: path.into(),
-        source,
-    };
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(DaemonError::AlreadyRunning(path.into()));
-        }
-        // Left behind by a daemon that died: nobody answers on it.
-        std::fs::remove_file(path).map_err(err)?;
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(err)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(err)?;
-        }
-    }
-    let listener = UnixListener::bind(path).map_err(err)?;
-    // Anyone may connect; what a client may do is decided from its
-    // credentials (SO_PEERCRED), not from who could open the socket.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
-    Ok(listener)
+/// The daemon's socket, in a checked directory, mode 0666 from the start
+/// ([`crate::checked_dir::bind_socket`]): anyone may connect; what a client
+/// may do is decided from its credentials (SO_PEERCRED), not from who could
+/// open the socket.
+fn bind_socket(path: &std::path::Path) -> Result<(UnixListener, FileId), DaemonError> {
+    crate::checked_dir::bind_socket(path, 0o666).map_err(|e| match e {
+        BindError::AlreadyRunning(p) => DaemonError::AlreadyRunning(p),
+        BindError::Io { path, source } => DaemonError::Socket { path, source },
+        e => DaemonError::Refused(e.to_string()),
+    })
 }
