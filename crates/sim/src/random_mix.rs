@@ -260,6 +260,38 @@ mod tests {
         assert!(matches!(generate(&s), Err(MixError::Duration(_))));
     }
 
+    /// The mixes shipped under `scenarios/` are what the generator writes
+    /// for the arguments their names give.
+    #[test]
+    fn built_in_mixes_are_the_generators_output() {
+        let mut seen = 0;
+        for (name, text) in crate::catalog::BUILTIN {
+            let Some(rest) = name.strip_prefix("random-") else {
+                continue;
+            };
+            let number = |suffix: &str| -> u64 {
+                rest.split('-')
+                    .find_map(|part| part.strip_suffix(suffix)?.parse().ok())
+                    .or_else(|| {
+                        rest.split('-')
+                            .find_map(|part| part.strip_prefix(suffix)?.parse().ok())
+                    })
+                    .unwrap_or_else(|| panic!("{name}: no {suffix}"))
+            };
+            let spec = MixSpec {
+                apps: number("apps") as u32,
+                gpus: number("gpus") as u32,
+                kinds: number("kinds") as u32,
+                seed: number("seed"),
+                duration_s: 5.0,
+            };
+            assert_eq!(super::name(&spec), *name);
+            assert_eq!(generate(&spec).unwrap(), *text, "{name}");
+            seen += 1;
+        }
+        assert!(seen >= 4, "{seen} built-in mixes");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Every mix parses; every app runs on the CPU; units of one kind
