@@ -116,11 +116,16 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
 
 
 def run_with_fault(
-    task, fault: Callable[[], Any], recovered: Callable[[Dict[str, Any]], Optional[float]], calls: int
+    task,
+    fault: Callable[[], Any],
+    recovered: Callable[[Dict[str, Any]], Optional[float]],
+    calls: int,
+    before: float = BEFORE,
+    after: float = AFTER,
 ) -> Dict[str, Any]:
     """Keeps INFLIGHT calls of `task` in flight; calls `fault()` after
-    BEFORE s (and a third of `calls`), goes on until `calls` finished and
-    AFTER s passed since the fault. `recovered(run)` gives the recovery
+    `before` s (and a third of `calls`), goes on until `calls` finished and
+    `after` s passed since the fault. `recovered(run)` gives the recovery
     time from the record. Returns the record."""
     inputs = [2000 + i % 64 for i in range(64)]
     expected = [checksum(n) for n in inputs]
@@ -148,16 +153,16 @@ def run_with_fault(
                     return
 
     def more() -> bool:
-        return len(done) + len(pending) < calls or fault_at is None or time.monotonic() - fault_at < AFTER
+        return len(done) + len(pending) < calls or fault_at is None or time.monotonic() - fault_at < after
 
     for _ in range(INFLIGHT):
         submit()
     while pending:
         now = time.monotonic()
-        if fault_at is None and now - start >= BEFORE and len(done) >= calls // 3:
+        if fault_at is None and now - start >= before and len(done) >= calls // 3:
             fault_at = time.monotonic()
             fault_info = fault()
-        if now - start > BEFORE + AFTER + GIVE_UP:
+        if fault_at is not None and now - fault_at > after + GIVE_UP:
             for ref, (i, t) in pending.items():
                 done.append({"ok": False, "submitted": t, "finished": now, "error": "never finished"})
             break
@@ -202,7 +207,8 @@ def throughput_back(run: Dict[str, Any], node: str) -> Optional[float]:
     """Seconds from the fault until the calls finished per WINDOW are back
     to what `node` finished alone before the fault."""
     f = run["fault_at"]
-    before = rate(run["records"], run["start"] + 0.5, f, node)
+    # The first moments (the first calls of a run) are left out.
+    before = rate(run["records"], run["start"] + min(0.5, (f - run["start"]) / 2), f, node)
     ends = sorted(r["finished"] for r in run["records"] if r["ok"] and r["finished"] > f)
     for t in ends:
         if t - f >= WINDOW and rate(run["records"], t - WINDOW, t) >= before:
@@ -210,7 +216,7 @@ def throughput_back(run: Dict[str, Any], node: str) -> Optional[float]:
     return None
 
 
-def fault_daemon_killed(task, nid: str, calls: int) -> Dict[str, Any]:
+def fault_daemon_killed(task, nid: str, calls: int, **timing: float) -> Dict[str, Any]:
     agent = agent_of(nid)
 
     def fault():
@@ -218,7 +224,7 @@ def fault_daemon_killed(task, nid: str, calls: int) -> Dict[str, Any]:
         os.kill(state["pid"], signal.SIGKILL)
         return {"pid": state["pid"], "wall": time.time()}
 
-    run = run_with_fault(task, fault, lambda run: None, calls)
+    run = run_with_fault(task, fault, lambda run: None, calls, **timing)
     old = run["fault"]["pid"]
     state = wait_for(
         "the daemon's restart",
@@ -229,7 +235,7 @@ def fault_daemon_killed(task, nid: str, calls: int) -> Dict[str, Any]:
     return run
 
 
-def fault_executor_killed(task, nid: str, calls: int) -> Dict[str, Any]:
+def fault_executor_killed(task, nid: str, calls: int, **timing: float) -> Dict[str, Any]:
     executor = executor_of(nid)
 
     def fault():
@@ -242,15 +248,15 @@ def fault_executor_killed(task, nid: str, calls: int) -> Dict[str, Any]:
         after = [r["finished"] - f for r in run["records"] if r["ok"] and r.get("node") == nid and r["pid"] != old and r["finished"] > f]
         return min(after) if after else None
 
-    return run_with_fault(task, fault, recovered, calls)
+    return run_with_fault(task, fault, recovered, calls, **timing)
 
 
-def fault_node_removed(task, cluster, node_b, nid_a: str, calls: int) -> Dict[str, Any]:
+def fault_node_removed(task, cluster, node_b, nid_a: str, calls: int, **timing: float) -> Dict[str, Any]:
     def fault():
         cluster.remove_node(node_b)
         return {}
 
-    return run_with_fault(task, fault, lambda run: throughput_back(run, nid_a), calls)
+    return run_with_fault(task, fault, lambda run: throughput_back(run, nid_a), calls, **timing)
 
 
 def line(name: str, run: Dict[str, Any]) -> str:

@@ -97,6 +97,9 @@ CLIENT_RECONNECT = 10.0
 NODE_WAIT = 10.0
 #: How long shutdown() waits for the agents to stop, s.
 STOP_TIMEOUT = 10.0
+#: An executor that has not answered the placer for this long is
+#: restarting: its node is not offered until it answers, s.
+EXECUTOR_TIMEOUT = 0.25
 #: How often in a row an executor placed away from its (alive) node
 #: starts again, hoping for its node.
 EXECUTOR_REPLACEMENTS = 8
@@ -204,7 +207,10 @@ class _NodeAgent:
                 return
             wait = min(DAEMON_BACKOFF_MAX, max(DAEMON_BACKOFF_FIRST, 2 * wait))
             with self.log.open("a") as log:
-                log.write(f"hetsched.ray: daemon exited ({code}); restart {self.restarts + 1}\n")
+                log.write(
+                    f"{time.strftime('%Y-%m-%dT%H:%M:%S')} hetsched.ray: the daemon exited ({code}); "
+                    f"restart {self.restarts + 1}\n"
+                )
             self.started_at = time.monotonic()
             try:
                 self.daemon = self._spawn()
@@ -363,8 +369,10 @@ class _NodeExecutor:
         runtime()
         return os.getpid()
 
+    @ray.method(concurrency_group="control")
     def node(self) -> str:
-        """The node this executor runs on."""
+        """The node this executor runs on (answered even while every
+        thread runs a call: the placer asks it to know the executor is up)."""
         return self.node_id
 
     def run(self, spec_key: str, *args: Any) -> Any:
@@ -411,6 +419,7 @@ class _Settings:
         self.exec_cls = ray.remote(
             num_cpus=0,
             max_concurrency=executor_threads,
+            concurrency_groups={"control": 1},
             max_restarts=max_restarts,
             max_task_retries=max_task_retries,
         )(_NodeExecutor)
@@ -956,6 +965,10 @@ class _Placer:
         self.answered_at: Dict[str, float] = {}
         #: The summary request outstanding per node, and when it was sent.
         self.asked: Dict[str, Tuple[Any, float]] = {}
+        #: The same for each node's executor (it answers unless it is
+        #: restarting), and the nodes whose executor's last answer was an error.
+        self.pinged: Dict[str, Tuple[Any, float]] = {}
+        self.executor_failed: set = set()
         self.refreshed_at = 0.0
         self.chosen_at = 0.0
         self.nodes_checked_at = 0.0
@@ -991,7 +1004,8 @@ class _Placer:
             thread.join()
         with self.refresh_lock, self.lock:
             joining = list(self.joining.values())
-            self.summaries, self.answered_at, self.asked = {}, {}, {}
+            self.summaries, self.answered_at, self.asked, self.pinged = {}, {}, {}, {}
+            self.executor_failed = set()
             self.inflight, self.failures, self.joining, self.refused = {}, {}, {}, set()
             self.refreshed_at = self.nodes_checked_at = 0.0
         for agent, executor, _ in joining:
@@ -1022,28 +1036,21 @@ class _Placer:
         with self.refresh_lock:
             with _state_lock:
                 agents = dict(_agents)
-            now = time.monotonic()
-            for nid in list(self.asked):
-                if nid not in agents:
-                    del self.asked[nid]
-            for nid, agent in agents.items():
-                if nid not in self.asked:
-                    self.asked[nid] = (agent.summary.remote(), now)
-            asked = {ref: nid for nid, (ref, _) in self.asked.items()}
-            ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=AGENT_TIMEOUT if wait else 0)
-            got: Dict[str, Dict[str, Any]] = {}
-            for ref in ready:
-                nid = asked[ref]
-                del self.asked[nid]
-                try:
-                    got[nid] = ray.get(ref)
-                except _AGENT_GONE as e:
-                    # Restarting, or its node is gone: not offered until it answers.
-                    _log.debug("hetsched.ray: the agent of node %s did not answer: %s", nid, e)
+                executors = dict(_executors)
+            got = self._collect(self.asked, agents, "summary", wait)
+            pongs = self._collect(self.pinged, executors, "node", False)
+            for nid, answer in pongs.items():
+                if answer is None:
+                    self.executor_failed.add(nid)
+                else:
+                    self.executor_failed.discard(nid)
             finished, failed = self._finished_calls()
             now = time.monotonic()
             with self.lock:
                 for nid, summary in got.items():
+                    if summary is None:  # not offered until the agent answers
+                        self.answered_at[nid] = 0.0
+                        continue
                     self.summaries[nid] = summary
                     self.answered_at[nid] = now
                 for nid in list(self.summaries):
@@ -1057,6 +1064,34 @@ class _Placer:
                     self.failures.setdefault(nid, []).extend([now] * n)
                 for nid, times in self.failures.items():
                     self.failures[nid] = [t for t in times if now - t < FAILURE_MEMORY]
+
+    @staticmethod
+    def _collect(
+        asked: Dict[str, Tuple[Any, float]], actors: Dict[str, Any], method: str, wait: bool
+    ) -> Dict[str, Optional[Any]]:
+        """Asks each of `actors` that has no request outstanding in `asked`
+        to run `method`; returns the answers that came ({node: answer},
+        None for an error), waiting up to AGENT_TIMEOUT with `wait`."""
+        now = time.monotonic()
+        for nid in list(asked):
+            if nid not in actors:
+                del asked[nid]
+        for nid, actor in actors.items():
+            if nid not in asked:
+                asked[nid] = (getattr(actor, method).remote(), now)
+        refs = {ref: nid for nid, (ref, _) in asked.items()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=AGENT_TIMEOUT if wait else 0)
+        got: Dict[str, Optional[Any]] = {}
+        for ref in ready:
+            nid = refs[ref]
+            del asked[nid]
+            try:
+                got[nid] = ray.get(ref)
+            except _AGENT_GONE as e:
+                # Restarting, or its node is gone.
+                _log.debug("hetsched.ray: %s of node %s failed: %s", method, nid, e)
+                got[nid] = None
+        return got
 
     def _finished_calls(self) -> Tuple[set, Dict[str, int]]:
         """The calls in flight that finished, and how many failed per node."""
@@ -1131,13 +1166,18 @@ class _Placer:
             _log.warning("hetsched.ray: node %s joined the cluster; placing on it too", nid)
 
     def offered(self) -> Dict[str, Dict[str, Any]]:
-        """The nodes offered for placement now, with their summaries."""
+        """The nodes offered for placement now, with their summaries: their
+        agent answered within AGENT_TIMEOUT, their daemon is up, and their
+        executor is not restarting (it answers within EXECUTOR_TIMEOUT)."""
         now = time.monotonic()
         with self.lock:
             return {
                 nid: s
                 for nid, s in self.summaries.items()
-                if s.get("daemon", {}).get("up", True) and now - self.answered_at.get(nid, 0.0) <= AGENT_TIMEOUT
+                if s.get("daemon", {}).get("up", True)
+                and now - self.answered_at.get(nid, 0.0) <= AGENT_TIMEOUT
+                and nid not in self.executor_failed
+                and now - self.pinged.get(nid, (None, now))[1] <= EXECUTOR_TIMEOUT
             }
 
     def choose(self, name: str, kinds: List[str]) -> str:
