@@ -946,6 +946,46 @@ def node_rate(
     return rate
 
 
+def choose_node(
+    name: str, kinds: List[str], summaries: Dict[str, Dict[str, Any]], waiting: Dict[str, int]
+) -> str:
+    """The node where a call of task `name` (implementations `kinds`)
+    should finish soonest: the smallest ``(waiting + 1) / node_rate`` over
+    the nodes offered (`summaries`), `waiting` being the calls this driver
+    has in flight on each (and those that failed lately). A node with a
+    unit whose time is not known yet gets one call at a time until it is.
+    Raises when no node has a unit for the task."""
+    times: Dict[str, float] = {}
+    speeds: Dict[str, float] = {}
+    for x in summaries.values():
+        times.update(x["models"].get(name, {}))
+        speeds.update((u["kind"], u["speed"]) for u in x["units"])
+    best, best_t = None, float("inf")
+    able = []
+    for nid, s in summaries.items():
+        w = waiting.get(nid, 0)
+        rate = node_rate(kinds, times, s, speeds)
+        if rate != 0.0:
+            able.append(nid)
+        if rate is None:
+            # An untried unit: one call at a time until it is known.
+            t = 0.0 if w == 0 else float("inf")
+        elif rate <= 0.0:
+            continue
+        else:
+            t = (w + 1) / rate
+        if t < best_t:
+            best, best_t = nid, t
+    if best is None:
+        if not able:
+            raise hetsched.HetschedError(
+                f"task {name}: no Ray node has a unit for its implementations ({', '.join(kinds)})"
+            )
+        # Every able node is being tried: the one with the fewest in flight.
+        best = min(able, key=lambda n: waiting.get(n, 0))
+    return best
+
+
 class _Placer:
     """The driver's view of the nodes: their summaries and the calls it has
     in flight on each, kept fresh by a thread of its own (every
@@ -1197,42 +1237,16 @@ class _Placer:
                 raise hetsched.HetschedError(
                     f"task {name}: no node's hetsched daemon has answered for {NODE_WAIT:.0f} s"
                 )
+            time.sleep(SUMMARY_TTL)  # daemons restarting: ask again shortly
             self._refresh(wait=True)
             offered = self.offered()
         with self.lock:
-            times: Dict[str, float] = {}
-            speeds: Dict[str, float] = {}
-            for x in offered.values():
-                times.update(x["models"].get(name, {}))
-                speeds.update((u["kind"], u["speed"]) for u in x["units"])
-            best, best_t = None, float("inf")
-            able = []
-            for nid, s in offered.items():
-                # Calls that failed lately count as in flight: a node whose
-                # calls fail at once does not look idle.
-                waiting = len(self.inflight.get(nid, ())) + len(self.failures.get(nid, ()))
-                rate = node_rate(kinds, times, s, speeds)
-                if rate != 0.0:
-                    able.append(nid)
-                if rate is None:
-                    # An untried unit: one call at a time until it is known.
-                    t = 0.0 if waiting == 0 else float("inf")
-                elif rate <= 0.0:
-                    continue
-                else:
-                    t = (waiting + 1) / rate
-                if t < best_t:
-                    best, best_t = nid, t
-            if best is None:
-                if not able:
-                    raise hetsched.HetschedError(
-                        f"task {name}: no Ray node has a unit for its implementations ({', '.join(kinds)})"
-                    )
-                # Every able node is being tried: the one with the fewest in flight.
-                best = min(
-                    able, key=lambda n: len(self.inflight.get(n, ())) + len(self.failures.get(n, ()))
-                )
-            return best
+            # Calls that failed lately count as in flight: a node whose
+            # calls fail at once does not look idle.
+            waiting = {
+                nid: len(self.inflight.get(nid, ())) + len(self.failures.get(nid, ())) for nid in offered
+            }
+        return choose_node(name, kinds, offered, waiting)
 
     def sent(self, nid: str, ref: Any) -> None:
         with self.lock:
