@@ -36,6 +36,14 @@ How it works:
   shares on its node's daemon when it starts; every unit's agent enforces
   them between the Ray workers of the node.
 
+Faults (docs/python.md, "Faults"): a node agent restarts its daemon when
+it exits and gives the node's actors their shares back; Ray restarts
+agents and executors (an executor whose node is gone, on another node)
+and retries the calls whose process died, up to the task's
+``max_retries``; the placer offers only the nodes whose agent, daemon and
+executor answer, takes in nodes that join, and counts failed calls as in
+flight; :func:`shutdown` removes everything, even after a loss.
+
 Ray is imported only when this module is.
 """
 
