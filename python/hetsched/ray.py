@@ -52,6 +52,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket as pysocket
 import subprocess
 import tempfile
 import threading
@@ -149,7 +150,6 @@ class _NodeAgent:
         self.config_path = self.work / "hetsched.toml"
         self.config_path.write_text(f'state_file = "{self.work}/state.json"\n' + config)
         self.log = self.work / "daemon.log"
-        self.log.write_text("")
         self.models: Dict[str, Dict[str, float]] = {}
         #: Class, shares and priority of the node's hetsched actors, by pid:
         #: applied again to every daemon this agent starts.
@@ -159,12 +159,26 @@ class _NodeAgent:
         self.down_since: Optional[float] = None
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self._wait_for_old_daemon()
         self.daemon = self._spawn()
         self.started_at = time.monotonic()
         self.client = self._connect(self.daemon)
         self.units = self.client.units()
         self.watcher = threading.Thread(target=self._supervise, name="hetsched-ray-daemon", daemon=True)
         self.watcher.start()
+
+    def _wait_for_old_daemon(self) -> None:
+        """An agent that Ray restarted: the daemon of the agent that died
+        is stopping (its parent-death signal); waits until its socket no
+        longer answers, so that the new daemon can take it."""
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT
+        while os.path.exists(self.socket_path) and time.monotonic() < deadline:
+            with pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM) as s:
+                try:
+                    s.connect(self.socket_path)
+                except OSError:
+                    return  # left behind: the new daemon removes it
+            time.sleep(0.05)
 
     def _spawn(self) -> subprocess.Popen:
         with self.log.open("a") as log:
@@ -221,22 +235,29 @@ class _NodeAgent:
                 )
             self.started_at = time.monotonic()
             try:
-                self.daemon = self._spawn()
-                client = self._connect(self.daemon)
+                self._restart()
             except Exception as e:  # it exited again, or never answered: back off
                 _log.warning("hetsched.ray: restarting the daemon of node %s failed: %s", self.node_id, e)
-                continue
-            self._reapply(client)
-            with self.lock:
-                self.client, self.units = client, client.units()
-                self.restarts += 1
-                self.restarted_at = time.time()
-                down_for = time.monotonic() - (self.down_since or now)
-                self.down_since = None
-            _log.warning(
-                "hetsched.ray: the daemon of node %s is back (restart %d, pid %d, down %.2f s)",
-                self.node_id, self.restarts, self.daemon.pid, down_for,
-            )
+                if self.daemon.poll() is None:
+                    self.daemon.kill()  # up but not taken in: start it again
+
+    def _restart(self) -> None:
+        """Starts the daemon again, gives the node's actors their shares
+        back, and offers the node again."""
+        self.daemon = self._spawn()
+        client = self._connect(self.daemon)
+        self._reapply(client)
+        units = client.units()
+        with self.lock:
+            self.client, self.units = client, units
+            self.restarts += 1
+            self.restarted_at = time.time()
+            down_for = time.monotonic() - (self.down_since or time.monotonic())
+            self.down_since = None
+        _log.warning(
+            "hetsched.ray: the daemon of node %s is back (restart %d, pid %d, down %.2f s)",
+            self.node_id, self.restarts, self.daemon.pid, down_for,
+        )
 
     def _reapply(self, client: "hetsched.Client") -> None:
         """Gives the node's live hetsched actors their class and shares on
@@ -492,8 +513,9 @@ def init(
 
     Each node also gets an executor (a Ray actor with `executor_threads`
     threads) that runs the calls of hetsched tasks declared without Ray
-    options. Nodes that join the cluster later get theirs when the driver
-    next places a call.
+    options. Nodes that join the cluster later get theirs (with the
+    latest call's settings) while the driver places calls; calling
+    init() again starts the nodes that have none yet.
 
     Faults: each node's agent restarts its daemon when it exits. Ray
     restarts an agent or an executor whose process died up to
@@ -513,18 +535,18 @@ def init(
     started: Dict[str, Tuple[Any, Any, List[Any]]] = {}
     with _state_lock:
         fresh = _settings is None
-        if fresh:
-            base = base_dir
-            if base is None:
-                base = tempfile.mkdtemp(prefix="hetsched-ray-")
-                _made_dirs.append(base)
-            _settings = _Settings(config, exe, base, executor_threads, max_restarts, max_task_retries)
-        settings = _settings
+        base = base_dir or (None if fresh else _settings.base)
+        if base is None:
+            base = tempfile.mkdtemp(prefix="hetsched-ray-")
+            _made_dirs.append(base)
+        # The latest call's settings also go to the nodes that join later.
+        settings = _settings = _Settings(config, exe, base, executor_threads, max_restarts, max_task_retries)
     try:
         with _state_lock:
             for node in ray.nodes():
-                if node.get("Alive") and node["NodeID"] not in _agents:
-                    started[node["NodeID"]] = settings.start_node(node)
+                nid = node["NodeID"]
+                if node.get("Alive") and nid not in _agents and nid not in _placer.joining:
+                    started[nid] = settings.start_node(node)
         ray.get([ref for _, _, refs in started.values() for ref in refs])
         with _state_lock:
             for nid, (agent, executor, _) in started.items():
@@ -577,19 +599,21 @@ def shutdown() -> None:
         _retired.clear()
         _settings = None
     try:
-        for e in executors:
-            _kill(e)
-        stops = [a.stop.remote() for a in agents.values()]
-        ready, _ = ray.wait(stops, num_returns=len(stops), timeout=STOP_TIMEOUT)
-        for ref in ready:
-            try:
-                ray.get(ref)
-            except Exception as e:  # its node is gone; the daemon went with it
-                _log.info("hetsched.ray: stopping a node agent: %s", e)
-    finally:
-        for a in agents.values():
-            _kill(a)
+        # Without Ray (shut down first) the actors and daemons are gone with it.
         if ray.is_initialized():
+            for e in executors:
+                _kill(e)
+            stops = [a.stop.remote() for a in agents.values()]
+            ready, _ = ray.wait(stops, num_returns=len(stops), timeout=STOP_TIMEOUT)
+            for ref in ready:
+                try:
+                    ray.get(ref)
+                except Exception as e:  # its node is gone; the daemon went with it
+                    _log.info("hetsched.ray: stopping a node agent: %s", e)
+    finally:
+        if ray.is_initialized():
+            for a in agents.values():
+                _kill(a)
             names = [_agent_name(n) for n in agents] + [_executor_name(n) for n in agents]
             _wait_names_free(names, STOP_TIMEOUT)
         while _made_dirs:
@@ -1207,7 +1231,9 @@ class _Placer:
                 _kill(agent)
                 continue
             with _state_lock:
-                if _settings is not settings:  # shut down meanwhile
+                if _settings is None:  # shut down meanwhile
+                    _kill(executor)
+                    _kill(agent)
                     continue
                 _agents[nid] = agent
                 _executors[nid] = executor
