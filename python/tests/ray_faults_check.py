@@ -52,6 +52,36 @@ def daemons_under(base: str) -> list:
     return pids
 
 
+def calls_lost_without_retries(nid_a):
+    """Calls of a task with max_retries=0 (only node A's GPU runs it) on
+    an executor killed while they run: they fail, and are not made again."""
+    only_a = hray.task(name="only-on-a", emulated={"gpu-big": (lambda n: 0.3, rf.checksum)})
+    executor, agent = rf.executor_of(nid_a), rf.agent_of(nid_a)
+    pid = ray.get(executor.ready.remote())
+    refs = [only_a.options(max_retries=0).remote(2000 + i) for i in range(3)]
+
+    def gpu_busy():
+        units = ray.get(agent.summary.remote())["units"]
+        return any(u["name"] == "gpu-big0" and u["backlog"] >= 1 for u in units)
+
+    rf.wait_for("the calls to reach node A's GPU", gpu_busy)
+    os.kill(pid, 9)
+    errors = []
+    for ref in refs:
+        try:
+            ray.get(ref)
+            errors.append(None)
+        except Exception as e:
+            errors.append(type(e).__name__)
+    # The executor is back, and the same task with retries survives.
+    pid = ray.get(executor.ready.remote())
+    refs = [only_a.remote(2000 + i) for i in range(3)]
+    rf.wait_for("the calls to reach node A's GPU", gpu_busy)
+    os.kill(pid, 9)
+    retried = [v == rf.checksum(2000 + i) for i, v in enumerate(ray.get(refs))]
+    return {"errors": errors, "retried_right": retried}
+
+
 def summary(run):
     return {
         "calls": run["calls"],
@@ -87,6 +117,8 @@ def main():
         report["executor_killed"] = summary(run)
         report["executor_killed"]["killed_pid"] = run["fault"]["pid"]
         report["executor_pid_after"] = ray.get(rf.executor_of(nid_a).ready.remote())
+        report["executor_node_after"] = ray.get(rf.executor_of(nid_a).node.remote())
+        report["no_retry"] = calls_lost_without_retries(nid_a)
 
         run = rf.fault_node_removed(task, cluster, node_b, nid_a, CALLS, **TIMING)
         report["node_removed"] = summary(run)

@@ -75,6 +75,17 @@ def test_a_killed_executor_is_restarted_and_its_calls_retried(report) -> None:
     assert succeeded(run) >= 0.99, run
     assert run["recovered_s"] is not None, run
     assert report["executor_pid_after"] != run["killed_pid"]
+    # Restarted on its own node, which is alive.
+    assert report["executor_node_after"] == report["nodes"]["a"]
+
+
+def test_only_calls_of_tasks_that_allow_retries_are_retried(report) -> None:
+    # max_retries=0: the calls the killed executor held fail.
+    lost = {"RayActorError", "ActorDiedError", "ActorUnavailableError"}
+    errors = report["no_retry"]["errors"]
+    assert len(errors) == 3 and all(e in lost for e in errors), report["no_retry"]
+    # The default (3): the same calls are made again on the restarted executor.
+    assert report["no_retry"]["retried_right"] == [True] * 3, report["no_retry"]
 
 
 def test_a_removed_node_leaves_the_placement_and_calls_go_on(report) -> None:
