@@ -51,7 +51,7 @@ streams = 1
 #: Calls kept in flight.
 INFLIGHT = 16
 #: Steady running before the fault, s.
-BEFORE = 2.0
+BEFORE = 3.0
 #: Running after the fault, at least, s (more if the calls are not done).
 AFTER = 4.0
 #: Window over which throughput is counted, s.
