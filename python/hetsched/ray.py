@@ -374,7 +374,8 @@ class _NodeExecutor:
     It is placed on its node with a soft affinity, so that when the node
     is gone Ray restarts it on another, where the calls it held are
     retried. Ray takes a soft affinity as a preference only, so while its
-    node is alive an executor that finds itself elsewhere exits at once
+    node is alive an executor that finds itself elsewhere (a node without
+    Ray's `memory` resource, of which it asks one byte) exits at once
     (before it ran any call) and Ray starts it again, up to
     :data:`EXECUTOR_REPLACEMENTS` times in a row."""
 
@@ -447,6 +448,9 @@ class _Settings:
         )
         self.exec_cls = ray.remote(
             num_cpus=0,
+            # Ray places an actor that asks for no resource on any node,
+            # whatever its soft affinity: one byte of memory makes it count.
+            memory=1,
             max_concurrency=executor_threads,
             concurrency_groups={"control": 1},
             max_restarts=max_restarts,
@@ -919,6 +923,11 @@ class _Spec:
         self.impls = impls
 
 
+def _able(kinds: List[str], units: List[Dict[str, Any]]) -> bool:
+    """Whether one of `units` has an implementation among `kinds`."""
+    return any(_implements(kinds, u) for u in units)
+
+
 def _implements(kinds: List[str], unit: Dict[str, Any]) -> bool:
     if unit["class"] == "cpu":
         return "cpu" in kinds
@@ -1035,6 +1044,8 @@ class _Placer:
         #: The latest summary of each node and when it came (monotonic s).
         self.summaries: Dict[str, Dict[str, Any]] = {}
         self.answered_at: Dict[str, float] = {}
+        #: Each node's units as last seen (a node whose daemon is down lists none).
+        self.units_seen: Dict[str, List[Dict[str, Any]]] = {}
         #: The summary request outstanding per node, and when it was sent.
         self.asked: Dict[str, Tuple[Any, float]] = {}
         #: The same for each node's executor (it answers unless it is
@@ -1077,6 +1088,7 @@ class _Placer:
         with self.refresh_lock, self.lock:
             joining = list(self.joining.values())
             self.summaries, self.answered_at, self.asked, self.pinged = {}, {}, {}, {}
+            self.units_seen = {}
             self.executor_failed = set()
             self.inflight, self.failures, self.joining, self.refused = {}, {}, {}, set()
             self.refreshed_at = self.nodes_checked_at = 0.0
@@ -1125,6 +1137,8 @@ class _Placer:
                         continue
                     self.summaries[nid] = summary
                     self.answered_at[nid] = now
+                    if summary["units"]:
+                        self.units_seen[nid] = summary["units"]
                 for nid in list(self.summaries):
                     if nid not in agents:
                         del self.summaries[nid]
@@ -1239,6 +1253,18 @@ class _Placer:
                 _executors[nid] = executor
             _log.warning("hetsched.ray: node %s joined the cluster; placing on it too", nid)
 
+    def _may_come_back(self, kinds: List[str], offered: Dict[str, Any]) -> bool:
+        """Whether a node not offered now had a unit for `kinds` (or has
+        not been seen with its units yet)."""
+        with _state_lock:
+            agents = list(_agents)
+        with self.lock:
+            return any(
+                nid not in self.units_seen or _able(kinds, self.units_seen[nid])
+                for nid in agents
+                if nid not in offered
+            )
+
     def offered(self) -> Dict[str, Dict[str, Any]]:
         """The nodes offered for placement now, with their summaries: their
         agent answered within AGENT_TIMEOUT, their daemon is up, and their
@@ -1261,19 +1287,23 @@ class _Placer:
             self.chosen_at = now
         if stale:
             self._refresh(wait=True)
-        offered = self.offered()
         deadline = now + NODE_WAIT
-        while not offered:
+        while True:
+            offered = self.offered()
+            if any(_able(kinds, s["units"]) for s in offered.values()):
+                break
+            if offered and not self._may_come_back(kinds, offered):
+                break  # choose_node says that no node can run it
             with _state_lock:
                 if not _agents:
                     raise hetsched.HetschedError("no node runs a hetsched daemon: call hetsched.ray.init()")
             if time.monotonic() > deadline:
                 raise hetsched.HetschedError(
-                    f"task {name}: no node's hetsched daemon has answered for {NODE_WAIT:.0f} s"
+                    f"task {name}: no node that can run it has been offered for {NODE_WAIT:.0f} s "
+                    "(daemons or executors restarting, or agents not answering)"
                 )
-            time.sleep(SUMMARY_TTL)  # daemons restarting: ask again shortly
+            time.sleep(SUMMARY_TTL)  # restarting: ask again shortly
             self._refresh(wait=True)
-            offered = self.offered()
         with self.lock:
             # Calls that failed lately count as in flight: a node whose
             # calls fail at once does not look idle.

@@ -108,6 +108,34 @@ def test_a_node_is_offered_only_while_its_agent_daemon_and_executor_answer() -> 
     assert p.offered() == {}
 
 
+def test_a_call_waits_for_a_node_that_can_run_it_to_come_back(monkeypatch) -> None:
+    models = {"t": {"gpu-big": 0.001}}
+    p = placer_with({"A": dict(FAST, models=models, daemon={"up": False}), "B": dict(SLOW, models={})})
+    p.units_seen["A"] = FAST["units"]
+    monkeypatch.setitem(hray._agents, "A", None)
+    monkeypatch.setitem(hray._agents, "B", None)
+    monkeypatch.setattr(hray, "NODE_WAIT", 0.3)
+
+    def daemon_back(wait=False):
+        refreshes.append(wait)
+        if len(refreshes) == 2:
+            p.summaries["A"] = dict(FAST, models=models, daemon={"up": True})
+
+    refreshes = []
+    p._refresh = daemon_back  # type: ignore[method-assign]
+    # Only A has gpu-big, and its daemon is restarting: the call waits for it.
+    assert p.choose("t", ["gpu-big"]) == "A"
+    assert len(refreshes) == 2
+    # It does not come back: a clear error after NODE_WAIT.
+    p.summaries["A"]["daemon"] = {"up": False}
+    refreshes.append("not again")
+    with pytest.raises(hray.hetsched.HetschedError, match="no node that can run it has been offered"):
+        p.choose("t", ["gpu-big"])
+    # A task no node ever had a unit for fails at once.
+    with pytest.raises(hray.hetsched.HetschedError, match="no Ray node has a unit"):
+        p.choose("t", ["opencl"])
+
+
 def test_the_placer_refreshes_while_it_places_and_rests_when_idle(monkeypatch) -> None:
     reads = []
 
