@@ -49,6 +49,7 @@ Ray is imported only when this module is.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import shutil
@@ -228,11 +229,7 @@ class _NodeAgent:
             if self.stopping.wait(wait):
                 return
             wait = min(DAEMON_BACKOFF_MAX, max(DAEMON_BACKOFF_FIRST, 2 * wait))
-            with self.log.open("a") as log:
-                log.write(
-                    f"{time.strftime('%Y-%m-%dT%H:%M:%S')} hetsched.ray: the daemon exited ({code}); "
-                    f"restart {self.restarts + 1}\n"
-                )
+            self._log_line(f"the daemon exited ({code}); restart {self.restarts + 1}")
             self.started_at = time.monotonic()
             try:
                 self._restart()
@@ -258,6 +255,13 @@ class _NodeAgent:
             "hetsched.ray: the daemon of node %s is back (restart %d, pid %d, down %.2f s)",
             self.node_id, self.restarts, self.daemon.pid, down_for,
         )
+        self._log_line(f"the daemon is back (pid {self.daemon.pid}, down {down_for:.3f} s)")
+
+    def _log_line(self, text: str) -> None:
+        """A line of the agent's in the daemon's log, timed as the daemon's are."""
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self.log.open("a") as log:
+            log.write(f"{now} hetsched.ray: {text}\n")
 
     def _reapply(self, client: "hetsched.Client") -> None:
         """Gives the node's live hetsched actors their class and shares on
