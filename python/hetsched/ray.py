@@ -1255,7 +1255,7 @@ class _Placer:
                     continue
                 _agents[nid] = agent
                 _executors[nid] = executor
-            _log.warning("hetsched.ray: node %s joined the cluster; placing on it too", nid)
+            _log.info("hetsched.ray: node %s joined the cluster; placing on it too", nid)
 
     def _may_come_back(self, kinds: List[str], offered: Dict[str, Any]) -> bool:
         """Whether a node not offered now had a unit for `kinds` (or has
