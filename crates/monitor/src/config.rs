@@ -159,6 +159,14 @@ pub struct DaemonConfig {
     /// and each of `unit_credits` are 1..=1000000; `cpu_cap` is a
     /// positive number of cores, at most the machine's.
     pub domains: Vec<DomainSpec>,
+    /// Users (names or uids) who may register kernels with the units the
+    /// daemon serves (`RegisterKernel`), besides root. Default: none.
+    pub kernel_users: Vec<String>,
+    /// Groups (names or gids) whose members may register kernels, by
+    /// primary or supplementary group. Default: none.
+    pub kernel_groups: Vec<String>,
+    /// What one client's registered kernels may cost (`[kernels]`).
+    pub kernels: crate::kernel_config::KernelsConfig,
     /// Serve Prometheus metrics over HTTP at `http://ADDR/metrics`
     /// (`"127.0.0.1:9464"`; off by default). They name the clients and
     /// units: keep the address on loopback or behind a firewall.
@@ -200,6 +208,9 @@ impl Default for DaemonConfig {
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
             accelerator_binding: false,
             domains: Vec::new(),
+            kernel_users: Vec::new(),
+            kernel_groups: Vec::new(),
+            kernels: crate::kernel_config::KernelsConfig::default(),
             metrics_listen: None,
         }
     }
@@ -478,6 +489,7 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     }
     let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
     within("max_region_mb", cfg.max_region_mb, 1, max_region)?;
+    cfg.kernels.check()?;
     for (i, s) in cfg.slow_cores.iter().enumerate() {
         if !(s.speed > 0.0 && s.speed < 1.0) {
             return Err(format!(

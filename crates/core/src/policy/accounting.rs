@@ -413,6 +413,20 @@ impl<Q> ClientLedger<Q> {
         self.running = self.running.saturating_add(1);
     }
 
+    /// `id` is charged `ran_ns` of the unit's time for work that took no
+    /// slot of its (a build of a kernel it registered): its usage grows
+    /// as if a task of that length had finished now. Unknown clients are
+    /// not charged.
+    pub fn record_charge(&mut self, id: ClientId, ran_ns: Ns, now: Ns) {
+        self.observe(now);
+        if let Ok(idx) = self.position(id) {
+            let scaled_charge = ran_ns as f64 / self.decay_factor(now);
+            let c = &mut self.clients[idx];
+            c.usage_scaled += scaled_charge;
+            c.last_activity = Some(now);
+        }
+    }
+
     /// A task of `id` finished after running `ran_ns`. Unknown clients only
     /// free the slot of a task they had before being removed.
     pub fn record_complete(&mut self, id: ClientId, ran_ns: Ns, now: Ns) {

@@ -104,6 +104,20 @@ impl CudaBackend {
         self.device.info()
     }
 
+    /// Opens device `ordinal` for a kernel executor process
+    /// ([`super::executor_main`]), which runs only registered kernels:
+    /// the built-in ones are not built.
+    pub fn open_for_user_kernels(
+        ordinal: usize,
+        max_kept_bytes: u64,
+    ) -> Result<CudaBackend, String> {
+        let device = CudaDevice::open(ordinal).map_err(|e| e.to_string())?;
+        Ok(CudaBackend {
+            device,
+            user: PtxKernels::new(max_kept_bytes),
+        })
+    }
+
     fn run_on_device(&self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
         match kernel {
             Kernel::Histogram => kernels::histogram(&self.device, input)
@@ -123,6 +137,12 @@ impl KernelBackend for CudaBackend {
         &Kernel::ALL
     }
 
+    fn device_spec(&self) -> Option<super::wire::DeviceSpec> {
+        Some(super::wire::DeviceSpec::Cuda {
+            ordinal: self.device.info().ordinal,
+        })
+    }
+
     fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
         // cudarc panics where it should fail (a symbol an old driver
         // lacks); that must fail the call, not end the unit's thread.
@@ -134,12 +154,14 @@ impl KernelBackend for CudaBackend {
 
     fn register(
         &mut self,
-        _client: ClientId,
+        client: ClientId,
         source: &str,
         entry: &str,
     ) -> Result<Registered, String> {
         let (user, device) = (&mut self.user, &self.device);
-        gpu::guarded("loading the PTX", || user.register(device, source, entry))
+        gpu::guarded("loading the PTX", || {
+            user.register(device, client, source, entry)
+        })
     }
 
     fn run_user(

@@ -3,6 +3,7 @@
 //! register ([`super::opencl_user`]).
 
 use super::opencl_user::UserKernels;
+use super::wire::DeviceSpec;
 use super::{KernelBackend, Registered};
 use hetsched_core::ids::ClientId;
 use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
@@ -41,9 +42,68 @@ impl OpenClBackend {
     }
 }
 
+/// An OpenCL device as a kernel executor process opens it
+/// ([`super::executor_main`]): clients' registered kernels only.
+pub struct OpenClUserBackend {
+    device: OpenClDevice,
+    user: UserKernels,
+}
+
+impl OpenClUserBackend {
+    pub fn open(index: usize, max_kept_bytes: u64) -> Result<OpenClUserBackend, String> {
+        let device = OpenClDevice::open(index).map_err(|e| e.to_string())?;
+        Ok(OpenClUserBackend {
+            device,
+            user: UserKernels::new(max_kept_bytes),
+        })
+    }
+
+    pub fn name(&self) -> String {
+        self.device.info().name.trim().to_string()
+    }
+}
+
+impl KernelBackend for OpenClUserBackend {
+    fn kernels(&self) -> &[Kernel] {
+        &[]
+    }
+
+    fn run(&mut self, kernel: Kernel, _: &[u8], _: &[u8]) -> Result<Vec<u8>, String> {
+        Err(format!("a kernel executor runs no {kernel}"))
+    }
+
+    fn register(
+        &mut self,
+        client: ClientId,
+        source: &str,
+        entry: &str,
+    ) -> Result<Registered, String> {
+        self.user.register(&self.device, client, source, entry)
+    }
+
+    fn run_user(
+        &mut self,
+        client: ClientId,
+        call: &UserCall,
+        region: &Arc<DataRegion>,
+    ) -> Result<(), String> {
+        self.user.run(&self.device, client, call, region)
+    }
+
+    fn forget_client(&mut self, client: ClientId) {
+        self.user.forget(client);
+    }
+}
+
 impl KernelBackend for OpenClBackend {
     fn kernels(&self) -> &[Kernel] {
         &Kernel::ALL
+    }
+
+    fn device_spec(&self) -> Option<DeviceSpec> {
+        Some(DeviceSpec::OpenCl {
+            index: self.device.info().index,
+        })
     }
 
     fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
@@ -71,11 +131,11 @@ impl KernelBackend for OpenClBackend {
 
     fn register(
         &mut self,
-        _client: ClientId,
+        client: ClientId,
         source: &str,
         entry: &str,
     ) -> Result<Registered, String> {
-        self.user.register(&self.device, source, entry)
+        self.user.register(&self.device, client, source, entry)
     }
 
     fn run_user(
