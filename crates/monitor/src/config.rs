@@ -577,6 +577,39 @@ mod tests {
         let cfg = parse(text).unwrap();
         assert_eq!(cfg.coordination, Coordination::Pf);
         assert_eq!(cfg.coordination_floor, 1.05);
+        assert_eq!(cfg.kernels, crate::kernel_config::KernelsConfig::default());
+    }
+
+    #[test]
+    fn kernel_limits_are_checked_and_reach_the_monitor() {
+        let err = parse(
+            "[kernels]
+max_source_kb = 0
+",
+        )
+        .unwrap_err();
+        assert!(err.contains("kernels.max_source_kb = 0"), "{err}");
+        let err = parse(
+            "[kernels]
+compile_seconds = -1.0
+",
+        )
+        .unwrap_err();
+        assert!(err.contains("kernels.compile_seconds"), "{err}");
+        let cfg = parse(
+            "include_cpus = false\ndevice_units = false\nkernel_users = [\"0\", \"root\"]\n\
+             [kernels]\nmax_per_client = 3\n",
+        )
+        .unwrap();
+        let (setup, _) = crate::launch::prepare(&cfg).unwrap();
+        assert_eq!(setup.monitor.kernels.uids, [0, 0]);
+        assert_eq!(setup.monitor.kernels.limits.max_per_client, 3);
+        let cfg = parse(
+            "include_cpus = false\ndevice_units = false\nkernel_groups = [\"no-such-group-x\"]\n",
+        )
+        .unwrap();
+        let err = crate::launch::prepare(&cfg).unwrap_err().to_string();
+        assert!(err.contains("no-such-group-x"), "{err}");
     }
 
     #[test]

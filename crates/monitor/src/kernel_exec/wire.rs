@@ -277,6 +277,9 @@ mod tests {
         long.push(0);
         assert!(decode_reply(&long).unwrap_err().contains("after"));
         assert!(decode_reply(&[200, 1, 2]).is_err());
+        // The fuzz corpus's seeds (fuzz/corpus/executor_reply).
+        assert_eq!(decode_reply(&[2]).unwrap(), Reply::Ran);
+        assert_eq!(decode_reply(&[3]).unwrap(), Reply::Forgot);
         let (a, b) = UnixStream::pair().unwrap();
         write_all(&a, &frame).unwrap();
         let mut buf = vec![0u8; frame.len()];
