@@ -6,9 +6,8 @@
 //! a time until the daemon closes the socket (or kills it: a call past
 //! `max_device_seconds`, a build past its limits).
 //!
-//! A client's data region comes with each call; the executor maps it
-//! once per client and maps it again only when the client's region
-//! changes. A kernel reading out of its buffers sees this process's
+//! A client's data region comes with its first call on it; the executor
+//! keeps it mapped for the client's next calls, until another comes. A kernel reading out of its buffers sees this process's
 //! memory: its own user's clients' data at most, never the daemon's.
 
 use super::KernelBackend;
@@ -130,8 +129,8 @@ struct Executor {
     /// Added to the backend's numbers, so that the kernels of an executor
     /// started after another ended have numbers of their own.
     first_id: u32,
-    /// Each client's region, mapped, and the memfd's inode that names it.
-    regions: HashMap<ClientId, (u64, Arc<DataRegion>)>,
+    /// Each client's region, mapped.
+    regions: HashMap<ClientId, Arc<DataRegion>>,
 }
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
@@ -209,22 +208,21 @@ impl Executor {
         mut call: UserCall,
         fds: Vec<OwnedFd>,
     ) -> Result<(), String> {
-        let fd = fds
-            .into_iter()
-            .next()
-            .ok_or("a call came without its region")?;
-        let inode = rustix::fs::fstat(&fd)
-            .map_err(|e| format!("the region: {e}"))?
-            .st_ino;
-        let region = match self.regions.get(&client) {
-            Some((known, region)) if *known == inode => Arc::clone(region),
-            _ => {
+        // A region comes with a client's first call on it; later calls
+        // use the mapping kept.
+        let region = match fds.into_iter().next() {
+            Some(fd) => {
                 let region = Arc::new(
                     DataRegion::from_fd(fd).map_err(|e| format!("mapping the region: {e}"))?,
                 );
-                self.regions.insert(client, (inode, Arc::clone(&region)));
+                self.regions.insert(client, Arc::clone(&region));
                 region
             }
+            None => self
+                .regions
+                .get(&client)
+                .map(Arc::clone)
+                .ok_or("a call came without its region")?,
         };
         call.kernel = call
             .kernel

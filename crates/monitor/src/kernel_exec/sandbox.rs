@@ -25,6 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// How a daemon starts its kernel executors, and their limits.
@@ -111,6 +112,8 @@ struct Process {
     next_id: u32,
     /// Its user's clients it serves (has built or run for).
     clients: BTreeSet<ClientId>,
+    /// The region it holds mapped for each client (it was sent once).
+    regions: HashMap<ClientId, Weak<DataRegion>>,
 }
 
 impl Drop for Process {
@@ -157,14 +160,18 @@ impl Sandboxes {
         let limit = Duration::from_nanos(self.spec.limits.compile_ns);
         let what = format!("building `{entry}`");
         let out = self.ask(owner, &request, None, limit, &what);
-        let lost = out.lost;
-        let result = out.result.and_then(|(reply, proc_ids)| match reply {
-            Reply::Registered {
-                id,
-                signature,
-                log,
-                cached,
-            } if id.0 >= proc_ids.0 => {
+        let mut lost = out.lost;
+        let result = match out.result {
+            Err(e) => Err(e),
+            Ok((
+                Reply::Registered {
+                    id,
+                    signature,
+                    log,
+                    cached,
+                },
+                first_id,
+            )) if id.0 >= first_id => {
                 if let Some(p) = self.running.get_mut(&owner.uid) {
                     p.next_id = p.next_id.max(id.0.saturating_add(1));
                 }
@@ -175,14 +182,18 @@ impl Sandboxes {
                     cached,
                 })
             }
-            Reply::Failed(why) => Err(why),
-            other => Err(format!("the executor answered {other:?} to a build")),
-        });
+            Ok((Reply::Failed(why), _)) => Err(why),
+            Ok((other, _)) => {
+                let (why, gone) = self.nonsense(owner.uid, &other, &what);
+                lost = gone;
+                Err(why)
+            }
+        };
         Outcome { result, lost }
     }
 
     /// Runs `owner`'s checked `call` on `region`.
-    pub fn run(&mut self, owner: Owner, call: &UserCall, region: &DataRegion) -> Outcome<()> {
+    pub fn run(&mut self, owner: Owner, call: &UserCall, region: &Arc<DataRegion>) -> Outcome<()> {
         let request = Request::Run {
             client: owner.client,
             call: call.clone(),
@@ -190,15 +201,37 @@ impl Sandboxes {
         let limit = self.spec.call_limit;
         let what = format!("running {}", call.kernel);
         let out = self.ask(owner, &request, Some(region), limit, &what);
-        let result = out.result.and_then(|(reply, _)| match reply {
-            Reply::Ran => Ok(()),
-            Reply::Failed(why) => Err(why),
-            other => Err(format!("the executor answered {other:?} to a call")),
-        });
-        Outcome {
-            result,
-            lost: out.lost,
-        }
+        let mut lost = out.lost;
+        let result = match out.result {
+            Err(e) => Err(e),
+            Ok((Reply::Ran, _)) => Ok(()),
+            Ok((Reply::Failed(why), _)) => Err(why),
+            Ok((other, _)) => {
+                let (why, gone) = self.nonsense(owner.uid, &other, &what);
+                lost = gone;
+                Err(why)
+            }
+        };
+        Outcome { result, lost }
+    }
+
+    /// The executor of `uid` answered `reply`, which makes no sense for
+    /// `what` (a kernel scribbled over it, say): it ends.
+    fn nonsense(&mut self, uid: u32, reply: &Reply, what: &str) -> (String, Vec<ClientId>) {
+        let kind = match reply {
+            Reply::Ready { .. } => "Ready",
+            Reply::Registered { .. } => "Registered",
+            Reply::Ran => "Ran",
+            Reply::Forgot => "Forgot",
+            Reply::Failed(_) => "Failed",
+        };
+        let why = format!(
+            "the kernel executor of user {uid} on {} answered {kind} while {what}: it was \
+             killed, and kernels this user registered on {} must be registered again",
+            self.unit, self.unit
+        );
+        let lost = self.end(uid, &why);
+        (why, lost)
     }
 
     /// `client` left: its executor drops what it kept for it, and ends
@@ -212,6 +245,7 @@ impl Sandboxes {
             return Vec::new();
         };
         p.clients.remove(&client);
+        p.regions.remove(&client);
         if p.clients.is_empty() {
             self.end(uid, "its last client left");
             return Vec::new();
@@ -250,10 +284,10 @@ impl Sandboxes {
         &mut self,
         owner: Owner,
         request: &Request,
-        region: Option<&DataRegion>,
+        region: Option<&Arc<DataRegion>>,
         limit: Duration,
         what: &str,
-    ) -> Outcome<(Reply, (u32,))> {
+    ) -> Outcome<(Reply, u32)> {
         if let Err(e) = self.ensure(owner) {
             return Outcome::only(Err(e));
         }
@@ -262,7 +296,19 @@ impl Sandboxes {
         self.users.insert(owner.client, owner.uid);
         let first_id = p.first_id;
         let frame = wire::encode(request);
-        let fds: Vec<_> = region.map(|r| r.fd()).into_iter().collect();
+        // The region goes once per client and region: the executor keeps
+        // its mapping for the calls after.
+        let fds: Vec<_> = region
+            .filter(|r| {
+                let known = p.regions.get(&owner.client).and_then(Weak::upgrade);
+                !known.is_some_and(|k| Arc::ptr_eq(&k, r))
+            })
+            .map(|r| r.fd())
+            .into_iter()
+            .collect();
+        if let (Some(r), false) = (region, fds.is_empty()) {
+            p.regions.insert(owner.client, Arc::downgrade(r));
+        }
         let sent = wire::send(&p.socket, &frame, &fds);
         let got = match sent {
             Ok(()) => wire::recv(&p.socket, Some(Instant::now() + limit)),
@@ -272,7 +318,7 @@ impl Sandboxes {
         let reply =
             got.and_then(|(payload, _fds)| wire::decode_reply(&payload).map_err(RecvError::Bad));
         match reply {
-            Ok(reply) => Outcome::only(Ok((reply, (first_id,)))),
+            Ok(reply) => Outcome::only(Ok((reply, first_id))),
             Err(e) => {
                 let why = self.failure(owner.uid, &e, limit, what);
                 let lost = self.end(owner.uid, &why);
@@ -465,6 +511,7 @@ fn spawn(program: &PathBuf, owner: Owner, first_id: u32, unit: &str) -> Result<P
         first_id,
         next_id: first_id,
         clients: BTreeSet::new(),
+        regions: HashMap::new(),
     })
 }
 

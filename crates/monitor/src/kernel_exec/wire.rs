@@ -1,8 +1,8 @@
 //! What the daemon and a kernel executor process
 //! ([`super::sandbox`]) say to each other over their socket pair: frames
 //! of `[len: u32 LE][postcard payload]`, a request from the daemon, then
-//! one reply from the executor, in turn. A call's request carries the
-//! client's data region (a memfd) by SCM_RIGHTS.
+//! one reply from the executor, in turn. A client's first call on a data
+//! region carries the region (a memfd) by SCM_RIGHTS.
 //!
 //! The executor runs kernels clients wrote, so the daemon trusts nothing
 //! it says: [`decode_reply`] bounds the length before allocating and
@@ -45,7 +45,8 @@ pub enum Request {
         entry: String,
         memory_bytes: u64,
     },
-    /// Run a checked call for `client` on the region sent with it.
+    /// Run a checked call for `client` on the region sent with it, or
+    /// without one, on the region sent with its last call.
     Run { client: ClientId, call: UserCall },
     /// `client` left: drop its buffers and the kernels only it used.
     Forget { client: ClientId },
