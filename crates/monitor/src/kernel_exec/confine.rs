@@ -279,6 +279,92 @@ mod tests {
         let _: seccompiler::BpfProgram = filter.try_into().unwrap();
     }
 
+    /// Where [`confined_child`] is told to run (by its parent test).
+    const CHILD_ENV: &str = "HETSCHED_CONFINE_TEST_DIR";
+
+    /// Runs in a child process started by
+    /// [`the_sandbox_denies_what_the_docs_say`] (elsewhere it does
+    /// nothing): confines itself, then tries what the sandbox forbids and
+    /// what it allows, and exits non-zero on the first surprise.
+    #[test]
+    fn confined_child() {
+        let Some(dir) = std::env::var_os(CHILD_ENV) else {
+            return;
+        };
+        let dir = std::path::PathBuf::from(dir);
+        let outside = dir.parent().unwrap().join("outside");
+        let sandbox = confine(&dir.join("cache")).unwrap();
+        // Its cache is writable; nothing else is, and files out of the
+        // allowed paths cannot be read (where the kernel has Landlock).
+        std::fs::write(dir.join("cache/kernel.so"), b"x").unwrap();
+        if sandbox.contains("landlock fully enforced") {
+            assert!(std::fs::write(&outside, b"x").is_err(), "wrote outside");
+            assert!(
+                std::fs::read_to_string(dir.join("secret")).is_err(),
+                "read outside"
+            );
+        } else {
+            eprintln!("this kernel's Landlock is partial or absent: {sandbox}");
+            std::fs::write(&outside, b"x").unwrap();
+        }
+        assert!(
+            std::fs::read("/etc/ld.so.cache").is_ok(),
+            "the loader's cache"
+        );
+        // No network, no ptrace, no namespaces, no id changes.
+        use rustix::net::{AddressFamily, SocketType, socket};
+        assert_eq!(
+            socket(AddressFamily::INET, SocketType::STREAM, None).unwrap_err(),
+            rustix::io::Errno::PERM
+        );
+        assert!(socket(AddressFamily::UNIX, SocketType::STREAM, None).is_ok());
+        // SAFETY: raw system calls with integer arguments only; each is
+        // denied by the filter before the kernel looks at them.
+        #[allow(unsafe_code)]
+        let denied = unsafe {
+            [
+                libc::syscall(libc::SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0),
+                libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER),
+                libc::syscall(libc::SYS_setuid, 0),
+                libc::syscall(libc::SYS_bpf, 0, 0, 0),
+            ]
+        };
+        assert_eq!(denied, [-1; 4]);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EPERM)
+        );
+        // Threads still start (the driver needs them).
+        std::thread::spawn(|| ()).join().unwrap();
+        std::process::exit(0);
+    }
+
+    /// The sandbox, applied in a child process (it cannot be undone):
+    /// writes only its cache, reads only the driver's paths, no network
+    /// sockets, no ptrace, no namespaces, no id changes.
+    #[test]
+    fn the_sandbox_denies_what_the_docs_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner");
+        std::fs::create_dir_all(inner.join("cache")).unwrap();
+        std::fs::write(inner.join("secret"), b"s").unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "kernel_exec::confine::tests::confined_child"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, &inner)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the confined child failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let landlock = !String::from_utf8_lossy(&out.stderr).contains("Landlock is partial");
+        assert_eq!(dir.path().join("outside").exists(), !landlock);
+        assert!(inner.join("cache/kernel.so").exists());
+    }
+
     #[test]
     fn the_data_segment_is_read() {
         assert!(data_bytes().unwrap() > 0);
