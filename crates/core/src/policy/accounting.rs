@@ -678,6 +678,21 @@ mod tests {
         assert!((later - 5e6).abs() < 1.0, "{later}");
     }
 
+    /// A charge outside any slot (a kernel build) adds to usage as a
+    /// finished task of that length would, and touches no slot count.
+    #[test]
+    fn a_charge_adds_usage_without_a_slot() {
+        let mut l = ClientLedger::<()>::new(1, LedgerConfig::default());
+        l.ensure(ClientId(1), 0);
+        l.record_charge(ClientId(1), 10 * MS, 10 * MS);
+        let c = l.get(ClientId(1)).unwrap();
+        assert!((l.usage_ns(c, 10 * MS) - 1e7).abs() < 1.0);
+        assert_eq!(c.running, 0);
+        // Unknown clients are not charged (and nothing breaks).
+        l.record_charge(ClientId(9), MS, 11 * MS);
+        assert!(l.get(ClientId(9)).is_none());
+    }
+
     #[test]
     fn running_task_counts_as_usage_while_it_runs() {
         let mut l = ClientLedger::<()>::new(1, LedgerConfig::default());
