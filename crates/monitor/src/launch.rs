@@ -384,7 +384,7 @@ fn served_opencl_units(
     if !cfg.opencl_units {
         return Vec::new();
     }
-    let backends = match crate::kernel_exec::opencl::open_all(cfg.max_region_mb << 20) {
+    let backends = match crate::kernel_exec::opencl::open_all() {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!("opencl_units = true, but no OpenCL device is served: {e}");

@@ -31,6 +31,10 @@ use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
 
+/// A served CUDA device: in the daemon, the built-in kernels; in a kernel
+/// executor process ([`CudaBackend::open_for_user_kernels`]), clients'
+/// registered kernels. The daemon never builds or runs a registered
+/// kernel itself.
 pub struct CudaBackend {
     device: CudaDevice,
     user: PtxKernels,
