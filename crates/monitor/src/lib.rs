@@ -38,6 +38,7 @@ pub mod devices;
 pub mod domains;
 pub mod embedded;
 pub mod host;
+pub mod kernel_config;
 pub mod kernel_exec;
 mod kernel_jobs;
 mod latest;

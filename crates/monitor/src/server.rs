@@ -105,6 +105,9 @@ pub struct DaemonSetup {
     /// The devices of the units the daemon runs kernels on; the server
     /// starts one executor thread for each.
     pub kernel_backends: crate::kernel_exec::Backends,
+    /// How the served units start the executor processes that build and
+    /// run clients' registered kernels.
+    pub kernel_sandbox: crate::kernel_exec::SandboxSpec,
     /// Where `/metrics` is served over HTTP, if anywhere (by the host's
     /// listener).
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -216,6 +219,7 @@ impl Shared {
             for start in starts {
                 let job = KernelJob {
                     client: start.client,
+                    user: state.monitor.client_user(start.client),
                     call: start.call.call,
                     region: start.call.region,
                 };
@@ -409,7 +413,18 @@ impl Server {
             pages: Default::default(),
             ring_holders: Default::default(),
         };
-        let (kernel_jobs, executors) = KernelJobs::new(setup.kernel_backends.take());
+        let unit_name = |id: hetsched_core::ids::UnitId| {
+            setup
+                .units
+                .iter()
+                .find(|u| u.unit.id == id)
+                .map_or_else(|| format!("unit {}", id.0), |u| u.unit.name.clone())
+        };
+        let (kernel_jobs, executors) = KernelJobs::new(
+            setup.kernel_backends.take(),
+            unit_name,
+            &setup.kernel_sandbox,
+        );
         Ok(Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
@@ -488,13 +503,14 @@ impl Server {
         for Executor {
             unit,
             backend,
+            sandboxes,
             jobs,
         } in self.executors
         {
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 &format!("hetsched-exec{}", unit.0),
-                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, jobs)),
+                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, sandboxes, jobs)),
             )?);
         }
         #[cfg(feature = "coordination")]
