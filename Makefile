@@ -143,6 +143,15 @@ ray-demo: python
 	$(PYTHON) -c 'import matplotlib' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore matplotlib
 	unshare $$( [ "$$(id -u)" = 0 ] && printf -- -n || printf -- -rn ) sh -c 'ip link set lo up && HETSCHED_BIN=$(CURDIR)/target/release/hetsched exec $(PYTHON) python/demos/ray_demo.py --out ray-out'
 
+## Faults on the same 2-node cluster (a daemon killed, an executor killed,
+## a node removed), each in the middle of a run of >= 300 calls with 16 in
+## flight: one line per fault, `ray fault <name>: NN.N % of calls
+## succeeded, recovered in X.X s`.
+.PHONY: ray-faults
+ray-faults: python
+	$(CARGO) build --release -q -p hetsched --features opencl
+	unshare $$( [ "$$(id -u)" = 0 ] && printf -- -n || printf -- -rn ) sh -c 'ip link set lo up && HETSCHED_BIN=$(CURDIR)/target/release/hetsched exec $(PYTHON) python/demos/ray_faults.py'
+
 ## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
 bench:
 	$(CARGO) bench -p hetsched-core --benches -- --warm-up-time 1 --measurement-time 3

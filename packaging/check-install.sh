@@ -2,8 +2,10 @@
 # `make install` into a scratch DESTDIR (the debug build `make test`
 # compiled), then checks what it installed as a user would
 # meet it: the binary runs, the unit file passes `systemd-analyze verify`
-# (pointed at the staged binary), a C program builds against the installed
-# header and pkg-config file and runs, man pages and completions exist.
+# (pointed at the staged binary) and its sandbox is rated at most 4.0 by
+# `systemd-analyze security` (packaging/unit-exposure.sh), a C program
+# builds against the installed header and pkg-config file and runs, man
+# pages and completions exist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=$(mktemp -d -t hetsched-install-XXXXXX)
@@ -54,8 +56,11 @@ if command -v systemd-analyze >/dev/null; then
     cp "$root$prefix/lib/systemd/system/hetsched.socket" "$stage/verify/"
     systemd-analyze verify --man=no "$stage/verify/hetsched.service" "$stage/verify/hetsched.socket" \
         || fail "systemd-analyze verify refused the unit files"
+    # The sandbox: systemd's exposure rating of the installed unit, at most 4.0.
+    packaging/unit-exposure.sh "$root$prefix/lib/systemd/system/hetsched.service" 4.0 \
+        || fail "the installed unit's sandbox is rated above 4.0 (systemd-analyze security)"
 else
-    echo "install check: systemd-analyze not found, unit file not verified" >&2
+    echo "install check: systemd-analyze not found, unit file not verified and its exposure not rated" >&2
 fi
 
 # A C program against the installed header and pkg-config file.

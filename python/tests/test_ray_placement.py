@@ -49,6 +49,7 @@ def placer_with(summaries):
     p = hray._Placer()
     p.summaries = summaries
     p.refreshed_at = time.monotonic() + 3600  # no refresh: no cluster here
+    p.answered_at = {nid: time.monotonic() + 3600 for nid in summaries}
     return p
 
 
@@ -79,13 +80,74 @@ def test_no_daemon_is_a_clear_error() -> None:
     p.refreshed_at = 0.0
     with pytest.raises(hray.hetsched.HetschedError, match="hetsched.ray.init"):
         p.summaries = {}
-        p._refresh = lambda: None  # type: ignore[method-assign]
+        p._refresh = lambda wait=False: None  # type: ignore[method-assign]
         p.choose("t", ["cpu"])
+
+
+def test_failed_calls_count_as_in_flight() -> None:
+    models = {"t": {"gpu-big": 0.001, "gpu-wimpy": 0.003}}
+    p = placer_with({"A": dict(FAST, models=models), "B": dict(SLOW, models=models)})
+    assert p.choose("t", ["gpu-big", "gpu-wimpy"]) == "A"
+    # Calls on A failed at once: A does not look idle for FAILURE_MEMORY.
+    p.failures["A"] = [time.monotonic()] * 3
+    assert p.choose("t", ["gpu-big", "gpu-wimpy"]) == "B"
+    assert hray.choose_node("t", ["gpu-big", "gpu-wimpy"], p.summaries, {"A": 3}) == "B"
+    assert hray.choose_node("t", ["gpu-big", "gpu-wimpy"], p.summaries, {"A": 2}) == "A"
+
+
+def test_a_node_is_offered_only_while_its_agent_daemon_and_executor_answer() -> None:
+    down = dict(FAST, models={}, daemon={"up": False})
+    p = placer_with({"A": dict(FAST, models={}, daemon={"up": True}), "B": dict(SLOW, models={}), "C": down})
+    assert sorted(p.offered()) == ["A", "B"]  # C's daemon is restarting
+    p.answered_at["B"] = time.monotonic() - 2 * hray.AGENT_TIMEOUT  # B's agent went silent
+    assert sorted(p.offered()) == ["A"]
+    p.pinged["A"] = ("ping", time.monotonic() - 2 * hray.EXECUTOR_TIMEOUT)  # A's executor restarting
+    assert p.offered() == {}
+    del p.pinged["A"]
+    p.executor_failed.add("A")
+    assert p.offered() == {}
+
+
+def test_a_call_waits_for_a_node_that_can_run_it_to_come_back(monkeypatch) -> None:
+    models = {"t": {"gpu-big": 0.001}}
+    p = placer_with({"A": dict(FAST, models=models, daemon={"up": False}), "B": dict(SLOW, models={})})
+    p.units_seen["A"] = FAST["units"]
+    monkeypatch.setitem(hray._agents, "A", None)
+    monkeypatch.setitem(hray._agents, "B", None)
+    monkeypatch.setattr(hray, "NODE_WAIT", 0.3)
+
+    def daemon_back(wait=False):
+        refreshes.append(wait)
+        if len(refreshes) == 2:
+            p.summaries["A"] = dict(FAST, models=models, daemon={"up": True})
+
+    refreshes = []
+    p._refresh = daemon_back  # type: ignore[method-assign]
+    # Only A has gpu-big, and its daemon is restarting: the call waits for it.
+    assert p.choose("t", ["gpu-big"]) == "A"
+    assert len(refreshes) == 2
+    # It does not come back: a clear error after NODE_WAIT.
+    p.summaries["A"]["daemon"] = {"up": False}
+    refreshes.append("not again")
+    with pytest.raises(hray.hetsched.HetschedError, match="no node that can run it has been offered"):
+        p.choose("t", ["gpu-big"])
+    # A task no node ever had a unit for fails at once.
+    with pytest.raises(hray.hetsched.HetschedError, match="no Ray node has a unit"):
+        p.choose("t", ["opencl"])
 
 
 def test_the_placer_refreshes_while_it_places_and_rests_when_idle(monkeypatch) -> None:
     reads = []
-    monkeypatch.setattr(hray, "nodes", lambda: reads.append(time.monotonic()) or {"A": dict(FAST, models={})})
+
+    def collect(asked, actors, method, wait):
+        if method == "summary":
+            reads.append(time.monotonic())
+            return {"A": dict(FAST, models={})}
+        return {}
+
+    monkeypatch.setattr(hray._Placer, "_collect", staticmethod(collect))
+    monkeypatch.setattr(hray._Placer, "_check_nodes", lambda self: None)
+    monkeypatch.setitem(hray._agents, "A", None)
     monkeypatch.setattr(hray, "PLACER_IDLE", 0.2)
     p = hray._Placer()
     p.start()

@@ -14,10 +14,13 @@ pub struct DaemonArgs {
     /// Config file (default: /etc/hetsched/hetsched.toml when it exists).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Socket path (overrides the config and $HETSCHED_SOCKET).
+    /// Socket path (overrides the config and $HETSCHED_SOCKET). Its
+    /// directory, and each above it, must be writable by no other user;
+    /// a file there that is not a socket is refused, never removed.
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// State file where shares survive restarts (overrides the config).
+    /// State file where shares survive restarts (overrides the config);
+    /// its directory is checked as the socket's.
     #[arg(long)]
     state: Option<PathBuf>,
     /// Stop (as on SIGTERM) when the daemon's parent, process PID, exits:
@@ -69,6 +72,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let activated =
         hetsched_daemon::activation::inherited_listener().map_err(anyhow::Error::msg)?;
     let from_systemd = activated.is_some();
+    refuse_unsafe_cache_dir(&cfg)?;
     let (setup, platform) = launch::prepare(&cfg)?;
     for note in &platform.notes {
         tracing::info!("{note}");
@@ -83,7 +87,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         // whatever was done.
         let mut state = lock(&cleanup);
         // systemd owns a socket it passed: it stays when the daemon stops.
-        state.socket = (!from_systemd).then(|| socket.clone());
+        state.socket = server.socket_id().map(|id| (socket.clone(), id));
         state.store = Some(server.store_flusher());
         let mut log = |line: String| tracing::info!("{line}");
         if cfg.exclusive_devices {
@@ -120,6 +124,24 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     Ok(())
 }
 
+/// The calibration cache's directory is checked as the socket's and the
+/// state file's are (`checked_dir`): one that others may write is refused.
+/// One that does not exist yet, or cannot be opened, is left to the cache
+/// writer, whose failures are notes (the cache is not needed to run).
+fn refuse_unsafe_cache_dir(cfg: &DaemonConfig) -> Result<()> {
+    use hetsched_daemon::checked_dir::{CheckedDir, DirError};
+    let Some(dir) = cfg
+        .calibration_cache_path()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    else {
+        return Ok(());
+    };
+    match CheckedDir::open(&dir, None) {
+        Err(e @ DirError::Unsafe { .. }) => Err(anyhow::anyhow!("calibration cache: {e}")),
+        _ => Ok(()),
+    }
+}
+
 /// SIGTERM when the parent exits. The parent is checked after the signal is
 /// armed: had it exited before, the daemon would have a new parent and the
 /// signal would never come.
@@ -140,7 +162,9 @@ fn exit_with_parent(pid: u32) -> Result<()> {
 /// the devices it made exclusive (`exclusive_devices`).
 #[derive(Default)]
 struct CleanupState {
-    socket: Option<PathBuf>,
+    /// The socket file this daemon bound: removed only while it is still
+    /// that socket (never a file put in its place).
+    socket: Option<(PathBuf, hetsched_daemon::checked_dir::FileId)>,
     devices: Option<exclusive::ExclusiveGuard>,
     /// Writes the settings the store writer still holds (it coalesces
     /// changes for up to 200 ms).
@@ -159,8 +183,10 @@ impl CleanupState {
                 STOP_FLUSH
             );
         }
-        if let Some(socket) = self.socket.take() {
-            let _ = std::fs::remove_file(&socket);
+        if let Some((socket, id)) = self.socket.take()
+            && let Err(e) = hetsched_daemon::checked_dir::remove_socket(&socket, id)
+        {
+            tracing::warn!("{e}");
         }
         // Its Drop puts the files back, one line each.
         drop(self.devices.take());
@@ -189,14 +215,25 @@ impl Drop for CleanUpOnDrop {
 
 /// SIGTERM / SIGINT / SIGHUP: write the pending settings, remove the
 /// socket file, give the devices back (`exclusive_devices`) and exit.
+/// Signals whose default would end the daemon without that, and that
+/// mean nothing to it (SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+/// SIGIO), are caught and ignored, with a line in the log.
 fn clean_up_on_signal(cleanup: Cleanup) -> Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+    use signal_hook::consts::{
+        SIGALRM, SIGHUP, SIGINT, SIGIO, SIGPROF, SIGTERM, SIGUSR1, SIGUSR2, SIGVTALRM,
+    };
+    const STOP: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
+    const IGNORED: [i32; 6] = [SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO];
+    let mut signals = signal_hook::iterator::Signals::new(STOP.iter().chain(&IGNORED))
         .context("installing signal handlers")?;
     std::thread::Builder::new()
         .name("hetsched-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            for sig in signals.forever() {
+                if !STOP.contains(&sig) {
+                    tracing::info!("signal {sig} ignored");
+                    continue;
+                }
                 // Under systemd (Type=notify); nothing without NOTIFY_SOCKET.
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
                 lock(&cleanup).stop();

@@ -100,6 +100,14 @@ enum Command {
     /// One worker of `hetsched bench balance`.
     #[command(hide = true)]
     BalanceWork(bench_balance::WorkArgs),
+    /// A kernel executor process of the daemon (it starts them itself).
+    #[command(hide = true, name = "kernel-executor")]
+    KernelExecutor {
+        /// The daemon's pid: the executor ends with it.
+        parent: u32,
+        /// The number of the first kernel it builds.
+        first_id: u32,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(CompletionsArgs),
     /// Write the man pages (hetsched.1, hetsched-daemon.1 …) into DIR, for `make install`
@@ -138,6 +146,9 @@ pub(crate) fn write_out(text: &str) -> Result<()> {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::KernelExecutor { parent, first_id } = cli.command {
+        return hetsched_daemon::kernel_exec::executor_main::main(parent, first_id);
+    }
     // The daemon reports what it does; other commands only what went wrong.
     hetsched_runtime::logging::init(match cli.command {
         Command::Daemon(_) => "info",
@@ -214,5 +225,6 @@ fn run(command: Command) -> Result<()> {
             write_out(&String::from_utf8_lossy(&out))
         }
         Command::Manpages { dir } => write_manpages(&dir),
+        Command::KernelExecutor { .. } => unreachable!("run before any other command"),
     }
 }

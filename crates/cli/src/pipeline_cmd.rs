@@ -1,9 +1,11 @@
 //! `hetsched pipeline`: the streaming-pipeline demo (APC) — an image
 //! pipeline (grayscale → sepia → alpha-blend over generated RGBA images)
 //! driven by the runtime's controller thread, against the naive loop in
-//! which the application issues every stage and waits for it. Built with
-//! feature `opencl`, grayscale also has an OpenCL kernel, and the demo runs
-//! it on each OpenCL device against the same reference.
+//! which the application issues every stage and waits for it. Grayscale
+//! also has an OpenCL kernel, and where the runtime drives OpenCL devices
+//! (its feature `opencl`, which this crate's `opencl` turns on, and which
+//! Cargo turns on in a workspace build) the demo runs it on each of them
+//! against the same reference.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -184,8 +186,9 @@ fn sizes(img: &Image) -> (u64, u64) {
 }
 
 /// Grayscale in OpenCL C: one work-item per pixel, the same integer
-/// weights as [`grayscale`].
-#[cfg(feature = "opencl")]
+/// weights as [`grayscale`]. It runs wherever the runtime drives OpenCL
+/// devices ([`Stage::opencl_map`]), whatever features this binary was
+/// built with.
 const GRAYSCALE_CL: &str = r#"
 __kernel void grayscale_rgba(__global const uchar4 *in, __global uchar4 *out) {
     size_t i = get_global_id(0);
@@ -195,33 +198,10 @@ __kernel void grayscale_rgba(__global const uchar4 *in, __global uchar4 *out) {
 }
 "#;
 
-/// The OpenCL grayscale stage: explicit copy in, launch, copy out.
-#[cfg(feature = "opencl")]
-fn grayscale_opencl(
-    dev: &hetsched_runtime::opencl::OpenClDevice,
-    img: Image,
-) -> std::result::Result<Image, hetsched_runtime::opencl::OpenClError> {
-    use hetsched_runtime::opencl::KernelArg;
-    let kernel = dev.build(GRAYSCALE_CL, "grayscale_rgba")?;
-    let (input, _) = dev.buffer_from(&img)?;
-    let output = dev.buffer(img.len())?;
-    dev.launch(
-        &kernel,
-        img.len() / 4,
-        None,
-        &[KernelArg::Buffer(&input), KernelArg::Buffer(&output)],
-    )?;
-    let mut out = vec![0u8; img.len()];
-    dev.read(&output, &mut out)?;
-    Ok(out)
-}
-
+/// The OpenCL devices the runtime drives: in a build whose runtime has
+/// no OpenCL, none, even where the monitor lists them.
 fn opencl_units(rt: &Runtime) -> Vec<String> {
-    rt.units()
-        .iter()
-        .filter(|u| u.name.starts_with("opencl"))
-        .map(|u| u.name.clone())
-        .collect()
+    rt.opencl_units().iter().map(|u| u.name.clone()).collect()
 }
 
 fn runtime(common: &CommonArgs) -> Result<Runtime> {
@@ -229,7 +209,7 @@ fn runtime(common: &CommonArgs) -> Result<Runtime> {
         .map_err(anyhow::Error::msg)?
         .monitor(MonitorMode::Embedded)
         .persist_models(false)
-        .opencl(cfg!(feature = "opencl"));
+        .opencl(true);
     if let Some(c) = &common.config {
         opts = opts.config(c);
     }
@@ -278,9 +258,8 @@ fn demo_pipeline(
             let g = Arc::clone(&f);
             st = st.emulated(k.clone(), device_cost, move |img: Image| g(&img));
         }
-        #[cfg(feature = "opencl")]
         if name == "grayscale" {
-            st = st.opencl(grayscale_opencl);
+            st = st.opencl_map(GRAYSCALE_CL, "grayscale_rgba", 4);
         }
         b = b.stage(st);
     }

@@ -7,7 +7,7 @@ use hetsched_sim::balance::{self, BalanceReport};
 use hetsched_sim::output::versioned;
 use hetsched_sim::pegasus::{self, PegasusReport};
 use hetsched_sim::report::ScenarioReport;
-use hetsched_sim::{catalog, output, run};
+use hetsched_sim::{catalog, output, random_mix, run};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,6 +22,28 @@ pub enum SimCommand {
     Run(RunArgs),
     /// Run every built-in scenario.
     All(AllArgs),
+    /// Write a scenario of random applications on one CPU and GPUs of a
+    /// few kinds (ranges in docs/sim.md, "Random mixes") to stdout.
+    Random(RandomArgs),
+}
+
+#[derive(Args)]
+pub struct RandomArgs {
+    /// Applications in the mix.
+    #[arg(long)]
+    apps: u32,
+    /// GPUs of the machine (dealt to the kinds in turn).
+    #[arg(long)]
+    gpus: u32,
+    /// GPU kinds (each its own speed and copy bandwidth).
+    #[arg(long, default_value_t = 2)]
+    kinds: u32,
+    /// Random seed: the same arguments give the same file.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulated seconds measured, after one second of warm-up.
+    #[arg(long, default_value_t = 5.0)]
+    duration_s: f64,
 }
 
 #[derive(Args)]
@@ -71,6 +93,13 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
                 write_out(&report.render_table())
             }
         }
+        SimCommand::Random(args) => write_out(&random_mix::generate(&random_mix::MixSpec {
+            apps: args.apps,
+            gpus: args.gpus,
+            kinds: args.kinds,
+            seed: args.seed,
+            duration_s: args.duration_s,
+        })?),
         SimCommand::All(args) => {
             let mut reports = Vec::new();
             let names = catalog::BUILTIN

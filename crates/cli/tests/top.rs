@@ -19,8 +19,11 @@ impl Tmux {
             found.is_ok_and(|o| o.status.success()),
             "tmux is needed to test `hetsched top` (scripts/install-deps.sh installs it)"
         );
+        // One server per test: tests run in parallel.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Tmux {
-            socket: format!("hetsched-top-test-{}", std::process::id()),
+            socket: format!("hetsched-top-test-{}-{n}", std::process::id()),
         }
     }
 
@@ -123,4 +126,66 @@ fn top_without_a_daemon_says_so_and_leaves_the_terminal_alone() {
         "{err}"
     );
     assert!(!err.contains("\x1b["), "escape codes on stderr: {err:?}");
+}
+
+/// Without a terminal (output to a pipe), `top` says so and fails cleanly
+/// (exit 1, not a panic), leaving the daemon alone.
+#[test]
+fn top_without_a_terminal_says_it_needs_one() {
+    let d = TestDaemon::start("top-no-tty", common::ONE_GPU);
+    let out = Command::new(common::BIN)
+        .args(["top", "--socket"])
+        .arg(&d.socket)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs a terminal") && err.contains("hetsched status"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty(), "{:?}", out.stdout);
+    d.observer().unwrap().status().unwrap();
+}
+
+/// Columns are as wide as their contents: on a wide terminal the unit's
+/// name is not padded out to half the screen.
+#[test]
+fn top_sizes_its_columns_to_their_contents() {
+    let d = TestDaemon::start("top-columns", common::ONE_GPU);
+    let tmux = Tmux::new();
+    let command = format!(
+        "{} top --socket {} --interval 0.2",
+        common::BIN,
+        d.socket.display()
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "160",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let screen = tmux.wait_for("the unit table", |s| {
+        s.lines().any(|l| l.contains("gpu0") && l.contains('%'))
+    });
+    let header = screen
+        .lines()
+        .find(|l| l.contains("UNIT") && l.contains("CLASS") && l.contains("POLICY"))
+        .unwrap_or_else(|| panic!("no unit header:\n{screen}"));
+    let unit = header.find("UNIT").unwrap();
+    let class = header.find("CLASS").unwrap();
+    // "UNIT" (4 wide, wider than "gpu0") and the column gap.
+    assert!(
+        class - unit <= 6,
+        "UNIT column {} wide:\n{screen}",
+        class - unit
+    );
 }

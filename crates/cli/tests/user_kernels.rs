@@ -253,3 +253,34 @@ fn a_kept_buffer_is_not_copied_again() {
     .unwrap();
     assert_eq!(read_floats(&ring, Y_AT, N), vec![2.0; N as usize]);
 }
+
+/// A client that opens a new kernel ring (a new data region) has its next
+/// calls run on the new region: the kernel executor, which keeps a
+/// client's region mapped between calls, is handed the new one.
+#[test]
+fn a_new_ring_is_the_region_calls_run_on() {
+    let d = served_daemon("user-kernel-new-ring");
+    let mut c = d.app("rings");
+    let unit = served_unit(&c);
+    let k = c.register_kernel(unit, SAXPY, "saxpy").unwrap();
+    for (round, a) in [(0, 2.0f32), (1, 3.0), (2, 5.0)] {
+        let mut ring = c.open_kernel_ring(unit, 64 << 10).unwrap();
+        write_floats(&ring, X_AT, &vec![1.0; N as usize]);
+        write_floats(&ring, Y_AT, &vec![round as f32; N as usize]);
+        for _ in 0..2 {
+            call(
+                &mut c,
+                &mut ring,
+                k.kernel,
+                &saxpy_args(flags::COPY_IN, Y_AT..Y_AT + N * 4, a),
+            )
+            .unwrap();
+        }
+        let want = round as f32 + 2.0 * a;
+        assert_eq!(
+            read_floats(&ring, Y_AT, N),
+            vec![want; N as usize],
+            "ring {round}"
+        );
+    }
+}

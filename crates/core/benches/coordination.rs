@@ -2,14 +2,20 @@
 //! against the replay-judged one (`solve_targets_replayed`) on a
 //! six-app, four-unit machine shaped like `rinnegan-contention` (a
 //! two-core processor-shared CPU group and three FIFO devices, or devices
-//! that may run short-first), and the replay alone.
+//! that may run short-first), and the replay alone; then the replay-judged
+//! solve against the number of applications and units (`solve_scaling`):
+//! 8 and 32 apps on a CPU group and 4 devices, the apps' times drawn
+//! from a seeded stream as `hetsched sim random` draws them.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
     AppDemand, UnitSupply, solve_targets_replayed, solve_targets_waiting,
 };
 use hetsched_core::replay::{ReplayBudget, replay_native};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::hint::black_box;
+use std::time::Duration;
 
 fn machine() -> (Vec<UnitSupply>, Vec<AppDemand>) {
     let units = vec![
@@ -63,5 +69,68 @@ fn solves(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, solves);
+/// `apps` apps on a two-core CPU group and `units - 1` devices of two
+/// kinds: CPU ms log-uniform in [1, 100], speedups log-uniform in
+/// [0.5, 40] times a kind factor, copies 0.05–2 ms, one task in flight.
+fn mix(apps: usize, units: usize, seed: u64) -> (Vec<UnitSupply>, Vec<AppDemand>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut log_uniform = |lo: f64, hi: f64| {
+        let x: f64 = rng.random();
+        (lo.ln() + x * (hi.ln() - lo.ln())).exp()
+    };
+    let supply = std::iter::once(UnitSupply::processor_shared(2.0))
+        .chain((1..units).map(|_| UnitSupply::queue(1.0)))
+        .collect();
+    let demand = (0..apps)
+        .map(|_| {
+            let cpu_ms = log_uniform(1.0, 100.0);
+            let speedup = log_uniform(0.5, 40.0);
+            let copy_ms = log_uniform(0.05, 2.0);
+            let exec_ns = (0..units)
+                .map(|u| {
+                    let kind = if u % 2 == 1 { 1.0 } else { 0.4 };
+                    Some(
+                        if u == 0 {
+                            cpu_ms
+                        } else {
+                            cpu_ms / (speedup * kind)
+                        } * 1e6,
+                    )
+                })
+                .collect();
+            let overhead_ns = (0..units)
+                .map(|u| if u == 0 { 0.0 } else { copy_ms * 1e6 })
+                .collect();
+            AppDemand {
+                exec_ns,
+                overhead_ns,
+                in_flight: 1.0,
+                weight: 1.0,
+                declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
+            }
+        })
+        .collect();
+    (supply, demand)
+}
+
+fn solve_scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("coordination/solve_scaling");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for (apps, units) in [(8, 5), (32, 5)] {
+        let (supply, demand) = mix(apps, units, 1);
+        group.bench_function(format!("{apps}x{units}"), |b| {
+            b.iter(|| {
+                solve_targets_replayed(black_box(&demand), &supply, 1.05, 3, true, None).unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, solves, solve_scaling);
 criterion_main!(benches);

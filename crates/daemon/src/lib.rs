@@ -11,8 +11,9 @@
 //! * [`activation`] — systemd socket activation.
 
 pub use hetsched_monitor::{
-    admission, agent, config, cpu_weights, devices, domains, kernel_exec, monitor, nice_map,
-    outbox, page_rounds, privilege, procfs, server, status_page, store, store_writer, user_kernels,
+    admission, agent, checked_dir, config, cpu_weights, devices, domains, kernel_exec, monitor,
+    nice_map, outbox, page_rounds, privilege, procfs, server, status_page, store, store_writer,
+    user_kernels,
 };
 
 pub mod activation;

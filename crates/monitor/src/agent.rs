@@ -488,6 +488,17 @@ impl Agent {
         Ok(held)
     }
 
+    /// Charges `client` `ns` of this unit's time that took no slot (a
+    /// build of a kernel it registered): its share's usage and its busy
+    /// time grow, as for a task of that length.
+    pub fn charge(&mut self, client: ClientId, ns: Ns, now: Ns) {
+        self.policy.charge(client, ns, now);
+        self.busy_ns_total += ns;
+        if let Some(u) = self.uses.get_mut(&client) {
+            u.busy_ns += ns;
+        }
+    }
+
     fn release(&mut self, client: ClientId, held: Ns, orphaned: bool, now: Ns) {
         self.policy.complete(client, held, now);
         if !self.time_shared() {

@@ -161,6 +161,14 @@ pub struct DaemonConfig {
     /// and each of `unit_credits` are 1..=1000000; `cpu_cap` is a
     /// positive number of cores, at most the machine's.
     pub domains: Vec<DomainSpec>,
+    /// Users (names or uids) who may register kernels with the units the
+    /// daemon serves (`RegisterKernel`), besides root. Default: none.
+    pub kernel_users: Vec<String>,
+    /// Groups (names or gids) whose members may register kernels, by
+    /// primary or supplementary group. Default: none.
+    pub kernel_groups: Vec<String>,
+    /// What one client's registered kernels may cost (`[kernels]`).
+    pub kernels: crate::kernel_config::KernelsConfig,
     /// Serve Prometheus metrics over HTTP at `http://ADDR/metrics`
     /// (`"127.0.0.1:9464"`; off by default). They name the clients and
     /// units. Only a loopback address is accepted unless
@@ -218,6 +226,9 @@ impl Default for DaemonConfig {
             max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
             accelerator_binding: false,
             domains: Vec::new(),
+            kernel_users: Vec::new(),
+            kernel_groups: Vec::new(),
+            kernels: crate::kernel_config::KernelsConfig::default(),
             metrics_listen: None,
             metrics_remote: false,
             metrics_names: Vec::new(),
@@ -521,6 +532,7 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     }
     let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
     within("max_region_mb", cfg.max_region_mb, 1, max_region)?;
+    cfg.kernels.check()?;
     for (i, s) in cfg.slow_cores.iter().enumerate() {
         if !(s.speed > 0.0 && s.speed < 1.0) {
             return Err(format!(
@@ -608,6 +620,39 @@ mod tests {
         let cfg = parse(text).unwrap();
         assert_eq!(cfg.coordination, Coordination::Pf);
         assert_eq!(cfg.coordination_floor, 1.05);
+        assert_eq!(cfg.kernels, crate::kernel_config::KernelsConfig::default());
+    }
+
+    #[test]
+    fn kernel_limits_are_checked_and_reach_the_monitor() {
+        let err = parse(
+            "[kernels]
+max_source_kb = 0
+",
+        )
+        .unwrap_err();
+        assert!(err.contains("kernels.max_source_kb = 0"), "{err}");
+        let err = parse(
+            "[kernels]
+compile_seconds = -1.0
+",
+        )
+        .unwrap_err();
+        assert!(err.contains("kernels.compile_seconds"), "{err}");
+        let cfg = parse(
+            "include_cpus = false\ndevice_units = false\nkernel_users = [\"0\", \"root\"]\n\
+             [kernels]\nmax_per_client = 3\n",
+        )
+        .unwrap();
+        let (setup, _) = crate::launch::prepare(&cfg).unwrap();
+        assert_eq!(setup.monitor.kernels.uids, [0, 0]);
+        assert_eq!(setup.monitor.kernels.limits.max_per_client, 3);
+        let cfg = parse(
+            "include_cpus = false\ndevice_units = false\nkernel_groups = [\"no-such-group-x\"]\n",
+        )
+        .unwrap();
+        let err = crate::launch::prepare(&cfg).unwrap_err().to_string();
+        assert!(err.contains("no-such-group-x"), "{err}");
     }
 
     #[test]

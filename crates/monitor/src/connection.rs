@@ -726,8 +726,16 @@ fn register_kernel(t: &mut Turn<'_>, unit: UnitId, source: String, entry: String
                         format!("unit {} has no executor running", unit.0),
                     ));
                 }
+                let (uid, gid) =
+                    t.st.monitor
+                        .client_user(t.id)
+                        .ok_or((ErrorCode::BadSequence, "say Hello first".to_string()))?;
                 let job = ExecJob::Register {
-                    client: t.id,
+                    owner: crate::kernel_exec::Owner {
+                        client: t.id,
+                        uid,
+                        gid,
+                    },
                     source,
                     entry,
                 };

@@ -9,9 +9,13 @@
 //! client is charged is the wall time its call held the unit, measured
 //! here, never a figure the client gave.
 //!
-//! Besides the built-in kernels, a backend may run kernels clients
-//! register ([`KernelBackend::register`], [`hetsched_protocol::user_kernel`]):
-//! the executor builds them on the same thread, between calls.
+//! Besides the built-in kernels, a unit may run kernels clients register
+//! ([`hetsched_protocol::user_kernel`]). Those never run in the daemon:
+//! the unit's thread hands them to a kernel executor process of the
+//! client's user ([`sandbox`]), which builds and runs them with the same
+//! backend ([`KernelBackend::register`], [`KernelBackend::run_user`]) in a
+//! confined process ([`executor_main`], [`confine`]). The built-in
+//! kernels are the daemon's own code and stay on the thread.
 //!
 //! [`KernelBackend`] is what a device must do; the OpenCL one is
 //! `opencl::OpenClBackend` (feature `opencl`), the CUDA one
@@ -62,6 +66,12 @@ pub trait KernelBackend: Send {
 
     /// `client` left: drop what the backend keeps for it.
     fn forget_client(&mut self, _client: ClientId) {}
+
+    /// The device as a kernel executor process opens it to run registered
+    /// kernels; `None` for a unit that runs only built-in kernels.
+    fn device_spec(&self) -> Option<wire::DeviceSpec> {
+        None
+    }
 }
 
 /// A kernel a backend built for a client.
@@ -82,7 +92,7 @@ pub enum ExecJob {
     Call(KernelJob),
     /// Build a client's kernel (`RegisterKernel`).
     Register {
-        client: ClientId,
+        owner: Owner,
         source: String,
         entry: String,
     },
@@ -96,6 +106,9 @@ pub enum ExecJob {
 #[derive(Debug)]
 pub struct KernelJob {
     pub client: ClientId,
+    /// The client's user and group, for a registered kernel's call (its
+    /// executor runs as them); `None` once the client left.
+    pub user: Option<(u32, u32)>,
     pub call: KernelCall,
     /// The region the call was checked against (alive while the job is,
     /// even if the client left or replaced its ring).
@@ -173,42 +186,52 @@ impl std::fmt::Debug for Backends {
     }
 }
 
-/// Runs one job and times it. A backend that panics (a driver's binding,
-/// a bug) fails this call only: the executor lives on, so the unit is not
-/// held for ever.
+/// Runs one built-in kernel's call and times it. A backend that panics
+/// (a driver's binding, a bug) fails this call only: the executor lives
+/// on, so the unit is not held for ever.
 fn run_job(
     backend: &mut dyn KernelBackend,
     job: &KernelJob,
     input: &mut Vec<u8>,
 ) -> (u64, Result<(), String>) {
     let started = Instant::now();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &job.call.user {
-        Some(user) => backend.run_user(job.client, user, &job.region),
-        None => execute(backend, &job.call, &job.region, input),
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        execute(backend, &job.call, &job.region, input)
     }))
     .unwrap_or_else(|_| Err("the kernel backend panicked".to_string()));
     (started.elapsed().as_nanos() as u64, result)
 }
 
-/// Builds a client's kernel; a backend that panics refuses it.
-fn register(
-    backend: &mut dyn KernelBackend,
-    client: ClientId,
-    source: &str,
-    entry: &str,
-) -> Result<Registered, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        backend.register(client, source, entry)
-    }))
-    .unwrap_or_else(|_| Err("the kernel backend panicked while building it".to_string()))
+/// Runs a registered kernel's call in its user's executor process, and
+/// times it (a call killed at its limit is charged up to the kill).
+fn run_user_job(sandboxes: &mut Sandboxes, job: &KernelJob) -> (u64, Outcome<()>) {
+    let started = Instant::now();
+    let out = match (&job.call.user, job.user) {
+        (Some(call), Some((uid, gid))) => {
+            let owner = Owner {
+                client: job.client,
+                uid,
+                gid,
+            };
+            sandboxes.run(owner, call, &job.region)
+        }
+        _ => Outcome {
+            result: Err("its client left".to_string()),
+            lost: Vec::new(),
+        },
+    };
+    (started.elapsed().as_nanos() as u64, out)
 }
 
 /// The executor thread of `unit`: runs the calls its policy started, one
-/// at a time, and reports each to the monitor.
+/// at a time, and reports each to the monitor. Registered kernels go to
+/// their user's executor process in `sandboxes`, which this thread owns
+/// and ends when it stops.
 pub(crate) fn run(
     shared: &Shared,
     unit: UnitId,
     mut backend: Box<dyn KernelBackend>,
+    mut sandboxes: Sandboxes,
     jobs: Receiver<ExecJob>,
 ) {
     let mut out = Outbox::default();
@@ -216,12 +239,19 @@ pub(crate) fn run(
     for job in jobs {
         match job {
             ExecJob::Call(job) => {
-                let (ran_ns, result) = run_job(backend.as_mut(), &job, &mut input);
+                let (ran_ns, result, lost) = if job.call.user.is_some() {
+                    let (ns, o) = run_user_job(&mut sandboxes, &job);
+                    (ns, o.result, o.lost)
+                } else {
+                    let (ns, r) = run_job(backend.as_mut(), &job, &mut input);
+                    (ns, r, Vec::new())
+                };
                 let mut state = shared.lock();
                 let now = shared.now();
                 state
                     .monitor
                     .kernel_done(unit, job.client, &job.call, ran_ns, result, now, &mut out);
+                state.monitor.kernel_executor_lost(unit, &lost);
                 shared.deliver(&mut state, &mut out);
                 drop(state);
                 // What finished may let the policy start more, and move
@@ -229,22 +259,48 @@ pub(crate) fn run(
                 shared.wake();
             }
             ExecJob::Register {
-                client,
+                owner,
                 source,
                 entry,
             } => {
-                let result = register(backend.as_mut(), client, &source, &entry);
+                let started = Instant::now();
+                let o = sandboxes.register(owner, &source, &entry);
+                let build_ns = started.elapsed().as_nanos() as u64;
                 let mut state = shared.lock();
-                state
-                    .monitor
-                    .kernel_registered(unit, client, &entry, result, &mut out);
+                let now = shared.now();
+                state.monitor.kernel_executor_lost(unit, &o.lost);
+                state.monitor.kernel_registered(
+                    unit,
+                    owner.client,
+                    &entry,
+                    o.result,
+                    build_ns,
+                    now,
+                    &mut out,
+                );
                 shared.deliver(&mut state, &mut out);
+                drop(state);
+                shared.wake();
             }
-            ExecJob::Forget(client) => backend.forget_client(client),
-            ExecJob::Stop => return,
+            ExecJob::Forget(client) => {
+                backend.forget_client(client);
+                let lost = sandboxes.forget(client);
+                if !lost.is_empty() {
+                    shared.lock().monitor.kernel_executor_lost(unit, &lost);
+                }
+            }
+            ExecJob::Stop => break,
         }
     }
+    sandboxes.stop();
 }
+
+pub mod confine;
+pub mod executor_main;
+pub mod sandbox;
+pub mod wire;
+
+pub use sandbox::{Outcome, Owner, SandboxSpec, Sandboxes};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -323,7 +379,9 @@ mod tests {
     /// is built.
     #[test]
     fn a_backend_without_registered_kernels_says_why() {
-        let err = register(&mut Plain, ClientId(1), ".entry f()", "f()").unwrap_err();
+        let err = Plain
+            .register(ClientId(1), ".entry f()", "f()")
+            .unwrap_err();
         assert!(err.contains("only its built-in kernels"), "{err}");
         assert!(
             err.contains("PTX") && err.contains("`cuda` feature"),
@@ -362,6 +420,7 @@ mod tests {
         let (daemon, _client) = hetsched_views::data_region::pair(8192).unwrap();
         let job = KernelJob {
             client: ClientId(1),
+            user: None,
             call: decode(&[1, 1, 0, 64, 4096, 1024, 0], 8192).unwrap(),
             region: Arc::new(daemon),
         };
@@ -370,6 +429,26 @@ mod tests {
         assert_eq!(first, Err("the kernel backend panicked".to_string()));
         let (_, second) = run_job(&mut backend, &job, &mut Vec::new());
         assert_eq!(second, Ok(()));
+    }
+
+    /// Registered kernels go to an executor process; where none can be
+    /// started the call fails saying why, and nothing is lost.
+    #[test]
+    fn without_an_executor_program_registered_kernels_are_refused() {
+        let owner = Owner {
+            client: ClientId(1),
+            uid: 0,
+            gid: 0,
+        };
+        let mut none = Sandboxes::new("emu0".into(), None, SandboxSpec::default());
+        let o = none.register(owner, "src", "f");
+        assert!(o.result.unwrap_err().contains("only its built-in kernels"));
+        let spec = wire::DeviceSpec::OpenCl { index: 0 };
+        let mut embedded = Sandboxes::new("served0".into(), Some(spec), SandboxSpec::default());
+        let o = embedded.register(owner, "src", "f");
+        assert!(o.result.unwrap_err().contains("no kernel executor"));
+        assert!(o.lost.is_empty());
+        assert_eq!(embedded.running(), 0);
     }
 
     /// A backend that lies about its output size is caught before the

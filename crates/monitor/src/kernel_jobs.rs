@@ -3,7 +3,7 @@
 //! thread starts, and never changed after. It needs no lock: the threads
 //! share the queues' sending ends.
 
-use crate::kernel_exec::{ExecJob, KernelBackend, ServedBackend};
+use crate::kernel_exec::{ExecJob, KernelBackend, SandboxSpec, Sandboxes, ServedBackend};
 use hetsched_core::ids::{ClientId, UnitId};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -14,25 +14,34 @@ pub(crate) struct KernelJobs {
     queues: HashMap<UnitId, Sender<ExecJob>>,
 }
 
-/// An executor not started yet: its unit, its device and its queue.
+/// An executor not started yet: its unit, its device, the executor
+/// processes of its registered kernels (none running yet) and its queue.
 pub(crate) struct Executor {
     pub unit: UnitId,
     pub backend: Box<dyn KernelBackend>,
+    pub sandboxes: Sandboxes,
     pub jobs: Receiver<ExecJob>,
 }
 
 impl KernelJobs {
     /// One queue for each served unit, and the executors that will take
-    /// from them.
-    pub fn new(backends: Vec<ServedBackend>) -> (KernelJobs, Vec<Executor>) {
+    /// from them; `name` gives a unit's name, `sandbox` how registered
+    /// kernels' executor processes start.
+    pub fn new(
+        backends: Vec<ServedBackend>,
+        name: impl Fn(UnitId) -> String,
+        sandbox: &SandboxSpec,
+    ) -> (KernelJobs, Vec<Executor>) {
         let mut queues = HashMap::new();
         let mut executors = Vec::new();
         for (unit, backend) in backends {
             let (tx, rx) = channel();
             queues.insert(unit, tx);
+            let sandboxes = Sandboxes::new(name(unit), backend.device_spec(), sandbox.clone());
             executors.push(Executor {
                 unit,
                 backend,
+                sandboxes,
                 jobs: rx,
             });
         }

@@ -29,6 +29,8 @@ pub enum LaunchError {
     UnknownDomainUnit { unknown: String, known: String },
     #[error("admin_group {0:?} is not a group on this machine (see /etc/group)")]
     UnknownGroup(String),
+    #[error("{0} (see /etc/passwd and /etc/group)")]
+    KernelUsers(String),
     #[error(
         "cannot emulate slow cores of kind {kind}: {source} (run the daemon as root on a machine with cgroup v1 CFS bandwidth control, or remove [[slow_cores]])"
     )]
@@ -106,7 +108,15 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     let setup = DaemonSetup {
         socket: cfg.socket_path(),
         state_path: cfg.state_path(),
-        monitor: monitor_config(cfg, admin_gid),
+        monitor: MonitorConfig {
+            kernels: crate::kernel_config::KernelPolicy::resolve(
+                &cfg.kernel_users,
+                &cfg.kernel_groups,
+                &cfg.kernels,
+            )
+            .map_err(LaunchError::KernelUsers)?,
+            ..monitor_config(cfg, admin_gid)
+        },
         units,
         tick: Duration::from_millis(cfg.tick_ms),
         cpu_scan: Duration::from_millis(cfg.cpu_scan_ms),
@@ -123,6 +133,12 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         },
         kind_of_cpu: kind_of_cpu(&platform),
         kernel_backends: crate::kernel_exec::Backends::new(backends),
+        kernel_sandbox: crate::kernel_exec::SandboxSpec {
+            program: std::env::current_exe().ok(),
+            call_limit: Duration::from_secs_f64(cfg.max_device_seconds),
+            limits: crate::kernel_config::KernelLimits::from(&cfg.kernels),
+            max_kept_bytes: cfg.max_region_mb << 20,
+        },
         metrics_listen: cfg.metrics_listen,
         host: crate::host::Host::default(),
     };
@@ -268,6 +284,7 @@ fn monitor_config(cfg: &DaemonConfig, admin_gid: Option<u32>) -> MonitorConfig {
             .iter()
             .map(|(unit, &ms)| (unit.clone(), ms * 1_000_000))
             .collect(),
+        kernels: crate::kernel_config::KernelPolicy::default(),
     }
 }
 
@@ -387,7 +404,7 @@ fn served_opencl_units(
     if !cfg.opencl_units {
         return Vec::new();
     }
-    let backends = match crate::kernel_exec::opencl::open_all(cfg.max_region_mb << 20) {
+    let backends = match crate::kernel_exec::opencl::open_all() {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!("opencl_units = true, but no OpenCL device is served: {e}");

@@ -24,6 +24,7 @@
 
 pub mod admission;
 pub mod agent;
+pub mod checked_dir;
 pub mod config;
 mod connection;
 mod coordination_results;
@@ -38,6 +39,7 @@ pub mod domains;
 pub mod embedded;
 mod fork_watch;
 pub mod host;
+pub mod kernel_config;
 pub mod kernel_exec;
 mod kernel_jobs;
 mod latest;

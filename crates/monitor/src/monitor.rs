@@ -11,7 +11,7 @@ use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::{Outbox, QueuedKernel};
 use crate::privilege::{Peer, may_change};
 use crate::store::{ProcessKey, SettingsStore};
-use crate::user_kernels::{MAX_KERNELS_PER_CLIENT, UserKernelRegistry};
+use crate::user_kernels::UserKernelRegistry;
 use hetsched_core::backend_policy::selection::{
     self, AcceleratorProfile, DynamicProfile, Need, StaticProfile,
 };
@@ -71,6 +71,9 @@ pub struct MonitorConfig {
     /// (`[max_hold_ms]`). Units not named: `max_device_ns` for devices, no
     /// limit for CPU units.
     pub max_hold_ns: BTreeMap<String, Ns>,
+    /// Who may register kernels, and what one client's builds may cost
+    /// (`kernel_users`, `kernel_groups`, `[kernels]`).
+    pub kernels: crate::kernel_config::KernelPolicy,
 }
 
 /// Default `lease_us`: 5 ms.
@@ -101,6 +104,7 @@ impl Default for MonitorConfig {
             device_memory: DeviceMemoryCaps::default(),
             metrics_names: Vec::new(),
             max_hold_ns: BTreeMap::new(),
+            kernels: crate::kernel_config::KernelPolicy::default(),
         }
     }
 }
@@ -967,15 +971,18 @@ impl Monitor {
         };
         let mut result = result;
         if let (Kernel::User(id), true) = (call.kernel, ran_ns > self.cfg.max_device_ns) {
-            // Devices are not preempted: a kernel that overran ran to its
-            // end, and will not again for this client.
+            // A kernel that overran was killed with its executor (which
+            // says so), or ran to its end just past the limit: either way
+            // it will not run again for this client.
             self.user_kernels.revoke(client, unit, id);
-            result = Err(format!(
-                "{id} ran {:.3} s, over max_device_seconds ({:.3} s): it is revoked for this \
+            result = result.and_then(|()| {
+                Err(format!(
+                    "{id} ran {:.3} s, over max_device_seconds ({:.3} s): it is revoked for this \
                  client (register it again to call it)",
-                ran_ns as f64 / 1e9,
-                self.cfg.max_device_ns as f64 / 1e9
-            ));
+                    ran_ns as f64 / 1e9,
+                    self.cfg.max_device_ns as f64 / 1e9
+                ))
+            });
         }
         if result.is_ok() {
             let measured = ran_ns as f64 / call.work().max(1) as f64;
@@ -990,9 +997,11 @@ impl Monitor {
     }
 
     /// Whether `client` may register kernel `entry` (of `source_bytes`) with
-    /// `unit`: an application, a unit the daemon runs kernels on, sizes in
-    /// bounds, and room under the client's count of registrations. The
-    /// unit's executor then builds it ([`Monitor::kernel_registered`]).
+    /// `unit`: a user `kernel_users` or `kernel_groups` name (or root), an
+    /// application, a unit the daemon runs kernels on, a source within
+    /// `[kernels] max_source_kb`, and room under the client's
+    /// `max_per_client`. The unit's executor then builds it
+    /// ([`Monitor::kernel_registered`]).
     pub fn check_register_kernel(
         &self,
         client: ClientId,
@@ -1000,35 +1009,73 @@ impl Monitor {
         source_bytes: usize,
         entry: &str,
     ) -> Result<(), Refusal> {
+        let entry_of = self.application(client)?;
+        let policy = &self.cfg.kernels;
+        if !policy.allows(&entry_of.peer) {
+            return Err((
+                ErrorCode::NotPermitted,
+                format!(
+                    "user {} may not register kernels with the daemon's units: the daemon's \
+                     config names who may (kernel_users, kernel_groups; root always may)",
+                    entry_of.peer.uid
+                ),
+            ));
+        }
         self.kernel_unit(client, unit)?;
         let bad = |m: String| Err((ErrorCode::KernelBuildFailed, m));
-        if source_bytes == 0 || source_bytes > MAX_SOURCE_BYTES {
+        let max_source = policy.limits.max_source_bytes.min(MAX_SOURCE_BYTES);
+        if source_bytes == 0 || source_bytes > max_source {
             return bad(format!(
-                "a kernel source of {source_bytes} bytes: it must be 1..={MAX_SOURCE_BYTES}"
+                "a kernel source of {source_bytes} bytes: it must be 1..={max_source} \
+                 ([kernels] max_source_kb)"
             ));
         }
         // A kernel name, or for CUDA units a declaration of its kinds.
         hetsched_protocol::user_kernel::check_entry(entry).or_else(bad)?;
-        if self.user_kernels.count(client) >= MAX_KERNELS_PER_CLIENT {
+        let max = policy.limits.max_per_client;
+        if self.user_kernels.count(client) >= max {
             return bad(format!(
-                "this client has {MAX_KERNELS_PER_CLIENT} kernels registered already (the limit)"
+                "this client has {max} kernels registered already (the limit, [kernels] \
+                 max_per_client)"
             ));
         }
         Ok(())
     }
 
+    /// The user `client` runs as, and its group: its kernels run in that
+    /// user's executor. `None` once it left.
+    pub fn client_user(&self, client: ClientId) -> Option<(u32, u32)> {
+        self.clients.get(&client).map(|c| (c.peer.uid, c.peer.gid))
+    }
+
+    /// The executor that built `clients`' kernels on `unit` ended: they
+    /// may call them no more (until they register them again).
+    pub fn kernel_executor_lost(&mut self, unit: UnitId, clients: &[ClientId]) {
+        for &c in clients {
+            self.user_kernels.revoke_unit(c, unit);
+        }
+    }
+
     /// The executor of `unit` built (or failed to build) `client`'s kernel
-    /// `entry`: records it and answers the client, if it is still here.
+    /// `entry`, in `build_ns`: records it, charges the build to the
+    /// client's share of the unit, and answers the client, if it is still
+    /// here.
+    #[allow(clippy::too_many_arguments)]
     pub fn kernel_registered(
         &mut self,
         unit: UnitId,
         client: ClientId,
         entry: &str,
         result: Result<crate::kernel_exec::Registered, String>,
+        build_ns: u64,
+        now: Ns,
         out: &mut Outbox,
     ) {
         if !self.clients.contains_key(&client) {
             return;
+        }
+        if let Ok(u) = self.unit_index(unit) {
+            self.agents[u].charge(client, build_ns, now);
         }
         match result {
             Ok(r) => {

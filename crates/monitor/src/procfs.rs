@@ -186,6 +186,17 @@ pub fn group_gid(name: &str) -> Option<u32> {
     })
 }
 
+/// The uid of user `name` in `/etc/passwd`.
+pub fn user_uid(name: &str) -> Option<u32> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let mut parts = l.split(':');
+        (parts.next()? == name)
+            .then(|| parts.nth(1)?.parse().ok())
+            .flatten()
+    })
+}
+
 /// [`ProcessTable`] over the real `/proc`.
 pub struct LiveProcesses;
 

@@ -52,6 +52,7 @@
 //! pages and non-blocking sends.
 
 use crate::agent::UnitSetup;
+use crate::checked_dir::{BindError, CheckedDir, FileId};
 use crate::coordination_results::CoordinationResults;
 use crate::cpu_figures::CpuFigures;
 use crate::demand_report::DemandReports;
@@ -70,7 +71,6 @@ use hetsched_views::doorbell::Doorbell;
 use hetsched_views::{GlobalWriter, PrivateWriter, ViewError};
 use rustix::net::SendFlags;
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -110,6 +110,9 @@ pub struct DaemonSetup {
     /// The devices of the units the daemon runs kernels on; the server
     /// starts one executor thread for each.
     pub kernel_backends: crate::kernel_exec::Backends,
+    /// How the served units start the executor processes that build and
+    /// run clients' registered kernels.
+    pub kernel_sandbox: crate::kernel_exec::SandboxSpec,
     /// Where `/metrics` is served over HTTP, if anywhere (by the host's
     /// listener).
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -137,6 +140,10 @@ pub enum DaemonError {
     NoUnits,
     #[error(transparent)]
     Metrics(#[from] MetricsBindError),
+    /// A path the daemon would write that is unsafe to use (a directory
+    /// others may write, a file that is not a socket at the socket path).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A client connection as the state knows it.
@@ -217,6 +224,7 @@ impl Shared {
             for start in starts {
                 let job = KernelJob {
                     client: start.client,
+                    user: state.monitor.client_user(start.client),
                     call: start.call.call,
                     region: start.call.region,
                 };
@@ -327,6 +335,8 @@ fn open_fork_watch() -> Option<crate::fork_watch::ForkWatch> {
 pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
+    /// The socket file this daemon bound (none when systemd passed it).
+    socket_id: Option<FileId>,
     metrics: Option<Box<dyn MetricsHttp>>,
     /// The served units' executors, started by [`Server::spawn`].
     executors: Vec<Executor>,
@@ -378,7 +388,12 @@ impl Server {
             }
             (None, _) => None,
         };
-        let listener = match listener {
+        // Refused before anything is bound: a state directory others may
+        // write (its files are opened through it, never by following a link).
+        if let Some(dir) = setup.state_path.parent() {
+            CheckedDir::open(dir, Some(0o755)).map_err(|e| DaemonError::Refused(e.to_string()))?;
+        }
+        let (listener, socket_id) = match listener {
             Some(l) => {
                 if let Some(path) = l
                     .local_addr()
@@ -387,18 +402,26 @@ impl Server {
                 {
                     setup.socket = path;
                 }
-                l
+                (l, None)
             }
-            None => bind_socket(&setup.socket)?,
+            None => {
+                let (l, id) = bind_socket(&setup.socket)?;
+                (l, Some(id))
+            }
         };
-        crate::reactor::raise_descriptor_limit(setup.connection_limits.total);
+        crate::reactor::raise_descriptor_limit(
+            setup.connection_limits.total,
+            crate::reactor::descriptors_per_client(&setup.units),
+        );
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
         let mut log = |line: String| tracing::warn!("{line}");
         let mut store = match SettingsStore::load_or_recover(&setup.state_path, &mut log) {
             Ok((store, _)) => store,
             Err(e) => {
-                let _ = std::fs::remove_file(&setup.socket);
+                if let Some(id) = socket_id {
+                    let _ = crate::checked_dir::remove_socket(&setup.socket, id);
+                }
                 return Err(e.into());
             }
         };
@@ -420,12 +443,23 @@ impl Server {
             pages: Default::default(),
             ring_holders: Default::default(),
         };
-        let (kernel_jobs, executors) = KernelJobs::new(setup.kernel_backends.take());
         let fork_watch = if setup.host.fork_events {
             open_fork_watch()
         } else {
             None
         };
+        let unit_name = |id: hetsched_core::ids::UnitId| {
+            setup
+                .units
+                .iter()
+                .find(|u| u.unit.id == id)
+                .map_or_else(|| format!("unit {}", id.0), |u| u.unit.name.clone())
+        };
+        let (kernel_jobs, executors) = KernelJobs::new(
+            setup.kernel_backends.take(),
+            unit_name,
+            &setup.kernel_sandbox,
+        );
         Ok(Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
@@ -444,6 +478,7 @@ impl Server {
                 stop: Default::default(),
             }),
             listener,
+            socket_id,
             metrics,
             executors,
         })
@@ -451,6 +486,13 @@ impl Server {
 
     pub fn socket(&self) -> &std::path::Path {
         &self.shared.setup.socket
+    }
+
+    /// The socket file this daemon bound, to remove when it stops
+    /// ([`crate::checked_dir::remove_socket`]); `None` for one systemd
+    /// passed, which stays.
+    pub fn socket_id(&self) -> Option<FileId> {
+        self.socket_id
     }
 
     /// Where `/metrics` is served (with the port chosen when configured
@@ -500,13 +542,14 @@ impl Server {
         for Executor {
             unit,
             backend,
+            sandboxes,
             jobs,
         } in self.executors
         {
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 &format!("hetsched-exec{}", unit.0),
-                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, jobs)),
+                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, sandboxes, jobs)),
             )?);
         }
         if self.shared.fork_watch.is_some() {
@@ -604,27 +647,14 @@ impl Drop for RunningServer {
     }
 }
 
-fn bind_socket(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
-    let err = |source| DaemonError::Socket {
-        path: path.into(),
-        source,
-    };
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(DaemonError::AlreadyRunning(path.into()));
-        }
-        // Left behind by a daemon that died: nobody answers on it.
-        std::fs::remove_file(path).map_err(err)?;
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(err)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(err)?;
-        }
-    }
-    let listener = UnixListener::bind(path).map_err(err)?;
-    // Anyone may connect; what a client may do is decided from its
-    // credentials (SO_PEERCRED), not from who could open the socket.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
-    Ok(listener)
+/// The daemon's socket, in a checked directory, mode 0666 from the start
+/// ([`crate::checked_dir::bind_socket`]): anyone may connect; what a client
+/// may do is decided from its credentials (SO_PEERCRED), not from who could
+/// open the socket.
+fn bind_socket(path: &std::path::Path) -> Result<(UnixListener, FileId), DaemonError> {
+    crate::checked_dir::bind_socket(path, 0o666).map_err(|e| match e {
+        BindError::AlreadyRunning(p) => DaemonError::AlreadyRunning(p),
+        BindError::Io { path, source } => DaemonError::Socket { path, source },
+        e => DaemonError::Refused(e.to_string()),
+    })
 }

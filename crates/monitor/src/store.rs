@@ -12,11 +12,18 @@
 //! the daemon starts from the last good one, else from defaults
 //! ([`SettingsStore::load_or_recover`]). The daemon writes off its state
 //! lock, at most a few times a second ([`crate::store_writer`]).
+//!
+//! Every file is reached through the descriptor of its directory, checked
+//! first ([`CheckedDir`]: owned by root or the daemon's user, writable by
+//! no one else), and opened with `O_NOFOLLOW`; the temp file is created
+//! afresh (`O_EXCL`) each time. A link planted at any of these names is
+//! neither followed nor written through.
 
+use crate::checked_dir::{CheckedDir, DirError};
 use hetsched_core::policy::ClientSettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -73,6 +80,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Dir(#[from] DirError),
     #[error("{problem}, and it cannot be moved aside to {to}: {source}")]
     MoveAside {
         problem: Box<StoreError>,
@@ -106,9 +115,42 @@ pub fn last_good_path(path: &Path) -> PathBuf {
     with_suffix(path, ".last-good")
 }
 
-/// Reads and parses one state file; `None` if it does not exist.
-fn read_file(path: &Path) -> Result<Option<SettingsStore>, StoreError> {
-    match std::fs::read(path) {
+/// The state file's directory, checked, and the file's name in it.
+fn open_dir(path: &Path, create: bool) -> Result<(CheckedDir, OsString), StoreError> {
+    Ok(CheckedDir::of_file(path, create.then_some(0o755))?)
+}
+
+/// [`open_dir`] without creating it: `None` when the directory does not
+/// exist yet (the first start).
+fn open_existing_dir(path: &Path) -> Result<Option<(CheckedDir, OsString)>, StoreError> {
+    match CheckedDir::of_file(path, None) {
+        Ok(found) => Ok(Some(found)),
+        Err(DirError::Open { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `name` with `suffix` appended.
+fn suffixed(name: &OsStr, suffix: &str) -> OsString {
+    let mut n = name.to_os_string();
+    n.push(suffix);
+    n
+}
+
+/// Reads and parses one state file, `name` in `dir` (`path` names it in
+/// errors); `None` if it does not exist. A link there is not followed.
+fn read_file(
+    dir: &CheckedDir,
+    name: &OsStr,
+    path: &Path,
+) -> Result<Option<SettingsStore>, StoreError> {
+    let read = dir.open_read(name).and_then(|mut f| {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
+    });
+    match read {
         Ok(bytes) => SettingsStore::parse(path, &bytes).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(StoreError::Read {
@@ -120,22 +162,28 @@ fn read_file(path: &Path) -> Result<Option<SettingsStore>, StoreError> {
 
 /// Renames a bad file to `<path>.corrupt-<unix seconds>` (with `-<n>`
 /// added if a file of that name exists) and returns the new name.
-fn move_aside(path: &Path, problem: StoreError) -> Result<PathBuf, StoreError> {
+fn move_aside(
+    dir: &CheckedDir,
+    name: &OsStr,
+    path: &Path,
+    problem: StoreError,
+) -> Result<PathBuf, StoreError> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let base = with_suffix(path, &format!(".corrupt-{secs}"));
+    let base = suffixed(name, &format!(".corrupt-{secs}"));
     let mut to = base.clone();
     let mut n = 1;
-    while to.symlink_metadata().is_ok() {
-        to = with_suffix(&base, &format!("-{n}"));
+    while dir.stat(&to).is_ok() {
+        to = suffixed(&base, &format!("-{n}"));
         n += 1;
     }
-    match std::fs::rename(path, &to) {
-        Ok(()) => Ok(to),
+    let to_path = path.with_file_name(&to);
+    match dir.rename(name, &to) {
+        Ok(()) => Ok(to_path),
         Err(source) => Err(StoreError::MoveAside {
             problem: Box::new(problem),
-            to,
+            to: to_path,
             source,
         }),
     }
@@ -144,35 +192,19 @@ fn move_aside(path: &Path, problem: StoreError) -> Result<PathBuf, StoreError> {
 /// Makes `to` a complete copy of `from` in one step: a hard link (or, on
 /// a file system without them, a fsynced copy) under a temp name, renamed
 /// over `to`.
-fn replace_with_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    let tmp = with_suffix(to, ".tmp");
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
+fn replace_with_copy(dir: &CheckedDir, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
+    let tmp = suffixed(to, ".tmp");
+    dir.remove_if_present(&tmp)?;
+    if dir.hard_link(from, &tmp).is_err() {
+        let mut src = dir.open_read(from)?;
+        let mut dst = dir.create_new(&tmp, 0o600)?;
+        std::io::copy(&mut src, &mut dst)?;
+        dst.sync_all()?;
     }
-    if std::fs::hard_link(from, &tmp).is_err() {
-        std::fs::copy(from, &tmp)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-    }
-    std::fs::rename(&tmp, to)?;
+    dir.rename(&tmp, to)?;
     // Renaming a file over another link to the same file does nothing and
     // leaves the temp name behind.
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Makes the renames in `path`'s directory durable. Not every file
-/// system can sync a directory; the renames themselves are still atomic.
-fn sync_dir(path: &Path) {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    dir.remove_if_present(&tmp)
 }
 
 impl SettingsStore {
@@ -205,7 +237,10 @@ impl SettingsStore {
 
     /// Reads the state file; a missing file is an empty store.
     pub fn load(path: &Path) -> Result<SettingsStore, StoreError> {
-        Ok(read_file(path)?.unwrap_or_default())
+        let Some((dir, name)) = open_existing_dir(path)? else {
+            return Ok(SettingsStore::default());
+        };
+        Ok(read_file(&dir, &name, path)?.unwrap_or_default())
     }
 
     /// Reads the state file, recovering from a bad one: a file that cannot
@@ -220,24 +255,28 @@ impl SettingsStore {
         path: &Path,
         log: &mut dyn FnMut(String),
     ) -> Result<(SettingsStore, LoadedFrom), StoreError> {
-        let problem = match read_file(path) {
+        let Some((dir, name)) = open_existing_dir(path)? else {
+            return Ok((SettingsStore::default(), LoadedFrom::Nothing));
+        };
+        let problem = match read_file(&dir, &name, path) {
             Ok(Some(store)) => return Ok((store, LoadedFrom::File)),
             Ok(None) => return Ok((SettingsStore::default(), LoadedFrom::Nothing)),
             Err(e) => e,
         };
         let text = problem.to_string();
-        let aside = move_aside(path, problem)?;
+        let aside = move_aside(&dir, &name, path, problem)?;
         log(format!("{text}; moved it aside to {}", aside.display()));
         let last = last_good_path(path);
-        match read_file(&last) {
+        let last_name = suffixed(&name, ".last-good");
+        match read_file(&dir, &last_name, &last) {
             Ok(Some(store)) => {
                 log(format!(
                     "starting from the last good state, {} ({} processes)",
                     last.display(),
                     store.len()
                 ));
-                match replace_with_copy(&last, path) {
-                    Ok(()) => sync_dir(path),
+                match replace_with_copy(&dir, &last_name, &name) {
+                    Ok(()) => dir.sync(),
                     Err(e) => log(format!(
                         "cannot copy {} back to {}: {e}; it is written at the next change",
                         last.display(),
@@ -255,7 +294,7 @@ impl SettingsStore {
             }
             Err(e) => {
                 let text = e.to_string();
-                match move_aside(&last, e) {
+                match move_aside(&dir, &last_name, &last, e) {
                     Ok(to) => log(format!(
                         "{text}; moved it aside to {}; starting from default settings",
                         to.display()
@@ -275,21 +314,19 @@ impl SettingsStore {
             path: path.into(),
             source,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
-        let tmp = with_suffix(path, ".tmp");
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        let (dir, name) = open_dir(path, true)?;
+        let tmp = suffixed(&name, ".tmp");
+        let mut f = dir.create_new(&tmp, 0o600).map_err(err)?;
         f.write_all(&self.to_bytes()).map_err(err)?;
         f.sync_all().map_err(err)?;
         drop(f);
         // Only a file that still parses becomes the fallback: one that was
         // damaged since it was written would replace a good fallback.
-        if matches!(read_file(path), Ok(Some(_))) {
-            replace_with_copy(path, &last_good_path(path)).map_err(err)?;
+        if matches!(read_file(&dir, &name, path), Ok(Some(_))) {
+            replace_with_copy(&dir, &name, &suffixed(&name, ".last-good")).map_err(err)?;
         }
-        std::fs::rename(&tmp, path).map_err(err)?;
-        sync_dir(path);
+        dir.rename(&tmp, &name).map_err(err)?;
+        dir.sync();
         Ok(())
     }
 

@@ -1,28 +1,20 @@
 //! Which client registered which kernel on which unit
 //! (`RegisterKernel`), and the kernels' signatures: the monitor checks a
 //! registered kernel's call against them before it enters the policy.
-//! A unit builds a kernel once and gives it one number for every client
-//! that registers the same source; each client may call only what it
-//! registered itself, until it leaves or the kernel is revoked for it.
+//! A client's kernels are built by the executor of its unit and user
+//! ([`crate::kernel_exec::sandbox`]), numbered by that executor; each
+//! client may call only what it registered itself, until it leaves, the
+//! kernel is revoked for it, or its executor ends.
 
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::kernel_call::KernelCallError;
 use hetsched_protocol::user_kernel::{KernelSignature, UserKernelId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Most kernels one client may have registered at once, over all units.
-pub const MAX_KERNELS_PER_CLIENT: usize = 32;
-
-#[derive(Debug)]
-struct Entry {
-    signature: Arc<KernelSignature>,
-    clients: BTreeSet<ClientId>,
-}
 
 #[derive(Debug, Default)]
 pub struct UserKernelRegistry {
-    entries: BTreeMap<(UnitId, UserKernelId), Entry>,
+    entries: BTreeMap<(ClientId, UnitId, UserKernelId), Arc<KernelSignature>>,
 }
 
 impl UserKernelRegistry {
@@ -35,21 +27,22 @@ impl UserKernelRegistry {
         signature: KernelSignature,
     ) {
         self.entries
-            .entry((unit, kernel))
-            .or_insert_with(|| Entry {
-                signature: Arc::new(signature),
-                clients: BTreeSet::new(),
-            })
-            .clients
-            .insert(client);
+            .insert((client, unit, kernel), Arc::new(signature));
     }
 
     /// Kernels `client` has registered, over all units.
     pub fn count(&self, client: ClientId) -> usize {
+        self.of(client).count()
+    }
+
+    fn of(
+        &self,
+        client: ClientId,
+    ) -> impl Iterator<Item = (&(ClientId, UnitId, UserKernelId), &Arc<KernelSignature>)> {
+        let first = (client, UnitId(0), UserKernelId(0));
         self.entries
-            .values()
-            .filter(|e| e.clients.contains(&client))
-            .count()
+            .range(first..)
+            .take_while(move |((c, _, _), _)| *c == client)
     }
 
     /// The signature of `kernel` on `unit`, if `client` registered it.
@@ -60,24 +53,26 @@ impl UserKernelRegistry {
         kernel: UserKernelId,
     ) -> Result<Arc<KernelSignature>, KernelCallError> {
         self.entries
-            .get(&(unit, kernel))
-            .filter(|e| e.clients.contains(&client))
-            .map(|e| Arc::clone(&e.signature))
+            .get(&(client, unit, kernel))
+            .map(Arc::clone)
             .ok_or(KernelCallError::NotRegistered { kernel })
     }
 
     /// `client` may no longer call `kernel` on `unit`.
     pub fn revoke(&mut self, client: ClientId, unit: UnitId, kernel: UserKernelId) {
-        if let Some(e) = self.entries.get_mut(&(unit, kernel)) {
-            e.clients.remove(&client);
-        }
+        self.entries.remove(&(client, unit, kernel));
+    }
+
+    /// `client` may no longer call anything it registered on `unit` (the
+    /// executor that built them ended).
+    pub fn revoke_unit(&mut self, client: ClientId, unit: UnitId) {
+        self.entries
+            .retain(|(c, u, _), _| !(*c == client && *u == unit));
     }
 
     /// `client` left.
     pub fn remove_client(&mut self, client: ClientId) {
-        for e in self.entries.values_mut() {
-            e.clients.remove(&client);
-        }
+        self.entries.retain(|(c, _, _), _| *c != client);
     }
 }
 
@@ -104,7 +99,10 @@ mod tests {
             Err(KernelCallError::NotRegistered { kernel: k })
         );
         assert!(r.signature(a, UnitId(4), k).is_err(), "another unit");
-        r.add(u, b, k, sig("scale"));
+        // The same number from another user's executor is another kernel.
+        r.add(u, b, k, sig("other"));
+        assert_eq!(r.signature(b, u, k).unwrap().entry, "other");
+        assert_eq!(r.signature(a, u, k).unwrap().entry, "scale");
         assert_eq!(r.count(b), 1);
         r.remove_client(a);
         assert!(r.signature(a, u, k).is_err());
@@ -112,5 +110,9 @@ mod tests {
         r.revoke(b, u, k);
         assert!(r.signature(b, u, k).is_err());
         assert_eq!(r.count(b), 0);
+        r.add(u, b, UserKernelId(1), sig("x"));
+        r.add(UnitId(4), b, UserKernelId(1), sig("x"));
+        r.revoke_unit(b, u);
+        assert_eq!(r.count(b), 1, "only the other unit's is left");
     }
 }

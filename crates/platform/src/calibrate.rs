@@ -242,7 +242,9 @@ pub fn read_cache(path: &Path) -> Result<Option<Calibration>, PlatformError> {
 }
 
 /// Writes the calibration to `path` atomically: a temporary file in the
-/// same directory, flushed, then renamed over the old one.
+/// same directory, flushed, then renamed over the old one. The temporary
+/// file is always a new one (`O_EXCL`), never reached through a link
+/// (`O_NOFOLLOW`); the daemon checks the directory itself before it starts.
 pub fn write_cache(path: &Path, cal: &Calibration) -> Result<(), PlatformError> {
     let err = |source| PlatformError::Cache {
         path: path.to_path_buf(),
@@ -257,7 +259,17 @@ pub fn write_cache(path: &Path, cal: &Calibration) -> Result<(), PlatformError> 
     let json = serde_json::to_string_pretty(cal)
         .map_err(|e| err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&tmp)?;
         f.write_all(json.as_bytes())?;
         f.write_all(b"\n")?;
         f.sync_all()?;

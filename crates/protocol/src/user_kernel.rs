@@ -149,7 +149,7 @@ impl KernelSignature {
 }
 
 /// One argument of a call, checked against the kernel and the region.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum UserArg {
     /// Bytes `range` of the region, with [`flags`].
     Buffer { range: Range<u64>, flags: u64 },
@@ -160,7 +160,7 @@ pub enum UserArg {
 }
 
 /// A checked call of a registered kernel.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserCall {
     pub kernel: UserKernelId,
     pub global: u64,

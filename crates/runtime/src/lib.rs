@@ -87,6 +87,28 @@ pub use task::{CpuCtx, Task};
 #[cfg(feature = "opencl")]
 pub use hetsched_opencl as opencl;
 
+/// Whether this build of the runtime drives OpenCL devices (its feature
+/// `opencl`, which Cargo may have turned on for another crate of the same
+/// build): programs ask this rather than their own features.
+pub const OPENCL: bool = cfg!(feature = "opencl");
+
+/// How many OpenCL devices this build of the runtime finds, or why none
+/// (no OpenCL in this build, no ICD, no device).
+pub fn opencl_devices() -> Result<usize, String> {
+    #[cfg(feature = "opencl")]
+    {
+        match hetsched_opencl::devices() {
+            Ok(d) if !d.is_empty() => Ok(d.len()),
+            Ok(_) => Err("OpenCL has no device here".into()),
+            Err(e) => Err(format!("no OpenCL here: {e}")),
+        }
+    }
+    #[cfg(not(feature = "opencl"))]
+    {
+        Err("this build of hetsched-runtime has no OpenCL (its feature `opencl`)".into())
+    }
+}
+
 pub use hetsched_core::balance::Category;
 pub use hetsched_core::optimizer::{Direction, OptimizerConfig};
 pub use hetsched_core::placement::{Goal, PlacementConfig};

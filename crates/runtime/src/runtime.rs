@@ -154,6 +154,21 @@ impl Runtime {
         &self.sched.infos
     }
 
+    /// The units this runtime runs OpenCL code on (a stage's
+    /// [`crate::pipeline::Stage::opencl_map`], a task's OpenCL
+    /// implementation). Empty in a build without OpenCL (the feature
+    /// `opencl`), even where the monitor lists OpenCL devices: those are
+    /// not offered to a program that cannot drive them.
+    pub fn opencl_units(&self) -> Vec<&UnitInfo> {
+        self.sched
+            .infos
+            .iter()
+            .zip(&self.sched.backends)
+            .filter(|(_, b)| matches!(b, Backend::OpenCl { .. }))
+            .map(|(info, _)| info)
+            .collect()
+    }
+
     /// The scheduler: units, backends and the monitor link, for the
     /// pipeline controller (`crate::pipeline`), which drives units itself.
     pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {

@@ -21,6 +21,10 @@ pub const BUILTIN: &[(&str, &str)] = builtin!(
     "rinnegan-goals",
     "asym-fast-cores",
     "pf-arrivals",
+    "random-8apps-4gpus-2kinds-seed1",
+    "random-8apps-8gpus-2kinds-seed1",
+    "random-32apps-4gpus-2kinds-seed1",
+    "random-32apps-8gpus-2kinds-seed1",
 );
 
 /// Every built-in scenario's name: task placement (TOML), thread balance

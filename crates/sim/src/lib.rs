@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod oracle;
 pub mod output;
 pub mod pegasus;
+pub mod random_mix;
 pub mod report;
 pub mod run;
 pub mod scenario;

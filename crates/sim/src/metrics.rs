@@ -2,7 +2,7 @@
 //! [`PolicyResult`].
 
 use crate::convergence;
-use crate::report::{AppResult, GoalResult, PolicyResult, TimelineSegment};
+use crate::report::{AppResult, GoalResult, PolicyResult, TimelineSegment, WallClock};
 use crate::scenario::Scenario;
 use hetsched_core::ids::{Ns, UnitId};
 use std::collections::BTreeMap;
@@ -96,6 +96,8 @@ pub struct Metrics {
     issues: Vec<convergence::IssueLog>,
     /// hetsched-pf: (time, largest change of published targets) per re-solve.
     target_changes: Option<Vec<(Ns, f64)>>,
+    /// hetsched-pf: wall-clock time of each solve, ns.
+    solve_ns: Vec<u64>,
     /// Per report app with a throughput goal: the goal and each period's
     /// (end, tasks per second).
     goal_periods: Vec<Option<GoalLog>>,
@@ -120,6 +122,7 @@ impl Metrics {
             lives,
             issues: vec![Vec::new(); logs],
             target_changes: None,
+            solve_ns: Vec::new(),
             goal_periods: vec![None; apps.len()],
             policy,
             stats: vec![
@@ -189,6 +192,12 @@ impl Metrics {
         self.target_changes
             .get_or_insert_with(Vec::new)
             .push((now, change));
+    }
+
+    /// hetsched-pf: the coordinator solved, taking `wall_ns` of the
+    /// host's time.
+    pub fn solved(&mut self, wall_ns: u64) {
+        self.solve_ns.push(wall_ns);
     }
 
     /// hetsched-pf runs record target changes even when none happens.
@@ -369,6 +378,13 @@ impl Metrics {
             target_changes: self.target_changes.as_deref(),
         });
         let max_settle_s = convergence.iter().map(|e| e.max_settle_s).reduce(f64::max);
+        let mut solve_ns = self.solve_ns;
+        solve_ns.sort_unstable();
+        let solve_us = |q: f64| {
+            let last = solve_ns.len().checked_sub(1)?;
+            let at = ((last as f64) * q).round() as usize;
+            Some(WallClock(solve_ns[at] as f64 / 1e3))
+        };
         PolicyResult {
             policy: self.policy,
             system_speedup,
@@ -382,6 +398,8 @@ impl Metrics {
             unit_time,
             convergence,
             max_settle_s,
+            coordination_solve_us_p50: solve_us(0.5),
+            coordination_solve_us_p99: solve_us(0.99),
             timeline: self.timeline,
         }
     }

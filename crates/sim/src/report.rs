@@ -91,9 +91,29 @@ pub struct PolicyResult {
     /// The largest `max_settle_s` over `convergence`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_settle_s: Option<f64>,
+    /// hetsched-pf: wall-clock microseconds of the coordinator's solves in
+    /// the run, median and 99th percentile. The only figures of a report
+    /// that differ between two runs with the same seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination_solve_us_p50: Option<WallClock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination_solve_us_p99: Option<WallClock>,
     /// Which unit each app used over time (Rinnegan Fig. 3). Not in `--json`.
     #[serde(skip)]
     pub timeline: Vec<TimelineSegment>,
+}
+
+/// A figure measured on the host's clock, not simulated: it varies from
+/// run to run, so its `Debug` form leaves the value out (reproducibility
+/// checks compare `Debug` forms); it serialises as the bare number.
+#[derive(Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WallClock(pub f64);
+
+impl std::fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WallClock(..)")
+    }
 }
 
 /// One app under one policy.

@@ -297,6 +297,8 @@ fn timeline_report(policies: &[(Vec<AppReport>, PolicySummary)], seconds: f64) -
             unit_time: BTreeMap::new(),
             convergence: Vec::new(),
             max_settle_s: None,
+            coordination_solve_us_p50: None,
+            coordination_solve_us_p99: None,
             timeline: reports.iter().flat_map(segments).collect(),
         })
         .collect();

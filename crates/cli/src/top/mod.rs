@@ -8,7 +8,7 @@ mod model;
 mod view;
 
 use crate::admin::SocketArg;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use hetsched_protocol::{Client, StatusReport};
 use model::SortBy;
@@ -83,7 +83,22 @@ pub fn run(args: TopArgs) -> Result<()> {
         trouble: None,
     };
     live.refresh(&args.socket);
-    let mut terminal = ratatui::init();
+    // A screen to take over: without one (a pipe, a file, a service)
+    // there is nothing to draw on.
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!(
+            "hetsched top needs a terminal, and its output is not one; \
+             for a report to a pipe or a file use `hetsched status` (--json, --format csv)"
+        );
+    }
+    let mut terminal = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            ratatui::restore();
+            return Err(e).context("hetsched top cannot take over the terminal");
+        }
+    };
     let result = run_loop(&mut terminal, &args, &mut live);
     ratatui::restore();
     result

@@ -66,12 +66,14 @@ pub fn draw(f: &mut Frame, s: &Screen, status: &str, sort: SortBy, focus: Focus)
             u.active.to_string(),
         ])
     });
+    // Columns as wide as their contents (the spare width stays at the
+    // right), so that a long terminal does not pad names out.
     let unit_table = Table::new(
         unit_rows,
         [
-            Constraint::Min(12),
-            Constraint::Length(11),
-            Constraint::Length(10),
+            fit("UNIT", s.units.iter().map(|u| u.name.as_str())),
+            fit("CLASS", s.units.iter().map(|u| u.class)),
+            fit("POLICY", s.units.iter().map(|u| u.policy)),
             Constraint::Length(BAR_CELLS as u16 + 8),
             Constraint::Length(7),
             Constraint::Length(8),
@@ -108,11 +110,11 @@ pub fn draw(f: &mut Frame, s: &Screen, status: &str, sort: SortBy, focus: Focus)
     let client_table = Table::new(
         client_rows,
         [
-            Constraint::Length(6),
-            Constraint::Length(8),
-            Constraint::Min(16),
-            Constraint::Length(14),
-            Constraint::Length(14),
+            fit("CLIENT", s.clients.iter().map(|c| c.id.to_string())),
+            fit("PID", s.clients.iter().map(|c| c.pid.to_string())),
+            fit("NAME", s.clients.iter().map(|c| c.name.as_str())),
+            fit("UNIT", s.clients.iter().map(|c| c.unit.as_str())),
+            fit("CLASS", s.clients.iter().map(|c| c.class.as_str())),
             Constraint::Length(9),
             Constraint::Length(9),
             Constraint::Length(6),
@@ -150,3 +152,16 @@ pub fn draw(f: &mut Frame, s: &Screen, status: &str, sort: SortBy, focus: Focus)
         footer,
     );
 }
+
+/// A column as wide as the widest of its header and cells (in terminal
+/// cells), at most [`MAX_COLUMN`].
+fn fit<T: AsRef<str>>(header: &str, cells: impl Iterator<Item = T>) -> Constraint {
+    let width = |t: &str| ratatui::text::Span::raw(t).width();
+    let widest = cells
+        .map(|c| width(c.as_ref()))
+        .fold(width(header), usize::max);
+    Constraint::Length(widest.min(MAX_COLUMN) as u16)
+}
+
+/// The widest a text column grows; longer names are cut.
+const MAX_COLUMN: usize = 40;

@@ -413,6 +413,20 @@ impl<Q> ClientLedger<Q> {
         self.running = self.running.saturating_add(1);
     }
 
+    /// `id` is charged `ran_ns` of the unit's time for work that took no
+    /// slot of its (a build of a kernel it registered): its usage grows
+    /// as if a task of that length had finished now. Unknown clients are
+    /// not charged.
+    pub fn record_charge(&mut self, id: ClientId, ran_ns: Ns, now: Ns) {
+        self.observe(now);
+        if let Ok(idx) = self.position(id) {
+            let scaled_charge = ran_ns as f64 / self.decay_factor(now);
+            let c = &mut self.clients[idx];
+            c.usage_scaled += scaled_charge;
+            c.last_activity = Some(now);
+        }
+    }
+
     /// A task of `id` finished after running `ran_ns`. Unknown clients only
     /// free the slot of a task they had before being removed.
     pub fn record_complete(&mut self, id: ClientId, ran_ns: Ns, now: Ns) {
@@ -662,6 +676,21 @@ mod tests {
         assert!((at_end - 1e7).abs() < 1.0);
         let later = l.usage_ns(c, 10 * MS + DEFAULT_USAGE_HALF_LIFE_NS);
         assert!((later - 5e6).abs() < 1.0, "{later}");
+    }
+
+    /// A charge outside any slot (a kernel build) adds to usage as a
+    /// finished task of that length would, and touches no slot count.
+    #[test]
+    fn a_charge_adds_usage_without_a_slot() {
+        let mut l = ClientLedger::<()>::new(1, LedgerConfig::default());
+        l.ensure(ClientId(1), 0);
+        l.record_charge(ClientId(1), 10 * MS, 10 * MS);
+        let c = l.get(ClientId(1)).unwrap();
+        assert!((l.usage_ns(c, 10 * MS) - 1e7).abs() < 1.0);
+        assert_eq!(c.running, 0);
+        // Unknown clients are not charged (and nothing breaks).
+        l.record_charge(ClientId(9), MS, 11 * MS);
+        assert!(l.get(ClientId(9)).is_none());
     }
 
     #[test]

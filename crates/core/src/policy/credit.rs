@@ -319,6 +319,12 @@ impl UnitPolicy for CreditPolicy {
         self.turns.completed(d, now, empty);
     }
 
+    fn charge(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
+        self.ledger.record_charge(client, ran_ns, now);
+        let d = self.domain_of(client);
+        self.sched.charge(d, ran_ns);
+    }
+
     fn tick(&mut self, now: Ns) {
         self.ledger.tick(now);
     }

@@ -151,6 +151,10 @@ impl UnitPolicy for FifoPolicy {
         self.ledger.record_complete(client, ran_ns, now);
     }
 
+    fn charge(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
+        self.ledger.record_charge(client, ran_ns, now);
+    }
+
     fn tick(&mut self, now: Ns) {
         self.ledger.tick(now);
     }

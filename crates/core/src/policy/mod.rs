@@ -256,6 +256,11 @@ pub trait UnitPolicy: fmt::Debug + Send {
     /// A task of `client` finished after running `ran_ns`.
     fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns);
 
+    /// `client` used the unit for `ran_ns` outside any slot (a build of a
+    /// kernel it registered): charged to its usage as a task of that
+    /// length would be. Policies that keep no usage ignore it.
+    fn charge(&mut self, _client: ClientId, _ran_ns: Ns, _now: Ns) {}
+
     /// Periodic accounting.
     fn tick(&mut self, now: Ns);
 

@@ -108,6 +108,10 @@ impl UnitPolicy for PriorityPolicy {
         self.ledger.record_complete(client, ran_ns, now);
     }
 
+    fn charge(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {
+        self.ledger.record_charge(client, ran_ns, now);
+    }
+
     fn tick(&mut self, now: Ns) {
         self.ledger.tick(now);
     }

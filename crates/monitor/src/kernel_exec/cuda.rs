@@ -31,6 +31,10 @@ use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
 
+/// A served CUDA device: in the daemon, the built-in kernels; in a kernel
+/// executor process ([`CudaBackend::open_for_user_kernels`]), clients'
+/// registered kernels. The daemon never builds or runs a registered
+/// kernel itself.
 pub struct CudaBackend {
     device: CudaDevice,
     user: PtxKernels,
@@ -104,6 +108,20 @@ impl CudaBackend {
         self.device.info()
     }
 
+    /// Opens device `ordinal` for a kernel executor process
+    /// ([`super::executor_main`]), which runs only registered kernels:
+    /// the built-in ones are not built.
+    pub fn open_for_user_kernels(
+        ordinal: usize,
+        max_kept_bytes: u64,
+    ) -> Result<CudaBackend, String> {
+        let device = CudaDevice::open(ordinal).map_err(|e| e.to_string())?;
+        Ok(CudaBackend {
+            device,
+            user: PtxKernels::new(max_kept_bytes),
+        })
+    }
+
     fn run_on_device(&self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
         match kernel {
             Kernel::Histogram => kernels::histogram(&self.device, input)
@@ -123,6 +141,12 @@ impl KernelBackend for CudaBackend {
         &Kernel::ALL
     }
 
+    fn device_spec(&self) -> Option<super::wire::DeviceSpec> {
+        Some(super::wire::DeviceSpec::Cuda {
+            ordinal: self.device.info().ordinal,
+        })
+    }
+
     fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
         // cudarc panics where it should fail (a symbol an old driver
         // lacks); that must fail the call, not end the unit's thread.
@@ -134,12 +158,14 @@ impl KernelBackend for CudaBackend {
 
     fn register(
         &mut self,
-        _client: ClientId,
+        client: ClientId,
         source: &str,
         entry: &str,
     ) -> Result<Registered, String> {
         let (user, device) = (&mut self.user, &self.device);
-        gpu::guarded("loading the PTX", || user.register(device, source, entry))
+        gpu::guarded("loading the PTX", || {
+            user.register(device, client, source, entry)
+        })
     }
 
     fn run_user(

@@ -101,10 +101,11 @@ impl PtxKernels {
     pub(super) fn register(
         &mut self,
         device: &CudaDevice,
+        client: ClientId,
         source: &str,
         entry: &str,
     ) -> Result<Registered, String> {
-        self.built.register(source, entry, || {
+        self.built.register(client, source, entry, || {
             let (signature, sizes) = ptx_plan(source, entry)?;
             let kernel = device
                 .load_ptx(source, &signature.entry, sizes)
@@ -181,6 +182,7 @@ impl PtxKernels {
     /// `client` left: its kept and spare buffers go.
     pub(super) fn forget(&mut self, client: ClientId) {
         self.buffers.forget(client);
+        self.built.release(client);
     }
 }
 
@@ -251,9 +253,15 @@ mod tests {
         use hetsched_protocol::user_kernel::flags::{COPY_IN, COPY_OUT, KEEP};
         let Some(dev) = device() else { return };
         let mut k = PtxKernels::new(1 << 20);
-        let first = k.register(&dev, SCALE_PTX, SCALE_DECL).unwrap();
+        let first = k
+            .register(&dev, ClientId(1), SCALE_PTX, SCALE_DECL)
+            .unwrap();
         assert!(!first.cached);
-        assert!(k.register(&dev, SCALE_PTX, SCALE_DECL).unwrap().cached);
+        assert!(
+            k.register(&dev, ClientId(1), SCALE_PTX, SCALE_DECL)
+                .unwrap()
+                .cached
+        );
         let id = first.id;
         let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
         let daemon = Arc::new(daemon);
@@ -312,7 +320,7 @@ mod tests {
         // PTX the driver refuses.
         let broken = ".version 7.0\n.target sm_52\n.address_size 64\n\
                       .visible .entry f(.param .u32 n)\n{ nonsense; }\n";
-        let err = k.register(&dev, broken, "f(u32)").unwrap_err();
+        let err = k.register(&dev, ClientId(1), broken, "f(u32)").unwrap_err();
         assert!(err.contains("does not load"), "{err}");
         k.forget(ClientId(1));
     }

@@ -3,6 +3,7 @@
 //! register ([`super::opencl_user`]).
 
 use super::opencl_user::UserKernels;
+use super::wire::DeviceSpec;
 use super::{KernelBackend, Registered};
 use hetsched_core::ids::ClientId;
 use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
@@ -12,19 +13,19 @@ use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
 
+/// A served OpenCL device as the daemon drives it: the built-in kernels.
+/// Clients' registered kernels run in kernel executor processes
+/// ([`OpenClUserBackend`]), never here.
 pub struct OpenClBackend {
     device: OpenClDevice,
     histogram: Histogram,
     aes: Aes128Ctr,
-    user: UserKernels,
 }
 
 impl OpenClBackend {
     /// Opens device `index` of [`hetsched_opencl::devices`] and builds
     /// every built-in kernel on it, so the first call does not pay for it.
-    /// A client may keep up to `max_kept_bytes` of buffers on the device
-    /// between calls.
-    pub fn open(index: usize, max_kept_bytes: u64) -> Result<OpenClBackend, String> {
+    pub fn open(index: usize) -> Result<OpenClBackend, String> {
         let device = OpenClDevice::open(index).map_err(|e| e.to_string())?;
         let histogram = Histogram::new(&device).map_err(|e| e.to_string())?;
         let aes = Aes128Ctr::new(&device).map_err(|e| e.to_string())?;
@@ -32,7 +33,6 @@ impl OpenClBackend {
             device,
             histogram,
             aes,
-            user: UserKernels::new(max_kept_bytes),
         })
     }
 
@@ -41,9 +41,68 @@ impl OpenClBackend {
     }
 }
 
+/// An OpenCL device as a kernel executor process opens it
+/// ([`super::executor_main`]): clients' registered kernels only.
+pub struct OpenClUserBackend {
+    device: OpenClDevice,
+    user: UserKernels,
+}
+
+impl OpenClUserBackend {
+    pub fn open(index: usize, max_kept_bytes: u64) -> Result<OpenClUserBackend, String> {
+        let device = OpenClDevice::open(index).map_err(|e| e.to_string())?;
+        Ok(OpenClUserBackend {
+            device,
+            user: UserKernels::new(max_kept_bytes),
+        })
+    }
+
+    pub fn name(&self) -> String {
+        self.device.info().name.trim().to_string()
+    }
+}
+
+impl KernelBackend for OpenClUserBackend {
+    fn kernels(&self) -> &[Kernel] {
+        &[]
+    }
+
+    fn run(&mut self, kernel: Kernel, _: &[u8], _: &[u8]) -> Result<Vec<u8>, String> {
+        Err(format!("a kernel executor runs no {kernel}"))
+    }
+
+    fn register(
+        &mut self,
+        client: ClientId,
+        source: &str,
+        entry: &str,
+    ) -> Result<Registered, String> {
+        self.user.register(&self.device, client, source, entry)
+    }
+
+    fn run_user(
+        &mut self,
+        client: ClientId,
+        call: &UserCall,
+        region: &Arc<DataRegion>,
+    ) -> Result<(), String> {
+        self.user.run(&self.device, client, call, region)
+    }
+
+    fn forget_client(&mut self, client: ClientId) {
+        self.user.forget(client);
+    }
+}
+
 impl KernelBackend for OpenClBackend {
     fn kernels(&self) -> &[Kernel] {
         &Kernel::ALL
+    }
+
+    fn device_spec(&self) -> Option<DeviceSpec> {
+        Some(DeviceSpec::OpenCl {
+            index: self.device.info().index,
+        })
     }
 
     fn run(&mut self, kernel: Kernel, input: &[u8], aux: &[u8]) -> Result<Vec<u8>, String> {
@@ -65,40 +124,18 @@ impl KernelBackend for OpenClBackend {
                     .map_err(|e| e.to_string())?;
                 Ok(out)
             }
-            Kernel::User(id) => Err(format!("{id} runs through run_user")),
+            Kernel::User(id) => Err(format!("{id} runs in a kernel executor process")),
         }
-    }
-
-    fn register(
-        &mut self,
-        _client: ClientId,
-        source: &str,
-        entry: &str,
-    ) -> Result<Registered, String> {
-        self.user.register(&self.device, source, entry)
-    }
-
-    fn run_user(
-        &mut self,
-        client: ClientId,
-        call: &UserCall,
-        region: &Arc<DataRegion>,
-    ) -> Result<(), String> {
-        self.user.run(&self.device, client, call, region)
-    }
-
-    fn forget_client(&mut self, client: ClientId) {
-        self.user.forget(client);
     }
 }
 
 /// Every OpenCL device that opens, with its backend; none (and the
 /// reason) where OpenCL is absent.
-pub fn open_all(max_kept_bytes: u64) -> Result<Vec<OpenClBackend>, String> {
+pub fn open_all() -> Result<Vec<OpenClBackend>, String> {
     let infos = hetsched_opencl::devices().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for info in infos {
-        match OpenClBackend::open(info.index, max_kept_bytes) {
+        match OpenClBackend::open(info.index) {
             Ok(b) => out.push(b),
             Err(e) => tracing::warn!("OpenCL device {} is not served: {e}", info.name.trim()),
         }

@@ -111,6 +111,7 @@ impl UserKernels {
     pub(super) fn register(
         &mut self,
         device: &OpenClDevice,
+        client: ClientId,
         source: &str,
         entry: &str,
     ) -> Result<Registered, String> {
@@ -121,7 +122,7 @@ impl UserKernels {
                 entry.chars().take(64).collect::<String>()
             ));
         }
-        self.built.register(source, entry, || {
+        self.built.register(client, source, entry, || {
             let kernel = device.build(source, entry).map_err(|e| match e {
                 OpenClError::Build { device, log } => {
                     format!("`{entry}` does not build on {device}; the compiler says:\n{log}")
@@ -209,9 +210,11 @@ impl UserKernels {
         })
     }
 
-    /// `client` left: its kept buffers go.
+    /// `client` left: its kept buffers go, and the kernels only it
+    /// registered.
     pub(super) fn forget(&mut self, client: ClientId) {
         self.buffers.forget(client);
+        self.built.release(client);
     }
 
     /// Bytes of `client`'s spare device buffers.
@@ -256,7 +259,7 @@ mod tests {
     fn fixture(max_kept: u64) -> Fixture {
         let dev = device();
         let mut k = UserKernels::new(max_kept);
-        let id = k.register(&dev, SCALE, "scale").unwrap().id;
+        let id = k.register(&dev, ClientId(1), SCALE, "scale").unwrap().id;
         let (daemon, client) = hetsched_views::data_region::pair(4096).unwrap();
         Fixture {
             dev,
@@ -290,7 +293,7 @@ mod tests {
     fn a_kernel_builds_once_and_says_what_it_takes() {
         let dev = device();
         let mut k = UserKernels::new(1 << 20);
-        let first = k.register(&dev, SCALE, "scale").unwrap();
+        let first = k.register(&dev, ClientId(1), SCALE, "scale").unwrap();
         assert!(!first.cached);
         let names: Vec<_> = first.signature.params.iter().map(|p| &p.name).collect();
         assert_eq!(names, ["src", "dst", "factor"]);
@@ -303,7 +306,7 @@ mod tests {
             ParamKind::Buffer { read_only: false }
         );
         assert_eq!(first.signature.params[2].kind, ParamKind::F32);
-        let again = k.register(&dev, SCALE, "scale").unwrap();
+        let again = k.register(&dev, ClientId(1), SCALE, "scale").unwrap();
         assert!(again.cached);
         assert_eq!(again.id, first.id);
     }
@@ -315,6 +318,7 @@ mod tests {
         let err = k
             .register(
                 &dev,
+                ClientId(1),
                 "__kernel void broken(__global int *x) { x[0] = y; }",
                 "broken",
             )
@@ -325,10 +329,10 @@ mod tests {
             "the compiler's log names the error: {err}"
         );
         let err = k
-            .register(&dev, SCALE, "scale(const ptr, ptr, f32)")
+            .register(&dev, ClientId(1), SCALE, "scale(const ptr, ptr, f32)")
             .unwrap_err();
         assert!(err.contains("by name alone"), "{err}");
-        let err = k.register(&dev, SCALE, "scal").unwrap_err();
+        let err = k.register(&dev, ClientId(1), SCALE, "scal").unwrap_err();
         assert!(
             err.contains("scale"),
             "names what the program defines: {err}"

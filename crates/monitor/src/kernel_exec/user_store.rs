@@ -20,53 +20,82 @@ use super::Registered;
 use hetsched_core::ids::ClientId;
 use hetsched_protocol::user_kernel::{KernelSignature, UserArg, UserCall, UserKernelId, flags};
 use hetsched_views::data_region::DataRegion;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, Weak};
 
-/// Most distinct kernels one unit builds (each holds a compiled program).
+/// Most distinct kernels one executor holds built at once (each holds a
+/// compiled program). An executor serves one user on one unit, and a
+/// kernel goes when the last client that registered it leaves, so only
+/// that user's clients, registered at once, can reach it.
 pub(super) const MAX_KERNELS: usize = 256;
 
-/// The kernels a unit built, each with what its calls are checked against.
+struct Built<K> {
+    kernel: K,
+    signature: KernelSignature,
+    source: (String, String),
+    /// The clients that registered it.
+    clients: BTreeSet<ClientId>,
+}
+
+/// The kernels an executor built, each with what its calls are checked
+/// against, numbered from 0 and never reusing a number.
 pub(super) struct BuiltKernels<K> {
-    built: Vec<(K, KernelSignature)>,
+    built: HashMap<UserKernelId, Built<K>>,
     by_source: HashMap<(String, String), UserKernelId>,
+    next: u32,
 }
 
 impl<K> BuiltKernels<K> {
     pub(super) fn new() -> BuiltKernels<K> {
         BuiltKernels {
-            built: Vec::new(),
+            built: HashMap::new(),
             by_source: HashMap::new(),
+            next: 0,
         }
     }
 
-    /// `entry` of `source`: found built, or built now by `build`, which
-    /// gives the device's kernel and its signature.
+    /// `entry` of `source` for `client`: found built, or built now by
+    /// `build`, which gives the device's kernel and its signature.
     pub(super) fn register(
         &mut self,
+        client: ClientId,
         source: &str,
         entry: &str,
         build: impl FnOnce() -> Result<(K, KernelSignature), String>,
     ) -> Result<Registered, String> {
         let key = (source.to_string(), entry.to_string());
         if let Some(&id) = self.by_source.get(&key) {
+            let b = self.built.get_mut(&id).expect("indexed kernels are built");
+            b.clients.insert(client);
             return Ok(Registered {
                 id,
-                signature: self.built[id.0 as usize].1.clone(),
+                signature: b.signature.clone(),
                 log: String::new(),
                 cached: true,
             });
         }
         if self.built.len() >= MAX_KERNELS {
             return Err(format!(
-                "this unit holds {MAX_KERNELS} registered kernels already; it builds no more \
-                 until the daemon restarts"
+                "this user's clients hold {MAX_KERNELS} registered kernels on this unit already; \
+                 a kernel is freed when the last client that registered it leaves"
             ));
         }
         let (kernel, signature) = build()?;
-        let id = UserKernelId(self.built.len() as u32);
-        self.built.push((kernel, signature.clone()));
+        let id = UserKernelId(self.next);
+        self.next = self
+            .next
+            .checked_add(1)
+            .ok_or("this executor has numbered every kernel it can")?;
+        self.built.insert(
+            id,
+            Built {
+                kernel,
+                signature: signature.clone(),
+                source: key.clone(),
+                clients: BTreeSet::from([client]),
+            },
+        );
         self.by_source.insert(key, id);
         Ok(Registered {
             id,
@@ -77,10 +106,30 @@ impl<K> BuiltKernels<K> {
     }
 
     /// Kernel `id` and its signature, or why there is none.
-    pub(super) fn get(&self, id: UserKernelId) -> Result<&(K, KernelSignature), String> {
+    pub(super) fn get(&self, id: UserKernelId) -> Result<(&K, &KernelSignature), String> {
         self.built
-            .get(id.0 as usize)
+            .get(&id)
+            .map(|b| (&b.kernel, &b.signature))
             .ok_or_else(|| format!("this unit has no {id}"))
+    }
+
+    /// `client` left: the kernels no other client registered go.
+    pub(super) fn release(&mut self, client: ClientId) {
+        let by_source = &mut self.by_source;
+        self.built.retain(|_, b| {
+            b.clients.remove(&client);
+            let keep = !b.clients.is_empty();
+            if !keep {
+                by_source.remove(&b.source);
+            }
+            keep
+        });
+    }
+
+    /// Kernels held built.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.built.len()
     }
 }
 
@@ -645,24 +694,27 @@ mod tests {
     }
 
     #[test]
-    fn a_unit_builds_a_kernel_once_and_at_most_its_limit() {
+    fn an_executor_builds_a_kernel_once_and_frees_it_with_its_last_client() {
         let mut k: BuiltKernels<u32> = BuiltKernels::new();
         let sig = |e: &str| KernelSignature {
             entry: e.into(),
             params: Vec::new(),
         };
-        let first = k.register("src", "a", || Ok((1, sig("a")))).unwrap();
+        let (a, b) = (ClientId(1), ClientId(2));
+        let first = k.register(a, "src", "a", || Ok((1, sig("a")))).unwrap();
         assert!(!first.cached);
-        let again = k.register("src", "a", || panic!("built twice")).unwrap();
+        let again = k.register(b, "src", "a", || panic!("built twice")).unwrap();
         assert!(again.cached && again.id == first.id);
-        let err = k.register("src", "b", || Err("no b".into())).unwrap_err();
+        let err = k
+            .register(a, "src", "b", || Err("no b".into()))
+            .unwrap_err();
         assert_eq!(err, "no b");
         for i in 1..MAX_KERNELS {
-            k.register(&format!("s{i}"), "a", || Ok((0, sig("a"))))
+            k.register(a, &format!("s{i}"), "a", || Ok((0, sig("a"))))
                 .unwrap();
         }
         let err = k
-            .register("one more", "a", || Ok((0, sig("a"))))
+            .register(b, "one more", "a", || Ok((0, sig("a"))))
             .unwrap_err();
         assert!(err.contains("256 registered kernels"), "{err}");
         assert!(k.get(UserKernelId(3)).is_ok());
@@ -671,5 +723,16 @@ mod tests {
                 .unwrap_err()
                 .contains("no user kernel 999")
         );
+        // a leaves: only the kernel b registered too stays, and the
+        // freed room is b's to use; numbers are not reused.
+        k.release(a);
+        assert_eq!(k.len(), 1);
+        assert!(k.get(first.id).is_ok());
+        let fresh = k
+            .register(b, "one more", "a", || Ok((0, sig("a"))))
+            .unwrap();
+        assert_eq!(fresh.id, UserKernelId(MAX_KERNELS as u32));
+        k.release(b);
+        assert_eq!(k.len(), 0);
     }
 }

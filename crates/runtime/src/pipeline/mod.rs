@@ -178,6 +178,44 @@ impl<T: Send + 'static> Stage<T> {
         self
     }
 
+    /// Like [`Stage::emulated`] for whatever OpenCL devices this build of
+    /// the runtime drives: `source`'s kernel `entry`, taking the chunk
+    /// (`__global const` in) and writing a chunk of the same size
+    /// (`__global` out), one work-item per `item_bytes` bytes. In a build
+    /// without OpenCL (the runtime's feature `opencl`) it adds nothing,
+    /// and no OpenCL unit is offered ([`crate::Runtime::opencl_units`]),
+    /// so a program that uses it behaves the same whichever features
+    /// Cargo unified into its build.
+    pub fn opencl_map(self, source: &'static str, entry: &'static str, item_bytes: usize) -> Self
+    where
+        T: AsRef<[u8]> + From<Vec<u8>>,
+    {
+        #[cfg(feature = "opencl")]
+        {
+            self.opencl(move |dev: &hetsched_opencl::OpenClDevice, chunk: T| {
+                use hetsched_opencl::KernelArg;
+                let bytes = chunk.as_ref();
+                let kernel = dev.build(source, entry)?;
+                let (input, _) = dev.buffer_from(bytes)?;
+                let output = dev.buffer(bytes.len())?;
+                dev.launch(
+                    &kernel,
+                    bytes.len() / item_bytes.max(1),
+                    None,
+                    &[KernelArg::Buffer(&input), KernelArg::Buffer(&output)],
+                )?;
+                let mut out = vec![0u8; bytes.len()];
+                dev.read(&output, &mut out)?;
+                Ok(T::from(out))
+            })
+        }
+        #[cfg(not(feature = "opencl"))]
+        {
+            let _ = (source, entry, item_bytes);
+            self
+        }
+    }
+
     /// Input and output bytes of one chunk (what copies move). Without it
     /// both are 0.
     pub fn sizes(mut self, f: impl Fn(&T) -> (u64, u64) + Send + Sync + 'static) -> Self {

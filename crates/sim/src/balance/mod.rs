@@ -382,6 +382,8 @@ fn assemble(
                     unit_time,
                     convergence: Vec::new(),
                     max_settle_s: None,
+                    coordination_solve_us_p50: None,
+                    coordination_solve_us_p99: None,
                     timeline,
                 },
                 ips_per_watt: geomean(ipw.iter().copied()),

@@ -143,6 +143,8 @@ pub(crate) mod tests {
             ]),
             convergence: Vec::new(),
             max_settle_s: None,
+            coordination_solve_us_p50: None,
+            coordination_solve_us_p99: None,
             timeline: vec![
                 segment("bfs", "cpu", 0.0, 10.0),
                 segment("mm, \"big\"", "gpu", 0.0, 10.0),
@@ -179,6 +181,8 @@ pub(crate) mod tests {
             ]),
             convergence: Vec::new(),
             max_settle_s: None,
+            coordination_solve_us_p50: None,
+            coordination_solve_us_p99: None,
             timeline: vec![
                 segment("bfs", "gpu", 0.0, 3.0),
                 segment("bfs", "cpu", 3.0, 10.0),
