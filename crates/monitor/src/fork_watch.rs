@@ -32,6 +32,8 @@ use std::time::Duration;
 pub const MAX_FORKS: usize = 65_536;
 /// Most ancestors followed from one process.
 const MAX_DEPTH: usize = 64;
+/// The socket's receive buffer, bytes: about 40,000 events.
+const RECV_BUFFER: usize = 4 << 20;
 /// Most datagrams (one event each, as the kernel sends them) read at once.
 const MAX_DATAGRAMS_PER_DRAIN: usize = 1024;
 
@@ -133,6 +135,11 @@ impl ForkWatch {
             SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
             Some(netlink::CONNECTOR),
         )?;
+        // Every process event of the machine arrives here; a burst of
+        // them between two reads must not overflow the socket and lose a
+        // fork (root may pass the system's limit; best effort).
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, RECV_BUFFER)
+            .or_else(|_| rustix::net::sockopt::set_socket_recv_buffer_size(&socket, RECV_BUFFER));
         rustix::net::bind(&socket, &SocketAddrNetlink::new(0, CN_IDX_PROC))?;
         let mut msg = Vec::with_capacity(NLMSG_HDR + CN_MSG + 4);
         let len = (NLMSG_HDR + CN_MSG + 4) as u32;
@@ -209,20 +216,34 @@ impl ForkWatch {
                 _ => return Vec::new(),
             }
         };
-        let mut out = Vec::new();
-        let mut younger = key.start_time;
-        for (pid, start_time) in chain {
-            let Some(start_time) = start_time.or_else(|| procfs::start_time(pid)) else {
-                break;
-            };
-            if start_time > younger {
-                break; // not the process that forked it
-            }
-            out.push(ProcessKey { pid, start_time });
-            younger = start_time;
-        }
-        out
+        keys_of(chain, key.start_time, procfs::start_time)
     }
+}
+
+/// The ancestors of a chain as process keys, nearest first: each started
+/// no later than the one below it (`younger` for the first). A start time
+/// missing from the log is read with `start_time_of`; a process gone by
+/// then is skipped.
+fn keys_of(
+    chain: Vec<(u32, Option<u64>)>,
+    mut younger: u64,
+    start_time_of: impl Fn(u32) -> Option<u64>,
+) -> Vec<ProcessKey> {
+    let mut out = Vec::new();
+    for (pid, start_time) in chain {
+        let Some(start_time) = start_time.or_else(|| start_time_of(pid)) else {
+            // Gone before its fork was read (the middle process of a
+            // double fork exits at once): it holds no settings, and the
+            // log's order already vouches for the ones above it.
+            continue;
+        };
+        if start_time > younger {
+            break; // not the process that forked it
+        }
+        out.push(ProcessKey { pid, start_time });
+        younger = start_time;
+    }
+    out
 }
 
 /// The process forks (child, parent) in one datagram of process events;
@@ -284,6 +305,23 @@ mod tests {
         d.extend(event(PROC_EVENT_FORK, 11, 14, 14));
         assert_eq!(forks(&d), vec![(11, 10), (14, 11)]);
         assert_eq!(forks(&d[..10]), vec![]);
+    }
+
+    #[test]
+    fn a_middle_process_gone_before_its_fork_was_read_is_skipped() {
+        // 20 forked 21, which forked 22 and exited before the daemon read
+        // the forks: 21's start time is unknown and /proc has none.
+        let chain = vec![(21, None), (20, Some(200))];
+        let alive = |pid: u32| (pid == 20).then_some(200);
+        assert_eq!(
+            keys_of(chain, 220, alive),
+            vec![ProcessKey {
+                pid: 20,
+                start_time: 200
+            }]
+        );
+        // An ancestor younger than its descendant is a reused pid.
+        assert_eq!(keys_of(vec![(20, Some(300))], 220, alive), vec![]);
     }
 
     #[test]
