@@ -40,6 +40,10 @@ cleanup() {
 }
 trap cleanup EXIT
 chmod 0755 "$work"
+# The daemon runs from a copy in $work: a binary under /tmp (a checkout
+# there) is hidden by the sandbox's private /tmp.
+daemon_bin=$work/hetsched
+cp "$bin" "$daemon_bin"
 
 # Waits up to $1 s for the command after it to succeed.
 wait_for() {
@@ -94,7 +98,7 @@ systemd)
     systemd-run --quiet --unit=hetsched-sandbox-check --service-type=notify "${props[@]}" \
         -p RuntimeDirectory=hetsched-sandbox-check -p StateDirectory=hetsched-sandbox-check \
         -p CacheDirectory=hetsched-sandbox-check \
-        "$bin" daemon --config "$work/hetsched.toml" --socket "$socket" \
+        "$daemon_bin" daemon --config "$work/hetsched.toml" --socket "$socket" \
         || fail "systemd-run could not start the daemon (journalctl -u hetsched-sandbox-check)"
     daemon_pid=$(systemctl show -p MainPID --value hetsched-sandbox-check)
     ;;
@@ -140,7 +144,7 @@ unshare)
         umask "$umask_value"
         exec setpriv --bounding-set "$bounding" --inh-caps=-all --no-new-privs -- "$@"
     ' harness "$rw_paths" "$bounding" "$umask_value" \
-        "$bin" daemon --config "$work/hetsched.toml" --socket "$socket" \
+        "$daemon_bin" daemon --config "$work/hetsched.toml" --socket "$socket" \
         >"$work/daemon.log" 2>&1 &
     daemon_pid=$!
     ;;
