@@ -192,6 +192,12 @@ fn measure_phase(pid: u32, socket: &Path, phase: Duration) -> Result<(f64, Vec<u
 
 /// Gate round trips of one client, one per millisecond, for `phase`.
 fn probe(socket: &Path, phase: Duration) -> Result<Vec<u64>> {
+    gate_round_trips(socket, phase, Some(Duration::from_millis(1)))
+}
+
+/// Gate round trips of one client for `phase`, with `pause` between
+/// them (back to back without), sorted, ns.
+fn gate_round_trips(socket: &Path, phase: Duration, pause: Option<Duration>) -> Result<Vec<u64>> {
     let mut client = Client::connect(ClientOptions::application("probe")?.socket(socket))?;
     let unit = gate_unit(&client)?;
     let mut samples = Vec::new();
@@ -201,7 +207,9 @@ fn probe(socket: &Path, phase: Duration) -> Result<Vec<u64>> {
         let grant = client.request_dispatch(unit, 1_000)?;
         client.task_completed(grant, 0)?;
         samples.push(t0.elapsed().as_nanos() as u64);
-        std::thread::sleep(Duration::from_millis(1));
+        if let Some(pause) = pause {
+            std::thread::sleep(pause);
+        }
     }
     let _ = client.goodbye();
     samples.sort_unstable();
@@ -367,19 +375,7 @@ fn scrape_phases(daemon: &DaemonChild, socket: &Path, phase: Duration) -> Result
 
 /// Gate round trips of one client, back to back, for `phase`.
 fn round_trips(socket: &Path, phase: Duration) -> Result<Vec<u64>> {
-    let mut client = Client::connect(ClientOptions::application("probe")?.socket(socket))?;
-    let unit = gate_unit(&client)?;
-    let mut samples = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < phase {
-        let t0 = Instant::now();
-        let grant = client.request_dispatch(unit, 1_000)?;
-        client.task_completed(grant, 0)?;
-        samples.push(t0.elapsed().as_nanos() as u64);
-    }
-    let _ = client.goodbye();
-    samples.sort_unstable();
-    Ok(samples)
+    gate_round_trips(socket, phase, None)
 }
 
 /// Where the daemon serves `/metrics`: the address it logged.
