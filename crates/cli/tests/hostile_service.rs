@@ -448,6 +448,21 @@ fn parent_of(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// Root sets process `pid` to BACKGROUND.
+fn demote(d: &TestDaemon, pid: u32) {
+    let out = d
+        .cmd()
+        .args(["shares", "set", "--pid", &pid.to_string()])
+        .args(["--class", "background"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn wait_for<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
     loop {
@@ -505,17 +520,7 @@ fn an_orphaned_child_of_a_demoted_process_keeps_its_demotion() {
         r.clients.iter().any(|c| c.pid == parent_pid).then_some(())
     });
     // Root demotes the parent.
-    let out = d
-        .cmd()
-        .args(["shares", "set", "--pid", &parent_pid.to_string()])
-        .args(["--class", "background"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    demote(&d, parent_pid);
     let child_pid: u32 = wait_for("the child's pid", Duration::from_secs(10), || {
         std::fs::read_to_string(&child_pid_file)
             .ok()?
@@ -619,17 +624,7 @@ fn a_child_orphaned_the_moment_it_is_forked_keeps_the_demotion() {
     forker.expect("connected", Duration::from_secs(10));
     let pid = forker.pid();
     // Root demotes the forker; then it forks.
-    let out = d
-        .cmd()
-        .args(["shares", "set", "--pid", &pid.to_string()])
-        .args(["--class", "background"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    demote(&d, pid);
     forker.say("go");
     forker.expect("forked", Duration::from_secs(10));
     let report: serde_json::Value =
