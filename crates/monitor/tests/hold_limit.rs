@@ -6,9 +6,8 @@ use hetsched_core::ids::{ClientId, Ns, TaskId, UnitId};
 use hetsched_core::unit::UnitClass;
 use hetsched_monitor::monitor::{Monitor, MonitorConfig};
 use hetsched_monitor::outbox::Outbox;
-use hetsched_monitor::privilege::Peer;
 use hetsched_monitor::store::SettingsStore;
-use hetsched_protocol::{DaemonMsg, ErrorCode, Role, SettingsRequest, WireClass};
+use hetsched_protocol::{DaemonMsg, ErrorCode, WireClass};
 use std::collections::BTreeMap;
 
 mod common;
@@ -21,20 +20,7 @@ fn monitor(cfg: MonitorConfig) -> Monitor {
 }
 
 fn app(m: &mut Monitor, pid: u32, uid: u32, class: WireClass) -> ClientId {
-    let peer = Peer {
-        pid,
-        uid,
-        gid: uid,
-        groups: vec![],
-        start_time: 1,
-        ancestors: vec![],
-    };
-    let request = SettingsRequest {
-        class: Some(class),
-        priority: None,
-    };
-    m.hello(peer, format!("app{pid}"), Role::Application, request, 0)
-        .0
+    common::application(m, pid, uid, class)
 }
 
 fn granted(out: &Outbox, c: ClientId, task: TaskId) -> bool {

@@ -5,9 +5,8 @@
 use hetsched_core::ids::{ClientId, TaskId, UnitId};
 use hetsched_monitor::monitor::{DeviceMemoryCaps, Monitor, MonitorConfig};
 use hetsched_monitor::outbox::Outbox;
-use hetsched_monitor::privilege::Peer;
 use hetsched_monitor::store::SettingsStore;
-use hetsched_protocol::{DaemonMsg, ErrorCode, InterceptApi, Role, SettingsRequest, WireClass};
+use hetsched_protocol::{DaemonMsg, ErrorCode, InterceptApi, WireClass};
 
 mod common;
 use common::device;
@@ -31,20 +30,7 @@ fn app(m: &mut Monitor, pid: u32, class: WireClass) -> ClientId {
 }
 
 fn app_of(m: &mut Monitor, pid: u32, uid: u32, class: WireClass) -> ClientId {
-    let peer = Peer {
-        pid,
-        uid,
-        gid: uid,
-        groups: vec![],
-        start_time: 1,
-        ancestors: vec![],
-    };
-    let request = SettingsRequest {
-        class: Some(class),
-        priority: None,
-    };
-    m.hello(peer, format!("app{pid}"), Role::Application, request, 0)
-        .0
+    common::application(m, pid, uid, class)
 }
 
 fn lease_granted(out: &Outbox, c: ClientId) -> Option<u64> {

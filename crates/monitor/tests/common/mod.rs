@@ -31,3 +31,34 @@ pub fn device(slots: u32) -> UnitSetup {
         throttle: None,
     }
 }
+
+/// Says hello for an application process `pid` of user `uid` (its group
+/// the same number) asking for `class`; its client id.
+#[allow(dead_code)] // not every test binary uses it
+pub fn application(
+    m: &mut hetsched_monitor::monitor::Monitor,
+    pid: u32,
+    uid: u32,
+    class: hetsched_protocol::WireClass,
+) -> hetsched_core::ids::ClientId {
+    let peer = hetsched_monitor::privilege::Peer {
+        pid,
+        uid,
+        gid: uid,
+        groups: vec![],
+        start_time: 1,
+        ancestors: vec![],
+    };
+    let request = hetsched_protocol::SettingsRequest {
+        class: Some(class),
+        priority: None,
+    };
+    m.hello(
+        peer,
+        format!("app{pid}"),
+        hetsched_protocol::Role::Application,
+        request,
+        0,
+    )
+    .0
+}
