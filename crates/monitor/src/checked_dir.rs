@@ -341,16 +341,24 @@ pub fn bind_socket(
     .map_err(|e| err(io(e)))?;
     // The file bind makes gets the socket's mode less the umask: set both
     // so that it is `mode` whatever umask the daemon was started with
-    // (systemd's UMask=0077 would make it 0600). Nothing else in the
-    // daemon creates files while it binds.
+    // (systemd's UMask=0077 would make it 0600).
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| err(io(e)))?;
     let addr = SocketAddrUnix::new(&full).map_err(|e| err(io(e)))?;
     let old_umask = rustix::process::umask(Mode::from_raw_mode(0o777 & !mode));
     let bound = rustix::net::bind(&fd, &addr);
     rustix::process::umask(old_umask);
     bound.map_err(|e| err(io(e)))?;
-    let st = dir.stat(&name).map_err(err)?;
+    let mut st = dir.stat(&name).map_err(err)?;
     let id = FileId::of(&st);
+    // The umask is the process's: in a program that embeds a monitor,
+    // another thread may have set its own between ours and the bind. The
+    // file is then the socket just bound, in a directory nobody else may
+    // write, so it can be given its mode by name there.
+    if FileType::from_raw_mode(st.st_mode) == FileType::Socket && st.st_mode & 0o7777 != mode {
+        rustix::fs::chmodat(dir.fd(), &name, Mode::from_raw_mode(mode), AtFlags::empty())
+            .map_err(|e| err(io(e)))?;
+        st = dir.stat(&name).map_err(err)?;
+    }
     if FileType::from_raw_mode(st.st_mode) != FileType::Socket || st.st_mode & 0o7777 != mode {
         let _ = remove_socket(path, id);
         return Err(err(std::io::Error::other(format!(
