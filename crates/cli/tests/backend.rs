@@ -482,7 +482,15 @@ fn cpu_shares_split_a_contended_cpu() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    assert_eq!(read(parent.join("cpu.shares")).trim(), "4096");
+    // The parent's weight is written at the end of the same scan.
+    while read(parent.join("cpu.shares")).trim() != "4096" {
+        assert!(
+            Instant::now() < deadline,
+            "the parent's cpu.shares is {}, not 4096",
+            read(parent.join("cpu.shares")).trim()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // XC is told the CPU credits: the shares on the CPU units, even when
     // the accelerator credits differ.
     let mut obs = d.observer().unwrap();
