@@ -298,9 +298,10 @@ pub fn kind_of(st: &Stat) -> &'static str {
 }
 
 /// Binds a listening Unix socket at `path`, in a checked directory
-/// (created, mode 0755, when missing), with mode `mode` given to it as it
-/// is made (on the socket's descriptor before `bind`, under a umask that
-/// keeps it), never by path. A socket file left by a daemon that died is
+/// (created, mode 0755, when missing), with mode `mode`: no wider than
+/// that from the moment it exists (set on the socket's descriptor before
+/// `bind`), then widened to it by name in the checked directory where the
+/// umask narrowed it; the process's umask is left alone. A socket file left by a daemon that died is
 /// replaced; any other file there is refused, and left alone. Returns the
 /// listener and the bound file's identity ([`remove_socket`]).
 pub fn bind_socket(
@@ -339,26 +340,24 @@ pub fn bind_socket(
         None,
     )
     .map_err(|e| err(io(e)))?;
-    // The file bind makes gets the socket's mode less the umask: set both
-    // so that it is `mode` whatever umask the daemon was started with
-    // (systemd's UMask=0077 would make it 0600).
+    // The file bind makes gets the socket's mode less the process's umask,
+    // so it starts no wider than `mode`. The umask is not changed here: it
+    // is shared by every thread of a program that embeds a monitor, and a
+    // file another thread made meanwhile would get ours. What the umask
+    // took away is given back by name instead: the directory is checked,
+    // nobody else may write in it, so the name is still the socket just
+    // bound (systemd's UMask=0077 would otherwise leave it 0600).
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| err(io(e)))?;
     let addr = SocketAddrUnix::new(&full).map_err(|e| err(io(e)))?;
-    let old_umask = rustix::process::umask(Mode::from_raw_mode(0o777 & !mode));
-    let bound = rustix::net::bind(&fd, &addr);
-    rustix::process::umask(old_umask);
-    bound.map_err(|e| err(io(e)))?;
+    rustix::net::bind(&fd, &addr).map_err(|e| err(io(e)))?;
     let mut st = dir.stat(&name).map_err(err)?;
-    let id = FileId::of(&st);
-    // The umask is the process's: in a program that embeds a monitor,
-    // another thread may have set its own between ours and the bind. The
-    // file is then the socket just bound, in a directory nobody else may
-    // write, so it can be given its mode by name there.
     if FileType::from_raw_mode(st.st_mode) == FileType::Socket && st.st_mode & 0o7777 != mode {
         rustix::fs::chmodat(dir.fd(), &name, Mode::from_raw_mode(mode), AtFlags::empty())
             .map_err(|e| err(io(e)))?;
         st = dir.stat(&name).map_err(err)?;
     }
+    // After the chmod, which changes the ctime the identity includes.
+    let id = FileId::of(&st);
     if FileType::from_raw_mode(st.st_mode) != FileType::Socket || st.st_mode & 0o7777 != mode {
         let _ = remove_socket(path, id);
         return Err(err(std::io::Error::other(format!(
