@@ -78,11 +78,19 @@ fn a_slow_core_is_a_kind_of_its_own_and_runs_at_its_speed() {
         shares[2]
     };
     let slow = run(&on("little"));
-    let fast = run(&on(big.unwrap().name.clone().leak()));
-    eprintln!("share of a core per call: little {slow:.2}, big {fast:.2}");
     assert!(
         slow < 0.45,
         "the little core gave {slow:.2} of a core (quota 0.25)"
     );
+    // The big core is unthrottled, but other programs on this machine may
+    // take it for a while: measure until it shows its speed, with a
+    // deadline (the quota above holds whatever the load).
+    let big_task = on(big.unwrap().name.clone().leak());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut fast = run(&big_task);
+    while fast <= 1.5 * slow && Instant::now() < deadline {
+        fast = run(&big_task);
+    }
+    eprintln!("share of a core per call: little {slow:.2}, big {fast:.2}");
     assert!(fast > 1.5 * slow, "big {fast:.2} vs little {slow:.2}");
 }
