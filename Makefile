@@ -152,12 +152,15 @@ ray-faults: python
 	$(CARGO) build --release -q -p hetsched --features opencl
 	unshare $$( [ "$$(id -u)" = 0 ] && printf -- -n || printf -- -rn ) sh -c 'ip link set lo up && HETSCHED_BIN=$(CURDIR)/target/release/hetsched exec $(PYTHON) python/demos/ray_faults.py'
 
-## Criterion benchmarks (figures go to docs/PERFORMANCE.md).
+## Regenerates the figures of docs/PERFORMANCE.md: the criterion benches,
+## the simulator's scenarios, `make demo`, the daemon's and the runtime's
+## `hetsched bench` / `pipeline` commands and the balancer's overhead, raw
+## outputs under bench-out/ (BENCH_OUT=DIR). BENCH_AREAS picks the areas
+## (`scripts/bench.sh --list`: devices, starpu, ray, … need PoCL, StarPU, Ray
+## or root and run only when named), e.g. `make bench BENCH_AREAS="criterion devices"`.
+BENCH_AREAS ?=
 bench:
-	$(CARGO) bench -p hetsched-core --benches -- --warm-up-time 1 --measurement-time 3
-	$(CARGO) bench -p hetsched-views --benches -- --warm-up-time 1 --measurement-time 3
-	$(CARGO) bench -p hetsched-runtime --benches -- --warm-up-time 1 --measurement-time 3
-	$(CARGO) run --release -q -p hetsched -- bench gate --clients 64 --task-us 5000
+	CARGO="$(CARGO)" PYTHON="$(PYTHON)" ./scripts/bench.sh $(BENCH_AREAS)
 
 ## The Rinnegan contention scenario in the simulator (CSV, JSON, SVG).
 sim-demo:
