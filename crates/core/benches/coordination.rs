@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
-    AppDemand, UnitSupply, solve_targets_replayed, solve_targets_waiting,
+    AppDemand, JudgeBudget, UnitSupply, solve_targets_replayed, solve_targets_waiting,
 };
 use hetsched_core::replay::{ReplayBudget, replay_native};
 use rand::{Rng, SeedableRng};
@@ -54,14 +54,34 @@ fn solves(c: &mut Criterion) {
         b.iter(|| solve_targets_waiting(black_box(&apps), &units, 1.05, 3, true).unwrap())
     });
     c.bench_function("coordination/solve_replay_judged_6x4", |b| {
-        b.iter(|| solve_targets_replayed(black_box(&apps), &units, 1.05, 3, true, None).unwrap())
+        b.iter(|| {
+            solve_targets_replayed(
+                black_box(&apps),
+                &units,
+                1.05,
+                3,
+                true,
+                None,
+                JudgeBudget::default(),
+            )
+            .unwrap()
+        })
     });
     // The devices may run short-first: every candidate is replayed again
     // with them so, and the best has each queue's order flipped once.
     let short_first: Vec<UnitSupply> = units.iter().map(|u| u.with_short_first()).collect();
     c.bench_function("coordination/solve_replay_judged_short_first_6x4", |b| {
         b.iter(|| {
-            solve_targets_replayed(black_box(&apps), &short_first, 1.05, 3, true, None).unwrap()
+            solve_targets_replayed(
+                black_box(&apps),
+                &short_first,
+                1.05,
+                3,
+                true,
+                None,
+                JudgeBudget::default(),
+            )
+            .unwrap()
         })
     });
     c.bench_function("coordination/replay_native_6x4", |b| {
@@ -125,7 +145,16 @@ fn solve_scaling(c: &mut Criterion) {
         let (supply, demand) = mix(apps, units, 1);
         group.bench_function(format!("{apps}x{units}"), |b| {
             b.iter(|| {
-                solve_targets_replayed(black_box(&demand), &supply, 1.05, 3, true, None).unwrap()
+                solve_targets_replayed(
+                    black_box(&demand),
+                    &supply,
+                    1.05,
+                    3,
+                    true,
+                    None,
+                    JudgeBudget::default(),
+                )
+                .unwrap()
             })
         });
     }

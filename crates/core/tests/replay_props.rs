@@ -2,8 +2,8 @@
 //! (`hetsched_core::replay`, `coordination::solve_targets_replayed`).
 
 use hetsched_core::coordination::{
-    AppDemand, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, UnitSupply, native_estimate_replayed,
-    solve_targets_replayed,
+    AppDemand, JudgeBudget, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, UnitSupply,
+    native_estimate_replayed, solve_targets_replayed,
 };
 use hetsched_core::replay::{ReplayBudget, replay_throughput};
 use proptest::prelude::*;
@@ -75,7 +75,7 @@ proptest! {
     #[test]
     fn replayed_targets_keep_the_native_floor((units, apps) in machine()) {
         let native = native_estimate_replayed(&apps, &units);
-        let t = solve_targets_replayed(&apps, &units, 1.05, 1, true, None).unwrap();
+        let t = solve_targets_replayed(&apps, &units, 1.05, 1, true, None, JudgeBudget::default()).unwrap();
         prop_assert_eq!(&t.native, &native);
         let floor = t.predicted_relative.iter().copied().fold(f64::INFINITY, f64::min);
         // The native plan replays at the native estimate (its own replay),
@@ -143,7 +143,8 @@ fn replayed_targets_keep_the_native_floor_found_case() {
             1.0,
         ),
     ];
-    let t = solve_targets_replayed(&apps, &units, 1.05, 1, true, None).unwrap();
+    let t =
+        solve_targets_replayed(&apps, &units, 1.05, 1, true, None, JudgeBudget::default()).unwrap();
     let floor = t
         .predicted_relative
         .iter()

@@ -36,6 +36,17 @@ pub struct CoordinatorConfig {
     /// it was last set for.
     #[serde(default = "default_outside_load_step")]
     pub outside_load_step: f64,
+    /// Replayed events a replay-judged solve may spend on its optional
+    /// candidates ([`JudgeBudget`]).
+    #[serde(default = "default_replay_events")]
+    pub replay_events_per_solve: u64,
+}
+
+/// The default of [`CoordinatorConfig::replay_events_per_solve`].
+pub const DEFAULT_REPLAY_EVENTS: u64 = 8_000_000;
+
+pub(super) fn default_replay_events() -> u64 {
+    DEFAULT_REPLAY_EVENTS
 }
 
 pub(super) fn default_replay() -> bool {
@@ -58,6 +69,7 @@ impl Default for CoordinatorConfig {
             exclusion: true,
             replay: true,
             outside_load_step: OUTSIDE_LOAD_STEP,
+            replay_events_per_solve: DEFAULT_REPLAY_EVENTS,
         }
     }
 }
@@ -261,6 +273,9 @@ impl Coordinator {
                 self.config.wait_rounds,
                 self.config.exclusion,
                 incumbent.as_ref(),
+                JudgeBudget {
+                    replay_events: self.config.replay_events_per_solve,
+                },
             )
         } else if self.config.wait_rounds > 0 {
             solve_targets_waiting(

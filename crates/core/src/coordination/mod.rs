@@ -55,7 +55,7 @@ use std::collections::BTreeMap;
 mod replayed;
 #[cfg(feature = "solver")]
 pub use replayed::{
-    INCUMBENT_MARGIN, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SHORT_FIRST_MARGIN,
+    INCUMBENT_MARGIN, JudgeBudget, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SHORT_FIRST_MARGIN,
     solve_targets_replayed,
 };
 

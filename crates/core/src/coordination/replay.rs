@@ -275,6 +275,8 @@ pub struct ReplayOutcome {
     /// own execution (queued, or slowed by processor sharing), ns; `None`
     /// where the app ran nothing there.
     pub wait_ns: Vec<Vec<Option<f64>>>,
+    /// Events the replay processed: what it cost.
+    pub events: u64,
 }
 
 /// Tasks per second each app completes when its tasks go to the units
@@ -411,6 +413,7 @@ pub fn replay(
                     .collect()
             })
             .collect(),
+        events: events as u64,
     }
 }
 

@@ -32,10 +32,13 @@
 
 use super::replay::{ReplayBudget, ReplayOutcome, replay};
 use super::{
-    AppDemand, FairError, FairProblem, Targets, UnitSupply, exclusion_candidates, expected_wait_ns,
-    fractions, native_estimate_replayed, problem, weights_of,
+    AppDemand, DEFAULT_REPLAY_EVENTS, FairError, FairProblem, Targets, UnitSupply,
+    exclusion_candidates, expected_wait_ns, fractions, native_estimate_replayed, problem,
+    weights_of,
 };
 use crate::fairness::{NoLoserSolution, solve_no_loser_weighted};
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
 
 /// A replayed floor at or above this counts as met (1 % under native,
 /// the replay's own error). Measured on the random mixes: a cap of 1.0
@@ -70,6 +73,36 @@ const SWITCH_RATE_STEPS: [f64; 3] = [1.0, 0.5, 0.25];
 /// The native plan's pacing rate, × native estimate: high enough never
 /// to bind, finite so it travels like any other rate.
 const NATIVE_PLAN_RATE: f64 = 2.0;
+
+/// What a replay-judged solve may spend on its optional candidates, in
+/// replayed events summed over the plans it judges. The plans every solve
+/// needs (the wait-aware rounds, the native plan, the incumbent) are
+/// judged whatever this says; the exclusion candidates, the walks, the
+/// short-first orders and the rate cuts stop where it runs out, in that
+/// order. A replay costs about 20,000 events at eight applications and
+/// 80,000 at 128 (every application must complete enough tasks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeBudget {
+    pub replay_events: u64,
+}
+
+impl JudgeBudget {
+    /// No limit: every candidate is judged.
+    pub const UNLIMITED: JudgeBudget = JudgeBudget {
+        replay_events: u64::MAX,
+    };
+}
+
+impl Default for JudgeBudget {
+    /// Measured on the built-in scenarios: the solves of those with up to
+    /// eight applications spend less than this, so they are as without
+    /// a limit; 32 applications spend up to about 14 M unlimited.
+    fn default() -> Self {
+        JudgeBudget {
+            replay_events: DEFAULT_REPLAY_EVENTS,
+        }
+    }
+}
 
 /// Targets as published: per app, unit fractions and a pacing rate.
 #[derive(Clone, Debug, PartialEq)]
@@ -143,9 +176,24 @@ struct Judge<'a> {
     units: &'a [UnitSupply],
     native: &'a [f64],
     weights: Vec<f64>,
+    budget: JudgeBudget,
+    /// Replayed events so far, and the last replay's.
+    spent: Cell<u64>,
+    last: Cell<u64>,
 }
 
 impl Judge<'_> {
+    /// Whether an optional candidate may still be judged.
+    fn affordable(&self) -> bool {
+        self.spent.get() < self.budget.replay_events
+    }
+
+    /// About how many more plans the budget can judge.
+    fn plans_left(&self) -> u64 {
+        let left = self.budget.replay_events.saturating_sub(self.spent.get());
+        left.div_ceil(self.last.get().max(1))
+    }
+
     fn judge(&self, plan: &Plan) -> Judged {
         let units: Vec<UnitSupply> = self
             .units
@@ -163,6 +211,9 @@ impl Judge<'_> {
             Some(&plan.rate),
             ReplayBudget::default(),
         );
+        self.spent
+            .set(self.spent.get().saturating_add(outcome.events));
+        self.last.set(outcome.events);
         let relative: Vec<f64> = outcome
             .throughput
             .iter()
@@ -229,6 +280,9 @@ fn reorder(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> {
         if !unit.short_first || unit.time_shared {
             continue;
         }
+        if !judge.affordable() {
+            break;
+        }
         let mut order = from.0.short_first.clone();
         order[u] = !order[u];
         let next = from.0.ordered(&order);
@@ -259,7 +313,7 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> 
             let least = judge.native[i] * RATE_CUT_FLOOR;
             for f in RATE_CUTS {
                 let rate = (got * f).max(least);
-                if rate >= got * RATE_CUT_LEAST {
+                if rate >= got * RATE_CUT_LEAST || !judge.affordable() {
                     continue;
                 }
                 let mut next = current.clone();
@@ -323,6 +377,9 @@ fn toward(judge: &Judge<'_>, from: (&Plan, &Judged), to: (&Plan, &Judged)) -> Op
         }
         let mut pick: Option<Candidate> = None;
         for (row, rate) in options {
+            if !judge.affordable() {
+                break;
+            }
             let mut next = current.clone();
             next.fraction[i] = row;
             next.rate[i] = rate;
@@ -355,6 +412,7 @@ pub fn solve_targets_replayed(
     rounds: usize,
     exclusion: bool,
     incumbent: Option<&Plan>,
+    budget: JudgeBudget,
 ) -> Result<Targets, FairError> {
     let native = native_estimate_replayed(apps, units);
     let base = problem(apps, units, &native);
@@ -363,6 +421,9 @@ pub fn solve_targets_replayed(
         units,
         native: &native,
         weights: weights_of(apps),
+        budget,
+        spent: Cell::new(0),
+        last: Cell::new(0),
     };
     let first = solve_no_loser_weighted(&base, floor_goal, &[], &judge.weights)?;
     let (floor, floor_feasible) = (first.floor, first.floor_feasible);
@@ -389,6 +450,9 @@ pub fn solve_targets_replayed(
             &r.solution.solution.allocation,
             floor_goal,
             &judge.weights,
+            // Each candidate is a solve and a replay: count the solve as
+            // another replay.
+            judge.plans_left() / 2,
         ) {
             let plan = Plan::of(&q, &next, &arrival);
             let judged = judge.judge(&plan);
@@ -521,14 +585,18 @@ fn add_short_first(judge: &Judge<'_>, plans: &mut Vec<Candidate>) {
         return;
     }
     let in_arrival = judge.best(plans);
-    let mut reordered: Vec<Candidate> = plans
-        .iter()
-        .map(|(plan, _)| {
-            let plan = plan.ordered(&short_first);
-            let judged = judge.judge(&plan);
-            (plan, judged)
-        })
-        .collect();
+    let mut reordered: Vec<Candidate> = Vec::new();
+    for (plan, _) in plans.iter() {
+        if !judge.affordable() {
+            break;
+        }
+        let plan = plan.ordered(&short_first);
+        let judged = judge.judge(&plan);
+        reordered.push((plan, judged));
+    }
+    if reordered.is_empty() {
+        return;
+    }
     let best = judge.best(&reordered);
     if let Some(found) = reorder(judge, (&reordered[best].0, &reordered[best].1)) {
         reordered.push(found);

@@ -237,7 +237,7 @@ pub(super) fn exclusion_step(
     weights: &[f64],
 ) -> Option<(NoLoserSolution, FairProblem)> {
     let mut pick: Option<(Score, NoLoserSolution, FairProblem)> = None;
-    for (next, q) in exclusion_candidates(base, p, units, x, floor_goal, weights) {
+    for (next, q) in exclusion_candidates(base, p, units, x, floor_goal, weights, u64::MAX) {
         let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
         let current = pick.as_ref().map_or(kept, |c| c.0);
         let floor_gain = kept.floor < EXCLUSION_FLOOR_BELOW
@@ -252,7 +252,8 @@ pub(super) fn exclusion_step(
 
 /// The candidates of the exclusion step (see [`exclusion_step`]), each
 /// with the problem it was solved on; those the solver fails on are left
-/// out.
+/// out. At most `max` are solved: the plan with no exclusion first, then
+/// one move per app and unit in order.
 pub(super) fn exclusion_candidates(
     base: &FairProblem,
     p: &FairProblem,
@@ -260,6 +261,7 @@ pub(super) fn exclusion_candidates(
     x: &[Vec<f64>],
     floor_goal: f64,
     weights: &[f64],
+    max: u64,
 ) -> Vec<(NoLoserSolution, FairProblem)> {
     let (n, m) = (p.apps(), p.units());
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
@@ -282,7 +284,8 @@ pub(super) fn exclusion_candidates(
         }
     }
     let mut out = Vec::new();
-    for mv in moves {
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    for mv in moves.into_iter().take(max) {
         let mut q = on_units.clone();
         let mut x_ref = x.to_vec();
         if let Some((i, u)) = mv {

@@ -441,7 +441,8 @@ fn the_replayed_pick_runs_a_queue_short_first_where_it_helps() {
         native_in_flight: None,
     };
     let apps = [app(3e7, 3e4), app(3e8, 3e6), app(3e8, 3e6)];
-    let t = solve_targets_replayed(&apps, &units, 1.05, 3, true, None).unwrap();
+    let t =
+        solve_targets_replayed(&apps, &units, 1.05, 3, true, None, JudgeBudget::default()).unwrap();
     assert_eq!(t.short_first, vec![false, true]);
     let r = &t.predicted_relative;
     assert!(r[0] > 1.5, "{r:?}");
@@ -451,7 +452,8 @@ fn the_replayed_pick_runs_a_queue_short_first_where_it_helps() {
     );
     // A device that cannot run short-first stays in arrival order.
     let fifo = [units[0], UnitSupply::queue(1.0)];
-    let t = solve_targets_replayed(&apps, &fifo, 1.05, 3, true, None).unwrap();
+    let t =
+        solve_targets_replayed(&apps, &fifo, 1.05, 3, true, None, JudgeBudget::default()).unwrap();
     assert_eq!(t.short_first, vec![false, false]);
 }
 
