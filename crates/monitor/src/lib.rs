@@ -52,6 +52,7 @@ pub mod outbox;
 mod outside_load;
 pub mod page_rounds;
 pub mod privilege;
+pub mod processes;
 pub mod procfs;
 mod reactor;
 pub mod server;

@@ -10,7 +10,9 @@ use crate::metrics::ledger::Ledger;
 use crate::nice_map::nice_for_cpu_classes;
 use crate::outbox::{Outbox, QueuedKernel};
 use crate::privilege::{Peer, may_change};
-use crate::store::{ProcessKey, SettingsStore};
+use crate::processes::ProcessKey;
+pub use crate::processes::ProcessTable;
+use crate::store::SettingsStore;
 use crate::user_kernels::UserKernelRegistry;
 use hetsched_core::backend_policy::selection::{
     self, AcceleratorProfile, DynamicProfile, Need, StaticProfile,
@@ -133,12 +135,6 @@ struct Association {
     /// Unit index.
     unit: usize,
     memory_bytes: u64,
-}
-
-/// What the monitor needs to know about processes it does not talk to.
-pub trait ProcessTable {
-    /// Key and owner of a live process, `None` if there is none.
-    fn lookup(&self, pid: u32) -> Option<(ProcessKey, u32)>;
 }
 
 #[derive(Clone, Debug)]
