@@ -29,8 +29,15 @@ from pathlib import Path
 
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 USE_GROUP_RE = re.compile(r"\buse\s+(crate|super|self)::([^;]*?)\{([^;]*)\};", re.S)
-COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
+# Comments, raw strings, strings and character literals, in one pass so
+# that a `//` inside a string or a `"` in a character is not misread.
+TOKEN_RE = re.compile(
+    r"//[^\n]*|/\*.*?\*/"
+    r'|r(#*)".*?"\1'
+    r'|b?"(?:\\.|[^"\\])*"'
+    r"|b?'(?:\\.|[^'\\])'",
+    re.S,
+)
 CFG_TEST_RE = re.compile(r"#\[cfg\(test\)\]")
 ATTR_RE = re.compile(r"\s*#\[[^\]]*\]")
 TEST_MOD_FILE_RE = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
@@ -109,14 +116,26 @@ def resolve(base: tuple, head: str, rest: list, modules: set) -> tuple:
     return best
 
 
+def blank(text: str) -> str:
+    """`text` with comments removed and literals emptied."""
+
+    def one(m):
+        t = m.group(0)
+        if t.startswith("/"):
+            return " "
+        return "''" if t.endswith("'") else '""'
+
+    return TOKEN_RE.sub(one, text)
+
+
 def code_of(text: str) -> str:
-    """`text` without comments, string contents and test-only items."""
-    return strip_cfg_test(STRING_RE.sub('""', COMMENT_RE.sub("", text)))
+    """`text` without comments, literals and test-only items."""
+    return strip_cfg_test(blank(text))
 
 
 def test_children(text: str, me: tuple) -> set:
     """The submodules `text` declares as `#[cfg(test)] mod x;` (files)."""
-    text = STRING_RE.sub('""', COMMENT_RE.sub("", text))
+    text = blank(text)
     return {me + (m.group(1),) for m in TEST_MOD_FILE_RE.finditer(text)}
 
 
