@@ -577,13 +577,20 @@ impl Server {
             // publishes the next ones.
             {
                 let mut state = self.shared.lock();
-                crate::metrics::publish(&self.shared, &mut state, self.shared.now());
+                crate::metrics::publish(
+                    &self.shared.metrics,
+                    &self.shared.coordination,
+                    &mut state.monitor,
+                    self.shared.now(),
+                );
             }
             running.unblock_metrics = Some(metrics.unblocker());
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 "hetsched-metrics",
-                Box::new(move || metrics.serve(&|| crate::metrics::exposition_now(&shared))),
+                Box::new(move || {
+                    metrics.serve(&|| crate::metrics::exposition_now(&shared.metrics))
+                }),
             )?);
         }
         let (workers, stop) = crate::reactor::start(&self.shared, self.listener)?;
