@@ -23,9 +23,10 @@
 
 use crate::outbox::Outbox;
 use crate::server::Shared;
+pub use crate::user_kernels::Registered;
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::kernel_call::{Kernel, KernelCall};
-use hetsched_protocol::user_kernel::{KernelSignature, UserCall, UserKernelId};
+use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -72,17 +73,6 @@ pub trait KernelBackend: Send {
     fn device_spec(&self) -> Option<wire::DeviceSpec> {
         None
     }
-}
-
-/// A kernel a backend built for a client.
-#[derive(Clone, Debug)]
-pub struct Registered {
-    pub id: UserKernelId,
-    pub signature: KernelSignature,
-    /// The compiler's messages (warnings), if it gave any.
-    pub log: String,
-    /// It had been built before, for this client or another.
-    pub cached: bool,
 }
 
 /// What an executor is asked to do.
@@ -321,6 +311,7 @@ mod tests {
     use super::*;
     use hetsched_core::ids::TaskId;
     use hetsched_protocol::kernel_call::decode;
+    use hetsched_protocol::user_kernel::UserKernelId;
 
     /// A backend that counts bytes (for the histogram) and XORs with the
     /// key's first byte (for AES), in plain Rust.

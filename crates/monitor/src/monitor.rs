@@ -975,7 +975,7 @@ impl Monitor {
         unit: UnitId,
         client: ClientId,
         entry: &str,
-        result: Result<crate::kernel_exec::Registered, String>,
+        result: Result<crate::user_kernels::Registered, String>,
         build_ns: u64,
         now: Ns,
         out: &mut Outbox,
