@@ -8,13 +8,19 @@ items and in paths written out in the code (`crate::x::y`, `super::x`,
 `self::x`). A path names the longest module prefix that exists, so
 `crate::server::Shared` is an edge to `server`. A file's own submodules
 (`mod x;`) and its parent are not counted: a parent and the files inside
-it are one concern.
+it are one concern. Code under `#[cfg(test)]` (an inline test module, a
+test-only function or `use`, a test file declared `#[cfg(test)] mod x;`)
+is not counted either: a test is a client of the code it tests, and its
+imports say nothing about how the crate's own files depend on one another.
 
 Prints each circle (a strongly connected component of more than one
 file) with its size, and exits 1 if there is any, so that it can run in
 `make lint` once the circles are gone.
 
-    scripts/import-cycles.py crates/monitor crates/runtime
+With `--edges`, each circle is followed by the edges inside it, one a
+line with the file that draws it, to show where to cut.
+
+    scripts/import-cycles.py [--edges] crates/monitor crates/runtime
 """
 
 import re
@@ -23,8 +29,61 @@ from pathlib import Path
 
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 USE_GROUP_RE = re.compile(r"\buse\s+(crate|super|self)::([^;]*?)\{([^;]*)\};", re.S)
-COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
+# Comments, raw strings, strings and character literals, in one pass so
+# that a `//` inside a string or a `"` in a character is not misread.
+TOKEN_RE = re.compile(
+    r"//[^\n]*|/\*.*?\*/"
+    r'|r(#*)".*?"\1'
+    r'|b?"(?:\\.|[^"\\])*"'
+    r"|b?'(?:\\.|[^'\\])'",
+    re.S,
+)
+CFG_TEST_RE = re.compile(r"#\[cfg\(test\)\]")
+ATTR_RE = re.compile(r"\s*#\[[^\]]*\]")
+TEST_MOD_FILE_RE = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
+
+
+def strip_cfg_test(text: str) -> str:
+    """`text` without the items under `#[cfg(test)]`.
+
+    An item ends at its first `;` or `,` outside brackets, where the first
+    brace block it opens closes (a module, a function, an impl, a `use`
+    group), or before the brace that closes the block around it (a field,
+    a match arm).
+    """
+    out = []
+    pos = 0
+    while True:
+        m = CFG_TEST_RE.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos : m.start()])
+        i = m.end()
+        while True:
+            a = ATTR_RE.match(text, i)
+            if a is None:
+                break
+            i = a.end()
+        braces = parens = 0
+        while i < len(text):
+            c = text[i]
+            if c == "}" and braces == 0:
+                break  # the end of the block around a test-only field or arm
+            i += 1
+            if c in "([":
+                parens += 1
+            elif c in ")]":
+                parens -= 1
+            elif c == "{":
+                braces += 1
+            elif c == "}":
+                braces -= 1
+                if braces == 0:
+                    break
+            elif c in ";," and braces == 0 and parens == 0:
+                break
+        pos = i
 
 
 def module_of(src: Path, file: Path) -> tuple:
@@ -57,8 +116,31 @@ def resolve(base: tuple, head: str, rest: list, modules: set) -> tuple:
     return best
 
 
+def blank(text: str) -> str:
+    """`text` with comments removed and literals emptied."""
+
+    def one(m):
+        t = m.group(0)
+        if t.startswith("/"):
+            return " "
+        return "''" if t.endswith("'") else '""'
+
+    return TOKEN_RE.sub(one, text)
+
+
+def code_of(text: str) -> str:
+    """`text` without comments, literals and test-only items."""
+    return strip_cfg_test(blank(text))
+
+
+def test_children(text: str, me: tuple) -> set:
+    """The submodules `text` declares as `#[cfg(test)] mod x;` (files)."""
+    text = blank(text)
+    return {me + (m.group(1),) for m in TEST_MOD_FILE_RE.finditer(text)}
+
+
 def edges_of(text: str, me: tuple, modules: set) -> set:
-    text = STRING_RE.sub('""', COMMENT_RE.sub("", text))
+    text = code_of(text)
     # A file that is `x/mod.rs` or `x.rs` is module x: `self` is x and
     # `super` its parent.
     found = set()
@@ -89,6 +171,14 @@ def related(a: tuple, b: tuple) -> bool:
 def circles(crate: Path) -> list:
     src = crate / "src"
     files = {module_of(src, f): f for f in sorted(src.rglob("*.rs"))}
+    tests = set()
+    for me, f in files.items():
+        tests |= test_children(f.read_text(), me)
+    files = {
+        me: f
+        for me, f in files.items()
+        if not any(me[: len(t)] == t for t in tests)
+    }
     modules = set(files)
     graph = {}
     for me, f in files.items():
@@ -118,7 +208,11 @@ def circles(crate: Path) -> list:
                 if w == v:
                     break
             if len(comp) > 1:
-                out.append(sorted(comp))
+                members = set(comp)
+                inner = sorted(
+                    (a, b) for a in members for b in graph[a] if b in members
+                )
+                out.append((sorted(comp), inner))
 
     sys.setrecursionlimit(10000)
     for v in graph:
@@ -127,10 +221,16 @@ def circles(crate: Path) -> list:
     return out
 
 
+def name(module: tuple) -> str:
+    return "::".join(module) or "lib"
+
+
 def main(argv: list) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
+    show_edges = "--edges" in argv
+    argv = [a for a in argv if a != "--edges"]
     found = False
     for arg in argv:
         crate = Path(arg)
@@ -140,10 +240,13 @@ def main(argv: list) -> int:
         comps = circles(crate)
         if not comps:
             print(f"{crate}: no file-level import circle")
-        for comp in comps:
+        for comp, inner in comps:
             found = True
-            names = ", ".join("::".join(m) or "lib" for m in comp)
+            names = ", ".join(name(m) for m in comp)
             print(f"{crate}: a circle of {len(comp)} files: {names}")
+            if show_edges:
+                for a, b in inner:
+                    print(f"    {name(a)} -> {name(b)}")
     return 1 if found else 0
 
 

@@ -7,9 +7,8 @@ use crate::cpu_cgroups::CpuCgroups;
 use crate::metrics::http::MetricsListener;
 use crate::renice::{Renicer, may_renice};
 use hetsched_monitor::host::{
-    CpuControls, Host, MetricsBindError, MetricsHttp, Renice, WeighCgroups,
+    CpuControls, CpuControlsWanted, Host, MetricsBindError, MetricsHttp, Renice, WeighCgroups,
 };
-use hetsched_monitor::server::DaemonSetup;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -22,8 +21,8 @@ pub const HOST: Host = Host {
 
 /// Opens what `cpu_nice_from_shares` and `cpu_cgroups` ask for, saying
 /// why when it cannot (then the daemon goes on without it).
-fn open_cpu_controls(setup: &DaemonSetup) -> CpuControls {
-    let renice = if !setup.cpu_nice_from_shares {
+fn open_cpu_controls(wanted: CpuControlsWanted) -> CpuControls {
+    let renice = if !wanted.renice {
         None
     } else if may_renice() {
         let mut renicer = Renicer::default();
@@ -38,7 +37,7 @@ fn open_cpu_controls(setup: &DaemonSetup) -> CpuControls {
         );
         None
     };
-    let cgroups = if setup.cpu_cgroups {
+    let cgroups = if wanted.cgroups {
         match CpuCgroups::open() {
             Ok(mut cg) => {
                 tracing::info!("cpu_cgroups: {}", cg.describe());

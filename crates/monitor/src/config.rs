@@ -223,7 +223,7 @@ impl Default for DaemonConfig {
             opencl_units: false,
             cuda_units: false,
             exclusive_devices: false,
-            max_region_mb: crate::monitor::DEFAULT_MAX_REGION_MB,
+            max_region_mb: crate::monitor::config::DEFAULT_MAX_REGION_MB,
             accelerator_binding: false,
             domains: Vec::new(),
             kernel_users: Vec::new(),
@@ -467,7 +467,7 @@ pub struct DeviceMemoryConfig {
 
 impl DeviceMemoryConfig {
     /// The caps in bytes; an error names the key whose size is malformed.
-    pub fn caps(&self) -> Result<crate::monitor::DeviceMemoryCaps, String> {
+    pub fn caps(&self) -> Result<crate::monitor::config::DeviceMemoryCaps, String> {
         let one = |key: &str, v: &Option<String>| -> Result<Option<u64>, String> {
             v.as_deref()
                 .map(
@@ -479,7 +479,7 @@ impl DeviceMemoryConfig {
                 )
                 .transpose()
         };
-        Ok(crate::monitor::DeviceMemoryCaps {
+        Ok(crate::monitor::config::DeviceMemoryCaps {
             custom: one("custom", &self.custom)?,
             normal: one("normal", &self.normal)?,
             background: one("background", &self.background)?,

@@ -1,7 +1,7 @@
 //! What the proportional-fair coordinator last decided: the targets the
 //! timer publishes in the private pages, the summary `status` and
 //! `/metrics` show, and how long its last solve took. The coordinator
-//! thread replaces them after each tick (`crate::coordinator`, with the
+//! thread replaces them after each tick (`crate::server::coordinator`, with the
 //! `coordination` feature); they live apart from the state lock, in a
 //! [`crate::latest::Latest`] of their own.
 

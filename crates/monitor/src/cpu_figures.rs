@@ -1,8 +1,8 @@
 //! What the CPU agent's last scan found, for the view pages: the figures
 //! per CPU kind (global page) and the min-funding exclusive-core hint per
 //! client (private pages). The agent replaces them after each scan
-//! ([`crate::cpu_agent`]); the timer publishes the latest
-//! ([`crate::timer`]). They live apart from the state lock, in a
+//! ([`crate::server::cpu_agent`]); the timer publishes the latest
+//! ([`crate::server::timer`]). They live apart from the state lock, in a
 //! [`crate::latest::Latest`] of their own.
 
 use hetsched_core::ids::ClientId;

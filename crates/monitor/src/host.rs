@@ -3,13 +3,12 @@
 //! from the monitor's CPU plans, and serve `/metrics` over HTTP.
 //!
 //! hetsched-daemon supplies these (its `launch::prepare` fills
-//! [`DaemonSetup::host`]). A server without them (the runtime's embedded
-//! monitor) plans exactly the same and applies none of it; a setting that
-//! asks for one (`cpu_nice_from_shares`, `cpu_cgroups`, `metrics_listen`)
-//! is then logged as not applied.
+//! [`crate::server::DaemonSetup::host`]). A server without them (the
+//! runtime's embedded monitor) plans exactly the same and applies none of
+//! it; a setting that asks for one (`cpu_nice_from_shares`, `cpu_cgroups`,
+//! `metrics_listen`) is then logged as not applied.
 
 use crate::cpu_weights::CgroupTarget;
-use crate::server::DaemonSetup;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,7 +19,7 @@ pub struct Host {
     /// Opens the CPU controls that `cpu_nice_from_shares` and
     /// `cpu_cgroups` ask for. Called on the CPU agent's thread when it
     /// starts; what it returns is dropped when that thread ends.
-    pub cpu_controls: Option<fn(&DaemonSetup) -> CpuControls>,
+    pub cpu_controls: Option<fn(CpuControlsWanted) -> CpuControls>,
     /// Binds the `/metrics` listener (`metrics_listen`).
     pub metrics: Option<BindMetrics>,
     /// Reads the kernel's process events as root, so that settings follow
@@ -37,6 +36,16 @@ pub type Renice = Box<dyn FnMut(&BTreeMap<u32, i32>) + Send>;
 /// Keeps each application process (by pid) in a cgroup weighed by its CPU
 /// credits.
 pub type WeighCgroups = Box<dyn FnMut(&BTreeMap<u32, CgroupTarget>) + Send>;
+
+/// Which CPU controls the set-up asks for (its `cpu_nice_from_shares` and
+/// `cpu_cgroups`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuControlsWanted {
+    /// Nice levels from shares ([`Renice`]).
+    pub renice: bool,
+    /// Cgroup weights from CPU credits ([`WeighCgroups`]).
+    pub cgroups: bool,
+}
 
 /// What the CPU agent applies on every scan.
 #[derive(Default)]

@@ -21,13 +21,11 @@
 //! `opencl::OpenClBackend` (feature `opencl`), the CUDA one
 //! `cuda::CudaBackend` (feature `cuda`).
 
-use crate::outbox::Outbox;
-use crate::server::Shared;
+pub use crate::user_kernels::Registered;
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::kernel_call::{Kernel, KernelCall};
-use hetsched_protocol::user_kernel::{KernelSignature, UserCall, UserKernelId};
+use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -72,17 +70,6 @@ pub trait KernelBackend: Send {
     fn device_spec(&self) -> Option<wire::DeviceSpec> {
         None
     }
-}
-
-/// A kernel a backend built for a client.
-#[derive(Clone, Debug)]
-pub struct Registered {
-    pub id: UserKernelId,
-    pub signature: KernelSignature,
-    /// The compiler's messages (warnings), if it gave any.
-    pub log: String,
-    /// It had been built before, for this client or another.
-    pub cached: bool,
 }
 
 /// What an executor is asked to do.
@@ -189,7 +176,7 @@ impl std::fmt::Debug for Backends {
 /// Runs one built-in kernel's call and times it. A backend that panics
 /// (a driver's binding, a bug) fails this call only: the executor lives
 /// on, so the unit is not held for ever.
-fn run_job(
+pub(crate) fn run_job(
     backend: &mut dyn KernelBackend,
     job: &KernelJob,
     input: &mut Vec<u8>,
@@ -204,7 +191,7 @@ fn run_job(
 
 /// Runs a registered kernel's call in its user's executor process, and
 /// times it (a call killed at its limit is charged up to the kill).
-fn run_user_job(sandboxes: &mut Sandboxes, job: &KernelJob) -> (u64, Outcome<()>) {
+pub(crate) fn run_user_job(sandboxes: &mut Sandboxes, job: &KernelJob) -> (u64, Outcome<()>) {
     let started = Instant::now();
     let out = match (&job.call.user, job.user) {
         (Some(call), Some((uid, gid))) => {
@@ -221,78 +208,6 @@ fn run_user_job(sandboxes: &mut Sandboxes, job: &KernelJob) -> (u64, Outcome<()>
         },
     };
     (started.elapsed().as_nanos() as u64, out)
-}
-
-/// The executor thread of `unit`: runs the calls its policy started, one
-/// at a time, and reports each to the monitor. Registered kernels go to
-/// their user's executor process in `sandboxes`, which this thread owns
-/// and ends when it stops.
-pub(crate) fn run(
-    shared: &Shared,
-    unit: UnitId,
-    mut backend: Box<dyn KernelBackend>,
-    mut sandboxes: Sandboxes,
-    jobs: Receiver<ExecJob>,
-) {
-    let mut out = Outbox::default();
-    let mut input = Vec::new();
-    for job in jobs {
-        match job {
-            ExecJob::Call(job) => {
-                let (ran_ns, result, lost) = if job.call.user.is_some() {
-                    let (ns, o) = run_user_job(&mut sandboxes, &job);
-                    (ns, o.result, o.lost)
-                } else {
-                    let (ns, r) = run_job(backend.as_mut(), &job, &mut input);
-                    (ns, r, Vec::new())
-                };
-                let mut state = shared.lock();
-                let now = shared.now();
-                state
-                    .monitor
-                    .kernel_done(unit, job.client, &job.call, ran_ns, result, now, &mut out);
-                state.monitor.kernel_executor_lost(unit, &lost);
-                shared.deliver(&mut state, &mut out);
-                drop(state);
-                // What finished may let the policy start more, and move
-                // deadlines.
-                shared.wake();
-            }
-            ExecJob::Register {
-                owner,
-                source,
-                entry,
-            } => {
-                let started = Instant::now();
-                let o = sandboxes.register(owner, &source, &entry);
-                let build_ns = started.elapsed().as_nanos() as u64;
-                let mut state = shared.lock();
-                let now = shared.now();
-                state.monitor.kernel_executor_lost(unit, &o.lost);
-                state.monitor.kernel_registered(
-                    unit,
-                    owner.client,
-                    &entry,
-                    o.result,
-                    build_ns,
-                    now,
-                    &mut out,
-                );
-                shared.deliver(&mut state, &mut out);
-                drop(state);
-                shared.wake();
-            }
-            ExecJob::Forget(client) => {
-                backend.forget_client(client);
-                let lost = sandboxes.forget(client);
-                if !lost.is_empty() {
-                    shared.lock().monitor.kernel_executor_lost(unit, &lost);
-                }
-            }
-            ExecJob::Stop => break,
-        }
-    }
-    sandboxes.stop();
 }
 
 pub mod confine;
@@ -321,6 +236,7 @@ mod tests {
     use super::*;
     use hetsched_core::ids::TaskId;
     use hetsched_protocol::kernel_call::decode;
+    use hetsched_protocol::user_kernel::UserKernelId;
 
     /// A backend that counts bytes (for the histogram) and XORs with the
     /// key's first byte (for AES), in plain Rust.

@@ -3,8 +3,7 @@
 //! groups (privileges), thread counts (min-funding demand) and the nice
 //! level and last CPU of every runnable thread (the CPU agent's figures).
 
-use crate::monitor::ProcessTable;
-use crate::store::ProcessKey;
+use crate::processes::{ProcessKey, ProcessTable};
 use std::path::Path;
 
 /// Nice levels -20..=19.

@@ -1,7 +1,7 @@
 //! The server: binds the socket and serves its connections from a few
-//! worker threads ([`crate::reactor`], [`crate::connection`]), one timer
-//! thread ([`crate::timer`]: emulated device work, the 10 ms tick, view
-//! publication) and the CPU agent's thread ([`crate::cpu_agent`]: the
+//! worker threads ([`crate::server::reactor`], [`crate::server::connection`]), one timer
+//! thread ([`crate::server::timer`]: emulated device work, the 10 ms tick, view
+//! publication) and the CPU agent's thread ([`crate::server::cpu_agent`]: the
 //! /proc scan).
 //!
 //! The state lock ([`Shared::lock`], [`State`]) holds only what must be
@@ -29,7 +29,7 @@
 //!
 //! # Lock order
 //!
-//! 1. A connection's slot in the reactor ([`crate::reactor`]): held by the
+//! 1. A connection's slot in the reactor ([`crate::server::reactor`]): held by the
 //!    one worker serving that connection while it reads the connection's
 //!    non-blocking socket and serves what came, a Hello's /proc reads
 //!    included (the handshake sweep is the only other taker, so nobody
@@ -75,6 +75,14 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+mod connection;
+#[cfg(feature = "coordination")]
+mod coordinator;
+mod cpu_agent;
+mod executor;
+mod reactor;
+mod timer;
 
 /// Everything the server needs to start.
 #[derive(Clone, Debug)]
@@ -409,9 +417,9 @@ impl Server {
                 (l, Some(id))
             }
         };
-        crate::reactor::raise_descriptor_limit(
+        crate::server::reactor::raise_descriptor_limit(
             setup.connection_limits.total,
-            crate::reactor::descriptors_per_client(&setup.units),
+            crate::server::reactor::descriptors_per_client(&setup.units),
         );
         // Only once no other daemon answers: recovery moves files aside
         // that a running daemon would still be writing.
@@ -532,12 +540,12 @@ impl Server {
         let timer = Arc::clone(&self.shared);
         running.threads.push(spawn(
             "hetsched-timer",
-            Box::new(move || crate::timer::run(&timer)),
+            Box::new(move || crate::server::timer::run(&timer)),
         )?);
         let agent = Arc::clone(&self.shared);
         running.threads.push(spawn(
             "hetsched-cpu",
-            Box::new(move || crate::cpu_agent::run(agent)),
+            Box::new(move || crate::server::cpu_agent::run(agent)),
         )?);
         for Executor {
             unit,
@@ -549,7 +557,7 @@ impl Server {
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 &format!("hetsched-exec{}", unit.0),
-                Box::new(move || crate::kernel_exec::run(&shared, unit, backend, sandboxes, jobs)),
+                Box::new(move || executor::run(&shared, unit, backend, sandboxes, jobs)),
             )?);
         }
         if self.shared.fork_watch.is_some() {
@@ -569,7 +577,7 @@ impl Server {
             let coordinator = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 "hetsched-coord",
-                Box::new(move || crate::coordinator::run(coordinator)),
+                Box::new(move || crate::server::coordinator::run(coordinator)),
             )?);
         }
         if let Some(metrics) = self.metrics {
@@ -577,16 +585,23 @@ impl Server {
             // publishes the next ones.
             {
                 let mut state = self.shared.lock();
-                crate::metrics::publish(&self.shared, &mut state, self.shared.now());
+                crate::metrics::publish(
+                    &self.shared.metrics,
+                    &self.shared.coordination,
+                    &mut state.monitor,
+                    self.shared.now(),
+                );
             }
             running.unblock_metrics = Some(metrics.unblocker());
             let shared = Arc::clone(&self.shared);
             running.threads.push(spawn(
                 "hetsched-metrics",
-                Box::new(move || metrics.serve(&|| crate::metrics::exposition_now(&shared))),
+                Box::new(move || {
+                    metrics.serve(&|| crate::metrics::exposition_now(&shared.metrics))
+                }),
             )?);
         }
-        let (workers, stop) = crate::reactor::start(&self.shared, self.listener)?;
+        let (workers, stop) = crate::server::reactor::start(&self.shared, self.listener)?;
         running.threads.extend(workers);
         running.reactor = Some(stop);
         Ok(running)
@@ -601,7 +616,7 @@ const FORK_WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(20
 pub struct RunningServer {
     shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<()>>,
-    reactor: Option<crate::reactor::ReactorStop>,
+    reactor: Option<crate::server::reactor::ReactorStop>,
     unblock_metrics: Option<Box<dyn Fn() + Send + Sync>>,
 }
 

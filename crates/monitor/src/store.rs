@@ -20,6 +20,7 @@
 //! neither followed nor written through.
 
 use crate::checked_dir::{CheckedDir, DirError};
+pub use crate::processes::ProcessKey;
 use hetsched_core::policy::ClientSettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,13 +30,6 @@ use std::path::{Path, PathBuf};
 
 /// Layout revision of the state file.
 const STORE_VERSION: u32 = 1;
-
-/// One process, across daemon restarts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ProcessKey {
-    pub pid: u32,
-    pub start_time: u64,
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct StoredProcess {

@@ -12,6 +12,17 @@ use hetsched_protocol::user_kernel::{KernelSignature, UserKernelId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// A kernel a backend built for a client.
+#[derive(Clone, Debug)]
+pub struct Registered {
+    pub id: UserKernelId,
+    pub signature: KernelSignature,
+    /// The compiler's messages (warnings), if it gave any.
+    pub log: String,
+    /// It had been built before, for this client or another.
+    pub cached: bool,
+}
+
 #[derive(Debug, Default)]
 pub struct UserKernelRegistry {
     entries: BTreeMap<(ClientId, UnitId, UserKernelId), Arc<KernelSignature>>,

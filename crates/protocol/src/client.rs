@@ -1120,7 +1120,12 @@ impl Client {
     /// them together; after a reconnect the walk starts over, so the
     /// report never mixes two daemons.
     pub fn status(&mut self) -> Result<StatusReport, ClientError> {
-        self.retrying(|c| crate::status_pages::walk(|first| c.ask_status_page(first, u32::MAX)))
+        self.retrying(|c| {
+            crate::status_pages::walk(
+                |first| c.ask_status_page(first, u32::MAX),
+                ClientError::Unexpected,
+            )
+        })
     }
 
     /// One page of the status report: the clients from id `first_client`

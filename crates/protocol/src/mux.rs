@@ -333,7 +333,10 @@ impl SharedClient {
     /// The daemon's status report, every page put together
     /// ([`crate::Client::status`]).
     pub fn status(&self) -> Result<StatusReport, ClientError> {
-        crate::status_pages::walk(|first| self.status_page(first, u32::MAX))
+        crate::status_pages::walk(
+            |first| self.status_page(first, u32::MAX),
+            ClientError::Unexpected,
+        )
     }
 
     /// The configured domains ([`crate::Client::domains`]).

@@ -3,17 +3,18 @@
 //! together. The daemon's side (filling a page up to
 //! [`crate::STATUS_PAGE_BYTES`]) is `hetsched_daemon::status_page`.
 
-use crate::client::ClientError;
 use crate::message::{StatusPage, StatusReport};
 use hetsched_core::ids::ClientId;
 
 /// Asks `fetch` for the page at client id 0, then for each page where the
 /// last one said the next starts, and returns the pages put together
 /// ([`assemble`]). A page whose `next_client` does not move past its own
-/// start is the daemon's error, not a reason to ask for ever.
-pub(crate) fn walk(
-    mut fetch: impl FnMut(ClientId) -> Result<StatusPage, ClientError>,
-) -> Result<StatusReport, ClientError> {
+/// start is the daemon's error, not a reason to ask for ever: `unexpected`
+/// makes it the caller's error type from its words.
+pub(crate) fn walk<E>(
+    mut fetch: impl FnMut(ClientId) -> Result<StatusPage, E>,
+    unexpected: impl FnOnce(String) -> E,
+) -> Result<StatusReport, E> {
     let mut at = ClientId(0);
     let mut pages = Vec::new();
     loop {
@@ -23,7 +24,7 @@ pub(crate) fn walk(
         match next {
             None => return Ok(assemble(pages)),
             Some(n) if n <= at => {
-                return Err(ClientError::Unexpected(format!(
+                return Err(unexpected(format!(
                     "the status page from client {} says the next one starts at {}",
                     at.0, n.0
                 )));
@@ -70,6 +71,7 @@ pub(crate) fn assemble(pages: Vec<StatusReport>) -> StatusReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::ClientError;
     use crate::message::{
         ClientStatus, CoordinatedApp, CoordinationStatus, DaemonStatus, UnitInfo,
         UnitSelectionStatus, UnitStatus,
@@ -167,11 +169,14 @@ mod tests {
             (7, page(&[7], None)),
         ];
         let mut asked = Vec::new();
-        let whole = walk(|at| {
-            asked.push(at.0);
-            let (_, p) = pages.iter().find(|(start, _)| *start == at.0).unwrap();
-            Ok(p.clone())
-        })
+        let whole = walk(
+            |at| {
+                asked.push(at.0);
+                let (_, p) = pages.iter().find(|(start, _)| *start == at.0).unwrap();
+                Ok(p.clone())
+            },
+            ClientError::Unexpected,
+        )
         .unwrap();
         assert_eq!(asked, [0, 3, 7]);
         let ids: Vec<u32> = whole.clients.iter().map(|c| c.id.0).collect();
@@ -209,10 +214,13 @@ mod tests {
     #[test]
     fn a_page_that_does_not_move_on_ends_the_walk_with_an_error() {
         let mut asked = 0;
-        let err = walk(|at| {
-            asked += 1;
-            Ok(page(&[at.0 + 1], Some(at.0)))
-        })
+        let err = walk(
+            |at| {
+                asked += 1;
+                Ok(page(&[at.0 + 1], Some(at.0)))
+            },
+            ClientError::Unexpected,
+        )
         .unwrap_err();
         assert_eq!(asked, 1);
         assert!(err.to_string().contains("next one starts at 0"), "{err}");

@@ -10,8 +10,8 @@ use crate::error::ViewError;
 use crate::layout::{Layout, PageKind, cpu_kind, global_unit, header};
 use crate::page::{PageReader, PageWriter, load, load_f64, store, store_f64};
 
-/// Nice levels CFS knows: -20..=19.
-pub const NICE_LEVELS: usize = 40;
+pub use crate::layout::NICE_LEVELS;
+
 /// The lowest (most favoured) nice level; index 0 of the per-nice arrays.
 pub const NICE_MIN: i32 = -20;
 

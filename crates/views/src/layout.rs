@@ -103,6 +103,9 @@ pub const MAX_UNITS: usize = 4096;
 /// Most CPU kinds a page may declare.
 pub const MAX_CPU_KINDS: usize = 64;
 
+/// Nice levels CFS knows: -20..=19 (a CPU-kind record has slots for each).
+pub const NICE_LEVELS: usize = 40;
+
 /// Header slot indices.
 pub mod header {
     pub const MAGIC: usize = 0;
@@ -132,7 +135,7 @@ pub mod global_unit {
 
 /// Slot offsets inside one global-page CPU-kind record.
 pub mod cpu_kind {
-    use crate::global::NICE_LEVELS;
+    use super::NICE_LEVELS;
     /// First of [`NICE_LEVELS`], nice -20 first.
     pub const THREADS_BY_NICE: usize = 0;
     /// First of [`NICE_LEVELS`], nice -20 first.

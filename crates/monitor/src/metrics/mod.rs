@@ -16,7 +16,9 @@ pub mod exposition;
 pub mod ledger;
 pub mod snapshot;
 
-use crate::server::{Shared, State};
+use crate::coordination_results::CoordinationResults;
+use crate::latest::Latest;
+use crate::monitor::Monitor;
 use hetsched_core::ids::Ns;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -32,11 +34,17 @@ pub(crate) struct Published {
     text: OnceLock<Arc<str>>,
 }
 
-/// Takes a snapshot of `state` (the caller holds the lock) and publishes
-/// it for the listener. Names charged since the last one get their labels
-/// first ([`crate::monitor::Monitor::label_names_by_usage`]).
-pub(crate) fn publish(shared: &Shared, state: &mut State, now: Ns) {
-    let results = shared.coordination.get();
+/// Takes a snapshot of `monitor` (the caller holds the state lock) and
+/// the coordinator's latest `coordination` results, and publishes it to
+/// `metrics` for the listener. Names charged since the last one get their
+/// labels first ([`crate::monitor::Monitor::label_names_by_usage`]).
+pub(crate) fn publish(
+    metrics: &Latest<Published>,
+    coordination: &Latest<CoordinationResults>,
+    monitor: &mut Monitor,
+    now: Ns,
+) {
+    let results = coordination.get();
     let coordination = results
         .status
         .as_ref()
@@ -45,18 +53,19 @@ pub(crate) fn publish(shared: &Shared, state: &mut State, now: Ns) {
             last_solve_ns: results.last_solve_ns,
             cpu_supply: &results.cpu_supply,
         });
-    state.monitor.label_names_by_usage();
-    let snapshot = snapshot::MetricsSnapshot::of(&state.monitor, coordination, now, now);
-    shared.metrics.set(Published {
+    monitor.label_names_by_usage();
+    let snapshot = snapshot::MetricsSnapshot::of(monitor, coordination, now, now);
+    metrics.set(Published {
         snapshot: Some(snapshot),
         text: OnceLock::new(),
     });
 }
 
-/// The text of `GET /metrics`: the latest published snapshot's, rendered
-/// by the first scrape that asks for it. `None` before the first snapshot.
-pub(crate) fn exposition_now(shared: &Shared) -> Option<Arc<str>> {
-    let published = shared.metrics.get();
+/// The text of `GET /metrics`: the latest snapshot published to
+/// `metrics`, rendered by the first scrape that asks for it. `None` before
+/// the first snapshot.
+pub(crate) fn exposition_now(metrics: &Latest<Published>) -> Option<Arc<str>> {
+    let published = metrics.get();
     let snapshot = published.snapshot.as_ref()?;
     Some(Arc::clone(
         published

@@ -17,7 +17,7 @@
 //! ([`crate::cpu_figures`]).
 
 use crate::cpu_figures::CpuFigures;
-use crate::host::{CpuControls, Renice};
+use crate::host::{CpuControls, CpuControlsWanted, Renice};
 use crate::procfs;
 use crate::server::Shared;
 use hetsched_protocol::Role;
@@ -28,7 +28,10 @@ use std::sync::Arc;
 /// Scans until the process ends.
 pub(crate) fn run(shared: Arc<Shared>) {
     let mut controls = match shared.setup.host.cpu_controls {
-        Some(open) => open(&shared.setup),
+        Some(open) => open(CpuControlsWanted {
+            renice: shared.setup.cpu_nice_from_shares,
+            cgroups: shared.setup.cpu_cgroups,
+        }),
         None => {
             if shared.setup.cpu_nice_from_shares {
                 tracing::warn!(

@@ -18,8 +18,8 @@
 //! rustix's epoll is a safe wrapper of the same system calls.
 
 use crate::admission::{Admission, Admitted};
-use crate::connection::{ConnIo, HANDSHAKE_DEADLINE, READ_CHUNK, Served};
 use crate::server::Shared;
+use crate::server::connection::{ConnIo, HANDSHAKE_DEADLINE, READ_CHUNK, Served};
 use hetsched_protocol::{DaemonMsg, ErrorCode, encode_frame};
 use rustix::buffer::spare_capacity;
 use rustix::event::{Timespec, epoll};

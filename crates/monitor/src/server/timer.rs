@@ -77,7 +77,12 @@ pub(crate) fn run(shared: &Shared) {
             }
         }
         if shared.metrics_on && now >= next_metrics {
-            crate::metrics::publish(shared, &mut state, now);
+            crate::metrics::publish(
+                &shared.metrics,
+                &shared.coordination,
+                &mut state.monitor,
+                now,
+            );
             next_metrics = now + metrics_every;
         }
         if now >= next_gc {

@@ -86,7 +86,7 @@ pub(crate) enum Served {
 const READ_BUDGET: usize = 16 * READ_CHUNK;
 
 /// One connection's reading side, from hello to goodbye (or death). It is
-/// driven by the reactor ([`crate::reactor`]): [`ConnIo::on_readable`] when
+/// driven by the reactor ([`crate::server::reactor`]): [`ConnIo::on_readable`] when
 /// the socket has bytes, [`ConnIo::close`] once it is done. An idle
 /// connection is this struct and its socket, no thread.
 pub(crate) struct ConnIo {
