@@ -51,7 +51,8 @@ INSTALL_FEATURES ?= --features opencl
 # The binary and the shared library are installed without their debug
 # info, which goes next to them in a `.debug` directory that gdb and perf
 # find through the `.gnu_debuglink` section (most of a build's size is
-# debug info). SPLIT_DEBUG=no installs them as built.
+# debug info). SPLIT_DEBUG=no installs them as built, SPLIT_DEBUG=strip
+# without their debug info (the Debian package).
 SPLIT_DEBUG ?= yes
 OBJCOPY ?= objcopy
 # $(call split_debug,DIR,FILE): moves FILE's debug info to DIR/.debug/FILE.debug.
@@ -81,6 +82,13 @@ install:
 ifeq ($(SPLIT_DEBUG),yes)
 	$(call split_debug,$(DESTDIR)$(BINDIR),hetsched)
 	$(call split_debug,$(DESTDIR)$(LIBDIR),libhetsched.so)
+endif
+ifeq ($(SPLIT_DEBUG),strip)
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(BINDIR)/hetsched
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/libhetsched.so
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/libhetsched.a
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
 endif
 	install -m 644 crates/capi/include/hetsched.h $(DESTDIR)$(INCLUDEDIR)/hetsched.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
@@ -113,6 +121,25 @@ uninstall:
 	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/hetsched.fish $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_starpu.so \
 	    $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml and /var/lib/hetsched (remove them by hand)"
+
+## The Debian package, target/debian/hetsched_<version>-1_<arch>.deb
+## (cargo-deb, installed when missing): what `make install` puts in a
+## staging tree with PREFIX=/usr, without debug info; the metadata is in
+## crates/cli/Cargo.toml. A release build unless PROFILE=debug. The
+## StarPU policy is left out (its package would depend on StarPU).
+DEB_ROOT = target/release/deb-root
+.PHONY: deb deb-check
+deb: deps
+	command -v cargo-deb >/dev/null 2>&1 || $(CARGO) install --locked cargo-deb@^3.8
+	rm -rf $(DEB_ROOT)
+	$(MAKE) install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr SYSCONFDIR=/etc \
+	    SYSTEMDUNITDIR=/usr/lib/systemd/system SPLIT_DEBUG=strip HAVE_STARPU=
+	$(CARGO) deb -p hetsched --no-build --no-strip
+
+## Installs the package built by `make deb` with dpkg and checks it, then
+## removes and purges it (packaging/check-deb.sh; as root).
+deb-check:
+	./packaging/check-deb.sh
 
 ## `make install` into a scratch DESTDIR (debug build), then checks what
 ## it installed: the unit file with systemd-analyze, a C program built
