@@ -152,6 +152,42 @@ python: deps
 	$(PYTHON) -m maturin build --release --manifest-path python/Cargo.toml -o target/wheels
 	$(PYTHON) -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/hetsched-*-abi3-*.whl
 
+## A portable wheel, target/wheels/hetsched-<version>-cp39-abi3-manylinux_2_28_x86_64.whl:
+## the module, and the `hetsched` binary with the OpenCL layer and CUDA
+## interposer (pip puts them in the environment's bin/ and lib/hetsched/).
+## Linked by zig against glibc 2.28 (maturin --zig, cargo-zigbuild; both
+## from PyPI, installed when missing); hwloc is loaded at run time. Checked
+## with auditwheel. A release build unless WHEEL_PROFILE=dev.
+WHEEL_TARGET = x86_64-unknown-linux-gnu
+WHEEL_GLIBC = 2.28
+WHEEL_PROFILE ?= release
+WHEEL_BUILT = target/$(WHEEL_TARGET)/$(if $(filter dev,$(WHEEL_PROFILE)),debug,$(WHEEL_PROFILE))
+WHEEL_STAGE = target/wheel-stage
+.PHONY: wheel wheel-check
+wheel: deps
+	$(PYTHON) -c 'import ziglang' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore ziglang
+	command -v cargo-zigbuild >/dev/null 2>&1 || $(PYTHON) -m pip install -q --root-user-action=ignore cargo-zigbuild
+	$(PYTHON) -c 'import auditwheel' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore auditwheel
+	$(CARGO) zigbuild -q --profile $(WHEEL_PROFILE) --target $(WHEEL_TARGET).$(WHEEL_GLIBC) \
+	    -p hetsched $(INSTALL_FEATURES) -p hetsched-opencl-layer -p hetsched-cuda-intercept
+	rm -rf $(WHEEL_STAGE) && mkdir -p $(WHEEL_STAGE)/wheel
+	$(PYTHON) -m maturin build -q --profile $(WHEEL_PROFILE) --zig --target $(WHEEL_TARGET) \
+	    --compatibility manylinux_$(subst .,_,$(WHEEL_GLIBC)) --manifest-path python/Cargo.toml -o $(WHEEL_STAGE)/wheel
+	for f in hetsched libhetsched_opencl_layer.so libhetsched_cuda_intercept.so; do \
+	    $(OBJCOPY) --strip-debug $(WHEEL_BUILT)/$$f $(WHEEL_STAGE)/$$f || exit 1; done
+	$(PYTHON) packaging/wheel-add-files.py $(WHEEL_STAGE)/wheel/hetsched-*.whl \
+	    scripts/hetsched=$(WHEEL_STAGE)/hetsched \
+	    data/lib/hetsched/libhetsched_opencl_layer.so=$(WHEEL_STAGE)/libhetsched_opencl_layer.so \
+	    data/lib/hetsched/libhetsched_cuda_intercept.so=$(WHEEL_STAGE)/libhetsched_cuda_intercept.so
+	$(PYTHON) -m auditwheel show $(WHEEL_STAGE)/wheel/hetsched-*.whl
+	mkdir -p target/wheels && mv $(WHEEL_STAGE)/wheel/hetsched-*.whl target/wheels/
+
+## Installs the wheel `make wheel` built into a fresh virtual environment
+## and runs the Python tests that need no device there, with the system's
+## hwloc hidden (packaging/check-wheel.sh).
+wheel-check:
+	./packaging/check-wheel.sh
+
 ## The Python tests against a real daemon (a debug build of the package,
 ## which reuses what `unit` compiled).
 python-test: deps
