@@ -357,14 +357,15 @@ pub(crate) fn probe_topology(topology: &Topology) -> HwlocProbe {
     }
 }
 
-/// A synthetic machine for tests: hwloc's synthetic description (such as
-/// `"pack:1 core:4 pu:2"`), then CPU kinds registered as (PU range,
-/// efficiency, infos).
+/// A CPU kind to register in a synthetic machine: its PUs, its
+/// efficiency and its infos.
 #[cfg(test)]
-pub(crate) fn synthetic(
-    description: &str,
-    kinds: &[(std::ops::RangeInclusive<u32>, i32, &[(&str, &str)])],
-) -> Result<Topology, String> {
+pub(crate) type SyntheticKind<'a> = (std::ops::RangeInclusive<u32>, i32, &'a [(&'a str, &'a str)]);
+
+/// A synthetic machine for tests: hwloc's synthetic description (such as
+/// `"pack:1 core:4 pu:2"`), then CPU kinds registered.
+#[cfg(test)]
+pub(crate) fn synthetic(description: &str, kinds: &[SyntheticKind]) -> Result<Topology, String> {
     use std::ffi::CString;
     let desc = CString::new(description).map_err(|e| e.to_string())?;
     let topology = Topology::build(|api, topo| {
