@@ -51,7 +51,8 @@ INSTALL_FEATURES ?= --features opencl
 # The binary and the shared library are installed without their debug
 # info, which goes next to them in a `.debug` directory that gdb and perf
 # find through the `.gnu_debuglink` section (most of a build's size is
-# debug info). SPLIT_DEBUG=no installs them as built.
+# debug info). SPLIT_DEBUG=no installs them as built, SPLIT_DEBUG=strip
+# without their debug info (the Debian package).
 SPLIT_DEBUG ?= yes
 OBJCOPY ?= objcopy
 # $(call split_debug,DIR,FILE): moves FILE's debug info to DIR/.debug/FILE.debug.
@@ -81,6 +82,13 @@ install:
 ifeq ($(SPLIT_DEBUG),yes)
 	$(call split_debug,$(DESTDIR)$(BINDIR),hetsched)
 	$(call split_debug,$(DESTDIR)$(LIBDIR),libhetsched.so)
+endif
+ifeq ($(SPLIT_DEBUG),strip)
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(BINDIR)/hetsched
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/libhetsched.so
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/libhetsched.a
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so
+	$(OBJCOPY) --strip-debug $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
 endif
 	install -m 644 crates/capi/include/hetsched.h $(DESTDIR)$(INCLUDEDIR)/hetsched.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
@@ -114,6 +122,25 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_opencl_layer.so $(DESTDIR)$(LIBDIR)/hetsched/libhetsched_cuda_intercept.so
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/hetsched/hetsched.toml and /var/lib/hetsched (remove them by hand)"
 
+## The Debian package, target/debian/hetsched_<version>-1_<arch>.deb
+## (cargo-deb, installed when missing): what `make install` puts in a
+## staging tree with PREFIX=/usr, without debug info; the metadata is in
+## crates/cli/Cargo.toml. A release build unless PROFILE=debug. The
+## StarPU policy is left out (its package would depend on StarPU).
+DEB_ROOT = target/release/deb-root
+.PHONY: deb deb-check
+deb: deps
+	command -v cargo-deb >/dev/null 2>&1 || $(CARGO) install --locked cargo-deb@^3.8
+	rm -rf $(DEB_ROOT)
+	$(MAKE) install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr SYSCONFDIR=/etc \
+	    SYSTEMDUNITDIR=/usr/lib/systemd/system SPLIT_DEBUG=strip HAVE_STARPU=
+	$(CARGO) deb -p hetsched --no-build --no-strip
+
+## Installs the package built by `make deb` with dpkg and checks it, then
+## removes and purges it (packaging/check-deb.sh; as root).
+deb-check:
+	./packaging/check-deb.sh
+
 ## `make install` into a scratch DESTDIR (debug build), then checks what
 ## it installed: the unit file with systemd-analyze, a C program built
 ## with the installed pkg-config file, the man pages and completions.
@@ -124,6 +151,42 @@ install-check:
 python: deps
 	$(PYTHON) -m maturin build --release --manifest-path python/Cargo.toml -o target/wheels
 	$(PYTHON) -m pip install -q --root-user-action=ignore --force-reinstall --no-deps target/wheels/hetsched-*-abi3-*.whl
+
+## A portable wheel, target/wheels/hetsched-<version>-cp39-abi3-manylinux_2_28_x86_64.whl:
+## the module, and the `hetsched` binary with the OpenCL layer and CUDA
+## interposer (pip puts them in the environment's bin/ and lib/hetsched/).
+## Linked by zig against glibc 2.28 (maturin --zig, cargo-zigbuild; both
+## from PyPI, installed when missing); hwloc is loaded at run time. Checked
+## with auditwheel. A release build unless WHEEL_PROFILE=dev.
+WHEEL_TARGET = x86_64-unknown-linux-gnu
+WHEEL_GLIBC = 2.28
+WHEEL_PROFILE ?= release
+WHEEL_BUILT = target/$(WHEEL_TARGET)/$(if $(filter dev,$(WHEEL_PROFILE)),debug,$(WHEEL_PROFILE))
+WHEEL_STAGE = target/wheel-stage
+.PHONY: wheel wheel-check
+wheel: deps
+	$(PYTHON) -c 'import ziglang' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore ziglang
+	command -v cargo-zigbuild >/dev/null 2>&1 || $(PYTHON) -m pip install -q --root-user-action=ignore cargo-zigbuild
+	$(PYTHON) -c 'import auditwheel' 2>/dev/null || $(PYTHON) -m pip install -q --root-user-action=ignore auditwheel
+	$(CARGO) zigbuild -q --profile $(WHEEL_PROFILE) --target $(WHEEL_TARGET).$(WHEEL_GLIBC) \
+	    -p hetsched $(INSTALL_FEATURES) -p hetsched-opencl-layer -p hetsched-cuda-intercept
+	rm -rf $(WHEEL_STAGE) && mkdir -p $(WHEEL_STAGE)/wheel
+	$(PYTHON) -m maturin build -q --profile $(WHEEL_PROFILE) --zig --target $(WHEEL_TARGET) \
+	    --compatibility manylinux_$(subst .,_,$(WHEEL_GLIBC)) --manifest-path python/Cargo.toml -o $(WHEEL_STAGE)/wheel
+	for f in hetsched libhetsched_opencl_layer.so libhetsched_cuda_intercept.so; do \
+	    $(OBJCOPY) --strip-debug $(WHEEL_BUILT)/$$f $(WHEEL_STAGE)/$$f || exit 1; done
+	$(PYTHON) packaging/wheel-add-files.py $(WHEEL_STAGE)/wheel/hetsched-*.whl \
+	    scripts/hetsched=$(WHEEL_STAGE)/hetsched \
+	    data/lib/hetsched/libhetsched_opencl_layer.so=$(WHEEL_STAGE)/libhetsched_opencl_layer.so \
+	    data/lib/hetsched/libhetsched_cuda_intercept.so=$(WHEEL_STAGE)/libhetsched_cuda_intercept.so
+	$(PYTHON) -m auditwheel show $(WHEEL_STAGE)/wheel/hetsched-*.whl
+	mkdir -p target/wheels && mv $(WHEEL_STAGE)/wheel/hetsched-*.whl target/wheels/
+
+## Installs the wheel `make wheel` built into a fresh virtual environment
+## and runs the Python tests that need no device there, with the system's
+## hwloc hidden (packaging/check-wheel.sh).
+wheel-check:
+	./packaging/check-wheel.sh
 
 ## The Python tests against a real daemon (a debug build of the package,
 ## which reuses what `unit` compiled).

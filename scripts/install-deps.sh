@@ -6,7 +6,8 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-# hetsched-platform links hwloc (CPU kinds, caches); its static link flags pull in libudev.
+# hetsched-platform loads hwloc at run time (CPU kinds, caches); its tests
+# need it installed. libudev-dev stays for scripts/gpu-check.sh, which checks for it.
 pkg-config --exists hwloc 2>/dev/null || need_apt+=(libhwloc-dev)
 pkg-config --exists libudev 2>/dev/null || need_apt+=(libudev-dev)
 # hetsched-opencl loads libOpenCL at run time (the ICD loader); PoCL gives its

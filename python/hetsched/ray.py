@@ -55,6 +55,7 @@ import os
 import shutil
 import socket as pysocket
 import subprocess
+import sysconfig
 import tempfile
 import threading
 import time
@@ -128,8 +129,18 @@ def _executor_name(node_id: str) -> str:
     return f"hetsched-exec-{node_id}"
 
 
+def _installed_binary() -> Optional[str]:
+    """`hetsched` on PATH, else the one the wheel installed beside this
+    interpreter's scripts (a virtual environment that is not activated)."""
+    found = shutil.which("hetsched")
+    if found:
+        return found
+    beside = Path(sysconfig.get_path("scripts")) / "hetsched"
+    return str(beside) if os.access(beside, os.X_OK) else None
+
+
 def _binary(explicit: Optional[str]) -> str:
-    path = explicit or os.environ.get("HETSCHED_BIN") or shutil.which("hetsched")
+    path = explicit or os.environ.get("HETSCHED_BIN") or _installed_binary()
     if not path:
         raise hetsched.HetschedError(
             "no hetsched binary for the node daemons: put `hetsched` on PATH, "
@@ -1461,7 +1472,7 @@ def interposer(name: str, binary: Optional[str] = None) -> Optional[str]:
     dirs = []
     if os.environ.get("HETSCHED_LIB_DIR"):
         dirs.append(Path(os.environ["HETSCHED_LIB_DIR"]))
-    exe = binary or os.environ.get("HETSCHED_BIN") or shutil.which("hetsched")
+    exe = binary or os.environ.get("HETSCHED_BIN") or _installed_binary()
     if exe:
         here = Path(exe).resolve().parent
         dirs += [here / "deps", here.parent / "lib" / "hetsched", here]

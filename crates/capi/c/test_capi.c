@@ -229,6 +229,8 @@ static void bad_input(void) {
     EXPECT(strcmp(hs_status_name(HS_ERR_UTF8), "HS_ERR_UTF8") == 0);
     EXPECT(strcmp(hs_status_name(HS_ERR_UNSUPPORTED), "HS_ERR_UNSUPPORTED") == 0);
     EXPECT(strcmp(hs_status_name(-5), "HS_UNKNOWN_STATUS") == 0);
+    /* The version of the library linked is the workspace's (the Makefile's). */
+    EXPECT(strcmp(hs_version(), HS_TEST_VERSION) == 0);
 
     HsClient cl;
     EXPECT_STATUS(hs_client_connect("c-test", "/nonexistent/hetsched.sock", &cl), HS_ERR_CONNECT);

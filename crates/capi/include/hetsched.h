@@ -248,6 +248,11 @@ typedef struct {
 extern "C" {
 #endif // __cplusplus
 
+// The library's version (such as "0.1.0"): the hetsched release it was
+// built from, as `hetsched --version` and the package name it. A static
+// string; never NULL.
+const char *hs_version(void);
+
 // Counts one fallback of the calling thread, on the CPU it runs on, for
 // work of `categories` (HS_FALLBACK_* bits, OR-ed). Cheap enough to call
 // on every fallback. HS_ERR_INVALID for bits that are no category;

@@ -33,3 +33,11 @@ pub use client::*;
 pub use devices::*;
 pub use error::{HsStatus, hs_last_error, hs_status_name};
 pub use runtime::*;
+
+/// The library's version (such as "0.1.0"): the hetsched release it was
+/// built from, as `hetsched --version` and the package name it. A static
+/// string; never NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn hs_version() -> *const std::ffi::c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}

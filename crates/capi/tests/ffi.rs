@@ -344,3 +344,27 @@ fn no_daemon_is_a_connect_error_naming_the_socket() {
     assert_eq!(st, HsStatus::HsErrConnect);
     assert!(last_error().contains("/nonexistent/hetsched.sock"));
 }
+
+/// The `[workspace.package]` version of the root Cargo.toml, the one
+/// version of every crate, the package and the wheel.
+fn workspace_version() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let text = std::fs::read_to_string(&root).expect("the workspace's Cargo.toml");
+    let section = text
+        .split_once("[workspace.package]")
+        .expect("a [workspace.package] table")
+        .1;
+    section
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("a version in [workspace.package]")
+        .to_string()
+}
+
+#[test]
+fn version_is_the_workspace_version() {
+    // SAFETY: hs_version returns a static NUL-terminated string.
+    let v = unsafe { CStr::from_ptr(hs_version()) }.to_str().unwrap();
+    assert_eq!(v, workspace_version());
+}

@@ -99,7 +99,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     eprint!("{}", platform.summary_table());
     tracing::info!(
         "hetsched daemon {} (pid {}) listening on {}{}",
-        env!("CARGO_PKG_VERSION"),
+        env!("HETSCHED_VERSION_LONG"),
         std::process::id(),
         socket.display(),
         if from_systemd {

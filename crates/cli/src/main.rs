@@ -48,7 +48,7 @@ use std::io::Write as _;
 #[derive(Parser)]
 #[command(
     name = "hetsched",
-    version,
+    version = env!("HETSCHED_VERSION_LONG"),
     about = "Scheduler for heterogeneous machines (CPU kinds, GPUs, accelerators)"
 )]
 struct Cli {

@@ -292,3 +292,38 @@ fn a_daemon_of_another_user_is_refused_unless_named() {
     drop(_daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `hetsched --version`: the workspace's version (the root Cargo.toml's,
+/// which every crate inherits) and, in a git checkout, the commit built.
+#[test]
+fn version_names_the_workspace_version_and_the_commit() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let version = manifest
+        .split_once("[workspace.package]")
+        .unwrap()
+        .1
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("a version in [workspace.package]");
+    let out = hetsched(&["--version"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.trim_end();
+    let head = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_string());
+    match (std::env::var("HETSCHED_GIT_COMMIT"), head) {
+        (Ok(c), _) if !c.is_empty() => {
+            assert_eq!(line, format!("hetsched {version} (commit {c})"))
+        }
+        (_, Some(c)) => assert_eq!(line, format!("hetsched {version} (commit {c})")),
+        (_, None) => assert_eq!(line, format!("hetsched {version}")),
+    }
+}

@@ -373,27 +373,22 @@ mod tests {
     /// performance cores (PUs 4-7), registered as hwloc CPU kinds.
     #[test]
     fn hwloc_kinds_become_cpu_kinds() {
-        use hwlocality::Topology;
-        use hwlocality::cpu::cpuset::CpuSet;
-        let mut topo = Topology::builder()
-            .from_synthetic("pack:1 l3:1 core:4 l2:1 l1d:1 pu:2")
-            .unwrap()
-            .build()
-            .unwrap();
-        topo.edit(|ed| {
-            let kinds = [
-                (0..=3, 0, "IntelAtom", "2000"),
-                (4..=7, 1, "IntelCore", "4000"),
-            ];
-            for (range, eff, core_type, mhz) in kinds {
-                ed.register_cpu_kind(
-                    &CpuSet::from_range(range),
-                    Some(eff),
-                    [("CoreType", core_type), ("FrequencyMaxMHz", mhz)],
-                )
-                .unwrap();
-            }
-        });
+        let topo = crate::hwloc_probe::synthetic(
+            "pack:1 l3:1 core:4 l2:1 l1d:1 pu:2",
+            &[
+                (
+                    0..=3,
+                    0,
+                    &[("CoreType", "IntelAtom"), ("FrequencyMaxMHz", "2000")],
+                ),
+                (
+                    4..=7,
+                    1,
+                    &[("CoreType", "IntelCore"), ("FrequencyMaxMHz", "4000")],
+                ),
+            ],
+        )
+        .expect("hwloc (libhwloc.so.15) builds a synthetic machine");
         let empty_sysfs = std::env::temp_dir().join("hetsched-no-such-sysfs");
         let t = from_probe(crate::hwloc_probe::probe_topology(&topo), &empty_sysfs);
         let names: Vec<_> = t.kinds.iter().map(|k| k.name.as_str()).collect();
