@@ -352,18 +352,18 @@ impl Placer {
                 units: units.len(),
             });
         }
-        // Learn every implemented kind before trusting predictions.
-        for unit in units {
-            if task.implemented.contains(unit.id)
-                && model.predict_ns(unit.kind, task.bytes).is_none()
-            {
-                return Ok(self.commit(unit.id, Reason::Profiling, f64::NAN, 1));
-            }
-        }
         if let Some(current) = self.current
             && self.group_left > 0
             && task.implemented.contains(current)
         {
+            // Learn every implemented kind before trusting predictions,
+            // even within a group (the loop below checks the same, in the
+            // same order, when there is no group to continue).
+            if let Some(unit) = units.iter().find(|u| {
+                task.implemented.contains(u.id) && model.predict_ns(u.kind, task.bytes).is_none()
+            }) {
+                return Ok(self.commit(unit.id, Reason::Profiling, f64::NAN, 1));
+            }
             self.group_left -= 1;
             return Ok(Decision {
                 unit: current,
