@@ -9,7 +9,7 @@ use crate::scenario::{App, BytesDist, Scenario};
 use crate::strategy::StrategyKind;
 use hetsched_core::coordination::{
     AppDemand, Coordinator, CoordinatorConfig, DeficitFollower, Pacer, UnitSupply,
-    coordination_weight,
+    coordination_weights,
 };
 use hetsched_core::ids::{ClientId, KindId, Ns, TaskId, UnitId};
 use hetsched_core::optimizer::Action;
@@ -1018,6 +1018,21 @@ impl<'s> Engine<'s> {
             return;
         };
         let units = &self.sc.machine.units;
+        // Weights come from every present app's class and shares together
+        // (a CUSTOM percentage weighs against the others), as the daemon
+        // weighs them; an app with a priority, which the daemon leaves to
+        // its agents, is coordinated here with weight 1.
+        let present: Vec<usize> = (0..self.clients.len())
+            .filter(|&c| self.clients[c].alive && self.clients[c].tasks_left > 0)
+            .collect();
+        let settings: Vec<&[ClientSettings]> = present
+            .iter()
+            .map(|&c| self.sc.apps[self.clients[c].app].settings.as_slice())
+            .collect();
+        let mut weight = vec![1.0; self.clients.len()];
+        for (&c, w) in present.iter().zip(coordination_weights(&settings)) {
+            weight[c] = w.unwrap_or(1.0);
+        }
         for (c, client) in self.clients.iter().enumerate() {
             let id = ClientId(c as u32);
             if !client.alive || client.tasks_left == 0 {
@@ -1060,10 +1075,7 @@ impl<'s> Engine<'s> {
                     exec_ns,
                     overhead_ns,
                     in_flight: spec.in_flight as f64,
-                    // As the daemon weighs NORMAL shares; an app with any
-                    // other standing, which the daemon leaves to its
-                    // agents, is coordinated here with weight 1.
-                    weight: coordination_weight(&spec.settings).unwrap_or(1.0),
+                    weight: weight[c],
                     // Native, in the simulator, is the app's fastest unit:
                     // the app knows it, as a real one knows its default device.
                     declared_native: Some(spec.fastest_unit().index()),

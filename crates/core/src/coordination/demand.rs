@@ -109,25 +109,6 @@ impl AppDemand {
     }
 }
 
-/// An application's weight in the coordination, from its settings on
-/// every unit: NORMAL shares, the same everywhere, at the default
-/// priority, weigh `shares / DEFAULT_NORMAL_SHARES` (the default client
-/// weighs 1). Any other standing is the agents' to enforce: `None`.
-pub fn coordination_weight(settings: &[ClientSettings]) -> Option<f64> {
-    let first = settings.first()?;
-    let default = ClientSettings::default();
-    match first.class {
-        ShareClass::Normal { shares }
-            if shares > 0
-                && first.priority == default.priority
-                && settings.iter().all(|s| s == first) =>
-        {
-            Some(f64::from(shares) / f64::from(DEFAULT_NORMAL_SHARES))
-        }
-        _ => None,
-    }
-}
-
 /// Fluid estimate of each app's *native* throughput (tasks/s): every app on
 /// its fastest unit. On a queue (FIFO turns) an app's share of a saturated
 /// unit is proportional to `in_flight × exec`; under processor sharing to

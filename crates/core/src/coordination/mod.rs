@@ -46,7 +46,6 @@ use crate::fairness::{
 #[cfg(feature = "solver")]
 use crate::ids::ClientId;
 use crate::ids::Ns;
-use crate::policy::{ClientSettings, DEFAULT_NORMAL_SHARES, ShareClass};
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "solver")]
 use std::collections::BTreeMap;
@@ -72,6 +71,7 @@ pub mod solve;
 pub mod supply;
 #[cfg(all(test, feature = "solver"))]
 mod tests;
+pub mod weights;
 
 pub use coordinator::*;
 pub use demand::*;
@@ -82,3 +82,4 @@ pub use outside_load::*;
 #[cfg(feature = "solver")]
 pub use solve::*;
 pub use supply::*;
+pub use weights::*;

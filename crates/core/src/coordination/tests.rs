@@ -23,38 +23,6 @@ fn supply_left_takes_reserved_slots_and_splits_the_host_side_over_the_cpu_units(
 }
 
 #[test]
-fn normal_shares_the_same_on_every_unit_are_the_weight() {
-    let normal = |shares| crate::policy::ClientSettings {
-        class: crate::policy::ShareClass::Normal { shares },
-        priority: 0,
-    };
-    assert_eq!(
-        coordination_weight(&[crate::policy::ClientSettings::default(); 3]),
-        Some(1.0)
-    );
-    assert_eq!(coordination_weight(&[normal(30), normal(30)]), Some(3.0));
-    // Shares that differ by unit, CUSTOM, BACKGROUND and priorities
-    // are the agents' to enforce.
-    assert_eq!(coordination_weight(&[normal(30), normal(10)]), None);
-    let custom = crate::policy::ClientSettings {
-        class: crate::policy::ShareClass::Custom { shares: 50 },
-        priority: 0,
-    };
-    assert_eq!(coordination_weight(&[custom]), None);
-    let background = crate::policy::ClientSettings {
-        class: crate::policy::ShareClass::Background,
-        priority: 0,
-    };
-    assert_eq!(coordination_weight(&[background]), None);
-    let urgent = crate::policy::ClientSettings {
-        priority: 5,
-        ..crate::policy::ClientSettings::default()
-    };
-    assert_eq!(coordination_weight(&[urgent]), None);
-    assert_eq!(coordination_weight(&[]), None);
-}
-
-#[test]
 fn a_unit_taken_by_apps_outside_coordination_moves_the_targets() {
     let units = vec![UnitSupply::queue(1.0), UnitSupply::queue(1.0)];
     let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());

@@ -10,6 +10,7 @@ mod credit;
 mod fifo;
 mod priority;
 mod share;
+pub(crate) use share::ClassTotals;
 pub mod short_first;
 mod time_share;
 

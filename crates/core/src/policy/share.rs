@@ -106,15 +106,16 @@ impl ShareWindow {
     }
 }
 
-/// Shares held by a set of (active) clients, per class.
+/// Shares held by a set of (active) clients, per class. The coordinator
+/// weighs applications by the same rule ([`crate::coordination::weights`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct ClassTotals {
+pub(crate) struct ClassTotals {
     custom: u64,
     normal: u64,
 }
 
 impl ClassTotals {
-    fn add(&mut self, class: ShareClass) {
+    pub(crate) fn add(&mut self, class: ShareClass) {
         match class {
             ShareClass::Custom { shares } => self.custom += u64::from(shares),
             ShareClass::Normal { shares } => self.normal += u64::from(shares),
@@ -124,7 +125,7 @@ impl ClassTotals {
 
     /// Fraction of the unit a client of `class` is entitled to, given that
     /// these totals include it.
-    fn entitlement(&self, class: ShareClass) -> f64 {
+    pub(crate) fn entitlement(&self, class: ShareClass) -> f64 {
         self.rates().entitlement(class)
     }
 

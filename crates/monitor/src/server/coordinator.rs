@@ -11,15 +11,15 @@
 //! targets that the timer thread publishes in the private pages.
 //!
 //! Coordinated are the applications that follow targets (they send
-//! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
-//! shares, the same on every unit, at the default priority. Their shares
-//! are their weights in Σ wᵢ ln rᵢ (`hetsched_core::coordination::coordination_weight`): above the
-//! floor, an app with twice the shares gets twice the weight. An
-//! administrator's CUSTOM shares (a guaranteed percentage), BACKGROUND
-//! class, priorities, or shares that differ by unit are enforced by the
-//! units' agents, and proportional fairness must not override them; those
-//! applications place as they like, and what they use of each unit is
-//! taken out of the supply the others share. So is every application's
+//! `ReportDemand`: hetsched-runtime does) at the default priority. Their
+//! classes and shares are their weights in Σ wᵢ ln rᵢ
+//! (`hetsched_core::coordination::coordination_weights`, the share
+//! policy's split of a unit: a CUSTOM percentage, NORMAL shares of what
+//! CUSTOM leaves, BACKGROUND the least weight): above the floor, an app
+//! with twice the entitlement gets twice the weight. Priorities are a
+//! strict order the units' agents enforce, which proportional fairness
+//! must not override; those applications place as they like, and what
+//! they use of each unit is taken out of the supply the others share. So is every application's
 //! host side on the CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
 //! And so is everything else that keeps the CPU units' cores busy: other
@@ -35,10 +35,10 @@ use crate::demand_report::DemandReport;
 use crate::metrics::snapshot::CpuSupply;
 use crate::outside_load::OutsideLoadMeter;
 use crate::server::Shared;
-use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weight, supply_left};
+use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weights, supply_left};
 use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
-use hetsched_core::policy::PolicyKind;
+use hetsched_core::policy::{ClientSettings, PolicyKind};
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role};
 use hetsched_views::Targets;
@@ -61,7 +61,7 @@ struct GatheredApp {
     /// Its report, if a new one came.
     report: Option<DemandReport>,
     /// Its weight if its standing lets it be coordinated
-    /// (`hetsched_core::coordination::coordination_weight`).
+    /// (`hetsched_core::coordination::coordination_weights`).
     weight: Option<f64>,
     /// Root or the admin group: its declared native unit stands as
     /// declared (`AppDemand::native_trusted`).
@@ -198,13 +198,20 @@ fn gather(shared: &Shared) -> Gathered {
     // demand to coordinate: leaving them out keeps a step O(busy
     // applications), whatever number sit connected. One that wakes up is
     // tracked afresh.
-    let apps = st
+    let clients: Vec<_> = st
         .pages
         .busy_clients()
         .into_iter()
         .filter_map(|id| st.monitor.client(id))
         .filter(|c| c.role == Role::Application)
-        .map(|c| {
+        .collect();
+    // Weighed together: a CUSTOM percentage weighs against the others.
+    let settings: Vec<&[ClientSettings]> = clients.iter().map(|c| c.settings.as_slice()).collect();
+    let weights = coordination_weights(&settings);
+    let apps = clients
+        .into_iter()
+        .zip(weights)
+        .map(|(c, weight)| {
             let measured = st
                 .monitor
                 .agents()
@@ -219,7 +226,7 @@ fn gather(shared: &Shared) -> Gathered {
                 pid: c.peer.pid,
                 measured,
                 report: None,
-                weight: coordination_weight(&c.settings),
+                weight,
                 trusted: c.peer.is_admin(admin_gid),
             }
         })
@@ -635,7 +642,8 @@ mod tests {
     #[test]
     fn an_app_with_administrator_set_standing_is_left_out_and_its_use_reserved() {
         let (plain, _) = run_ticks(cpu_used_honestly(), 1.0);
-        // A CUSTOM-class app keeps unit 1 busy 90 % of the time.
+        // An app with a priority (not weighed) keeps unit 1 busy 90 % of
+        // the time.
         let custom = |tick: u64| GatheredApp {
             id: ClientId(3),
             pid: 300,
