@@ -3,12 +3,11 @@
 
 use crate::metrics::ReportApp;
 use crate::scenario::Scenario;
-use hetsched_core::coordination::{UnitSupply, nonpreemptive_limits};
+use hetsched_core::coordination::{UnitSupply, coordination_weights, nonpreemptive_limits};
 use hetsched_core::fairness::{
-    FairError, FairProblem, NoLoserSolution, solve_no_loser, solve_no_loser_limited,
-    solve_proportional_fair,
+    FairError, FairProblem, NoLoserSolution, solve_no_loser_weighted, solve_proportional_fair,
 };
-use hetsched_core::policy::PolicyKind;
+use hetsched_core::policy::{ClientSettings, PolicyKind};
 
 /// The bound: geometric-mean relative throughput and each app's rᵢ.
 #[derive(Clone, Debug)]
@@ -45,10 +44,33 @@ fn bound_of(solved: Result<NoLoserSolution, FairError>, n: usize) -> NoLoserBoun
     }
 }
 
-/// [`NoLoserBound`] of `sc` (same fluid model as [`bound`]); NaN when the
-/// solver fails.
+/// The apps' weights in Σ wᵢ ln rᵢ, as hetsched-pf weighs them (from their
+/// classes and shares; 1 for an app with a priority); empty when every
+/// app weighs the same, so that an unweighted scenario's bounds are
+/// solved exactly as the unweighted problem.
+pub fn weights(sc: &Scenario, apps: &[ReportApp]) -> Vec<f64> {
+    let settings: Vec<&[ClientSettings]> = apps
+        .iter()
+        .map(|a| sc.apps[a.app].settings.as_slice())
+        .collect();
+    let w: Vec<f64> = coordination_weights(&settings)
+        .into_iter()
+        .map(|w| w.unwrap_or(1.0))
+        .collect();
+    if w.windows(2).all(|p| p[0] == p[1]) {
+        Vec::new()
+    } else {
+        w
+    }
+}
+
+/// [`NoLoserBound`] of `sc` (same fluid model as [`bound`]), maximising
+/// the apps' weighted Σ wᵢ ln rᵢ ([`weights`]) above the floor; NaN when
+/// the solver fails.
 pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
-    bound_of(solve_no_loser(&problem(sc, apps, native)), apps.len())
+    let p = problem(sc, apps, native);
+    let w = weights(sc, apps);
+    bound_of(solve_no_loser_weighted(&p, 1.0, &[], &w), apps.len())
 }
 
 /// The queue-aware (non-preemptive) no-loser bound: [`no_loser_bound`]
@@ -58,7 +80,8 @@ pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLo
 /// copy-out and one copy-in per task of the other). Still an upper bound
 /// on any placement's Σ log rᵢ at the same floor (the floor is the largest
 /// common one under these rows when rᵢ ≥ 1 is infeasible there), tighter
-/// where short-task apps share a queue with long tasks.
+/// where short-task apps share a queue with long tasks. Weighted as
+/// [`no_loser_bound`].
 pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
     let p = problem(sc, apps, native);
     let units: Vec<UnitSupply> = sc
@@ -73,7 +96,8 @@ pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> N
         })
         .collect();
     let limits = nonpreemptive_limits(&p, &units);
-    bound_of(solve_no_loser_limited(&p, 1.0, &limits), apps.len())
+    let w = weights(sc, apps);
+    bound_of(solve_no_loser_weighted(&p, 1.0, &limits, &w), apps.len())
 }
 
 /// Builds the fluid model of `sc` (per report app: rates, copy occupancy,

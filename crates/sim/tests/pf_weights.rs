@@ -4,6 +4,8 @@
 //! on every unit, the other with the default.
 
 use hetsched_sim::engine;
+use hetsched_sim::metrics::ReportApp;
+use hetsched_sim::oracle;
 use hetsched_sim::scenario::parse;
 use hetsched_sim::strategy::StrategyKind;
 
@@ -131,4 +133,17 @@ fn custom_shares_weigh_inside_the_coordination() {
     for (i, r) in relative.iter().enumerate() {
         assert!(*r >= 0.98, "app {i} at {r:.2} of native");
     }
+    // The bounds are the weighted optimum: the same weights, and above the
+    // floor the CUSTOM 70 app gets more than the CUSTOM 30 one there too.
+    let apps = ReportApp::for_scenario(&sc);
+    let w = oracle::weights(&sc, &apps);
+    assert_eq!(w.len(), 8);
+    assert!(
+        (w[0] - 1.4).abs() < 1e-9 && (w[1] - 0.6).abs() < 1e-9,
+        "{w:?}"
+    );
+    let bound = oracle::queue_aware_bound(&sc, &apps, &native);
+    eprintln!("queue-aware bound, weighted: {:.2?}", bound.relative);
+    assert!(bound.floor_feasible);
+    assert!(bound.relative[0] > 1.3 * bound.relative[1], "{bound:?}");
 }
