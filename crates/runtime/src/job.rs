@@ -2,7 +2,7 @@
 //! the queues can hold calls of every task together.
 
 use crate::handle::{Completer, RunInfo, TaskError};
-use crate::scheduler::TaskSlot;
+use crate::slot::TaskSlot;
 use crate::task::{CpuCtx, TaskDef};
 use hetsched_core::ids::UnitId;
 use std::panic::{AssertUnwindSafe, catch_unwind};

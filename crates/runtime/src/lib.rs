@@ -36,6 +36,8 @@
 //! * [`task`] — tasks and their implementations per unit kind;
 //! * `handle` — the handle a call returns, and completion counting;
 //! * `scheduler` — the central queue, short per-unit queues, placement;
+//! * `slot` — one task's model and placer in this runtime, as placement
+//!   reads them;
 //! * `cpu_exec`, `device_exec`, `opencl_exec`, `cuda_exec` — executors
 //!   (pinned CPU workers per kind; emulated devices served by the monitor;
 //!   OpenCL devices, feature `opencl`; CUDA devices, feature `cuda`, with
@@ -73,6 +75,7 @@ mod options;
 pub mod pipeline;
 mod runtime;
 mod scheduler;
+mod slot;
 pub mod task;
 mod worker;
 
