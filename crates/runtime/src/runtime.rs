@@ -137,7 +137,7 @@ impl Runtime {
         #[cfg(feature = "cuda")]
         workers.extend(crate::cuda_exec::spawn_workers(&sched, cuda_workers)?);
         if opts.follow_coordination {
-            workers.push(crate::coordination::spawn(&sched)?);
+            workers.push(crate::scheduler::coordination::spawn(&sched)?);
         }
         Ok(Runtime {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),

@@ -4,11 +4,24 @@
 //! of the units it can run on has room in its short queue, so the decision
 //! is taken on views that are still fresh when the call runs (Rinnegan
 //! §3.2: long per-unit queues make predictions stale). Placement itself is
-//! hetsched-core's [`Placer`] over the monitor's views, the same code the
-//! simulator runs.
+//! hetsched-core's [`Placer`](hetsched_core::placement::Placer) over the
+//! monitor's views, the same code the simulator runs.
 //!
 //! One mutex guards the queues; it is held only to move calls between
 //! queues and to decide, never while a call runs.
+//!
+//! The threads that take placed calls off the queues are files of
+//! `scheduler/`: the worker loop ([`worker`]) and the worker threads of
+//! devices this process drives ([`device_worker`]), the gate in front of
+//! devices the monitor arbitrates ([`gate_exec`]), emulated devices the
+//! monitor serves (`device_exec`), and the thread that follows the
+//! daemon's coordination targets ([`coordination`]).
+
+pub(crate) mod coordination;
+mod device_exec;
+pub(crate) mod device_worker;
+pub(crate) mod gate_exec;
+pub(crate) mod worker;
 
 use crate::handle::{Outstanding, TaskError};
 use crate::job::Job;
@@ -41,7 +54,7 @@ pub(crate) enum Backend {
     /// device on the host CPU (PoCL) that the monitor does not arbitrate
     /// shares CPU kind `cpu_kind`'s cores with everything else, so its
     /// view is that kind's. `gated`: the unit is the monitor's, each run
-    /// of calls waits for its agent ([`crate::gate_exec`]), and its view
+    /// of calls waits for its agent ([`gate_exec`]), and its view
     /// is the monitor's private page.
     #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
     OpenCl {
@@ -122,7 +135,7 @@ pub(crate) struct Queues {
     failed_scan: Option<(u64, usize)>,
     pub shutdown: bool,
     /// Following the daemon's proportional-fair targets, when enabled.
-    pub follow: Option<crate::coordination::Following>,
+    pub follow: Option<coordination::Following>,
 }
 
 /// What one finished call teaches the models.
@@ -244,9 +257,7 @@ impl Scheduler {
                 views: vec![ClientUnitView::default(); n],
                 failed_scan: None,
                 shutdown: false,
-                follow: opts
-                    .follow_coordination
-                    .then(crate::coordination::Following::new),
+                follow: opts.follow_coordination.then(coordination::Following::new),
             }),
             wake: (0..n).map(|_| Condvar::new()).collect(),
             coord_wake: Condvar::new(),
@@ -309,8 +320,7 @@ impl Scheduler {
         let u = &q.units[unit];
         let placed = u.waiting.len() as u32 + u.running;
         placed < self.capacity(unit)
-            || (self.backends[unit].is_gated()
-                && crate::gate_exec::has_batch_room(placed, u.pending_ns))
+            || (self.backends[unit].is_gated() && gate_exec::has_batch_room(placed, u.pending_ns))
     }
 
     /// Accepts a call into the central queue and places what can be placed.
@@ -437,7 +447,7 @@ impl Scheduler {
     fn start_device_work(self: &Arc<Self>, q: &mut Queues) {
         for u in 0..self.units.len() {
             if self.backends[u] == Backend::Emulated {
-                crate::device_exec::start(self, q, u);
+                device_exec::start(self, q, u);
             }
         }
     }
