@@ -18,8 +18,12 @@ deps:
 fmt:
 	$(CARGO) fmt --all -- --check
 
+## Crates checked for file-level import circles (crates/platform still has one).
+IMPORT_CYCLE_CRATES = $(filter-out crates/platform,$(patsubst %/src,%,$(wildcard crates/*/src crates/*/*/src)))
+
 lint:
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(PYTHON) scripts/import-cycles.py $(IMPORT_CYCLE_CRATES)
 	$(PYTHON) -m ruff check --select F,E9 python
 
 unit:

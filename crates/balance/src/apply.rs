@@ -10,7 +10,7 @@
 //! [`Applier::restore`] (on exit) or [`crate::restore::recover`] (after a
 //! crash) can take it back.
 
-use crate::journal::{Journal, JournalError};
+use crate::journal::{Journal, JournalError, cpu_cgroup_of};
 use crate::machine::CoreMap;
 use crate::restore::RestoreReport;
 use crate::targets::ThreadId;
@@ -176,20 +176,6 @@ impl Applier {
             }
         })
     }
-}
-
-/// The thread's directory in the cgroup v1 `cpu` hierarchy.
-pub(crate) fn cpu_cgroup_of(id: ThreadId) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(format!("/proc/{}/task/{}/cgroup", id.pid, id.tid)).ok()?;
-    let rel = text.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == "cpu")
-            .then(|| path.trim_start_matches('/').to_string())
-    })?;
-    Some(Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT).join(rel))
 }
 
 #[cfg(test)]

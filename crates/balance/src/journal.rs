@@ -166,7 +166,7 @@ impl Journal {
                 tid: id.tid,
                 start_time,
                 affinity,
-                cgroup: crate::apply::cpu_cgroup_of(id),
+                cgroup: cpu_cgroup_of(id),
                 pinned: Some(cpu),
             });
         }
@@ -275,6 +275,20 @@ pub fn default_path() -> PathBuf {
             rustix::process::geteuid().as_raw()
         )),
     }
+}
+
+/// The thread's directory in the cgroup v1 `cpu` hierarchy.
+pub(crate) fn cpu_cgroup_of(id: ThreadId) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{}/task/{}/cgroup", id.pid, id.tid)).ok()?;
+    let rel = text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "cpu")
+            .then(|| path.trim_start_matches('/').to_string())
+    })?;
+    Some(Path::new(hetsched_platform::slow_cores::CGROUP_CPU_ROOT).join(rel))
 }
 
 /// Start time of a thread (field 22 of its `stat`), or `None` when it

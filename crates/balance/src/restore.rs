@@ -66,7 +66,7 @@ fn restore_thread(r: &ThreadRecord, file: &JournalFile, report: &mut RestoreRepo
     let mut changed = false;
     // The cgroup first: out of the throttle, the thread runs at full speed
     // whatever its affinity.
-    if let (Some(home), Some(now)) = (&r.cgroup, crate::apply::cpu_cgroup_of(id)) {
+    if let (Some(home), Some(now)) = (&r.cgroup, journal::cpu_cgroup_of(id)) {
         if file.throttles.contains(&now) && &now != home {
             match std::fs::write(home.join("tasks"), id.tid.to_string()) {
                 Ok(()) => changed = true,

@@ -6,23 +6,6 @@ mod admin;
 mod balance_cmd;
 mod balance_stop;
 mod bench;
-mod bench_balance;
-mod bench_clients;
-mod bench_connections;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
-mod bench_device;
-#[cfg(feature = "cuda")]
-mod bench_gpu;
-#[cfg(feature = "opencl")]
-mod bench_intercept;
-#[cfg(feature = "opencl")]
-mod bench_kernel;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
-mod bench_placement;
-mod bench_process_shares;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
-mod bench_served;
-mod bench_settings;
 mod daemon_cmd;
 mod demo;
 mod intercept_setup;
@@ -99,7 +82,7 @@ enum Command {
     Balance(balance_cmd::BalanceArgs),
     /// One worker of `hetsched bench balance`.
     #[command(hide = true)]
-    BalanceWork(bench_balance::WorkArgs),
+    BalanceWork(bench::balance::WorkArgs),
     /// A kernel executor process of the daemon (it starts them itself).
     #[command(hide = true, name = "kernel-executor")]
     KernelExecutor {
@@ -218,7 +201,7 @@ fn run(command: Command) -> Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::DemoApp(args) => demo::app_process::run(args),
         Command::Balance(args) => balance_cmd::run(args),
-        Command::BalanceWork(args) => bench_balance::work(args),
+        Command::BalanceWork(args) => bench::balance::work(args),
         Command::Completions(args) => {
             let mut out = Vec::new();
             clap_complete::generate(args.shell, &mut Cli::command(), "hetsched", &mut out);

@@ -24,7 +24,10 @@ use opencl3::platform::{Platform, platform::get_platform_ids};
 use opencl3::program::Program;
 
 use crate::error::{INSTALL_HINT, OpenClError, Result};
-use crate::ffi::{self, HostMemory};
+
+mod ffi;
+
+pub use ffi::HostMemory;
 
 /// `CL_PLATFORM_NOT_FOUND_KHR`: what the ICD loader answers when no vendor
 /// file names a platform.

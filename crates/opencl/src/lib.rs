@@ -15,20 +15,18 @@
 //! [`kernels`] holds ready-made tasks (byte histogram, AES-128-CTR) and
 //! [`reference`](mod@reference) their CPU versions, so a task can run on either unit.
 //!
-//! All `unsafe` lives in one private module, `ffi`, each block with its
-//! reasoning.
+//! All `unsafe` lives in one private module, `device::ffi` (`device/ffi.rs`),
+//! each block with its reasoning.
 
 mod calibrate;
 mod device;
 mod error;
-mod ffi;
 pub mod kernels;
 pub mod reference;
 
 pub use calibrate::{Calibration, CalibrationOptions};
 pub use device::{
-    DeviceBuffer, DeviceInfo, DeviceKind, Kernel, KernelArg, OpenClDevice, Param, ParamKind,
-    RawHandles, Timing, devices,
+    DeviceBuffer, DeviceInfo, DeviceKind, HostMemory, Kernel, KernelArg, OpenClDevice, Param,
+    ParamKind, RawHandles, Timing, devices,
 };
 pub use error::{OpenClError, Result};
-pub use ffi::HostMemory;

@@ -10,7 +10,9 @@
 pub mod byte_size;
 mod client;
 mod frame;
+mod kernel;
 pub mod kernel_call;
+mod kernel_signature;
 mod message;
 mod mux;
 mod paths;

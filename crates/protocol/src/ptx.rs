@@ -18,7 +18,7 @@
 //! is outside input and pure; `fuzz/fuzz_targets/ptx_signature.rs` fuzzes
 //! it.
 
-use crate::user_kernel::{KernelSignature, MAX_ENTRY_BYTES, MAX_PARAMS, ParamKind, ParamSpec};
+use crate::kernel_signature::{KernelSignature, MAX_ENTRY_BYTES, MAX_PARAMS, ParamKind, ParamSpec};
 
 /// Longest declaration (`name(kind, ...)`) a client may send.
 pub const MAX_DECLARATION_BYTES: usize = 4096;

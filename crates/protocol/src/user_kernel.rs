@@ -24,21 +24,19 @@
 //! region is refused by the parameter's name. Everything here is outside
 //! input and pure; `fuzz/fuzz_targets/user_kernel_args.rs` fuzzes it.
 
-use crate::kernel_call::{Kernel, KernelCall, KernelCallError};
+use crate::kernel::{Kernel, KernelCall, KernelCallError};
 use hetsched_core::ids::TaskId;
-use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::Arc;
 
-/// Kernel words at or above this name registered kernels; below it,
-/// built-in ones.
-pub const USER_KERNEL_BASE: u64 = 1 << 16;
+pub use crate::kernel::{UserArg, UserCall};
+pub use crate::kernel_signature::{
+    KernelSignature, MAX_ENTRY_BYTES, MAX_PARAMS, ParamKind, ParamSpec, USER_KERNEL_BASE,
+    UserKernelId,
+};
+
 /// Largest OpenCL C source a client may register.
 pub const MAX_SOURCE_BYTES: usize = 1 << 20;
-/// Longest kernel (entry point) name.
-pub const MAX_ENTRY_BYTES: usize = 256;
-/// Most parameters a registered kernel may have.
-pub const MAX_PARAMS: usize = 64;
 /// Most `__local` memory one parameter may ask for, bytes.
 pub const MAX_LOCAL_BYTES: u64 = 1 << 20;
 /// Most work-items of one launch.
@@ -74,99 +72,6 @@ pub mod flags {
     pub const KEEP: u64 = 4;
     /// Every flag defined.
     pub const ALL: u64 = COPY_IN | COPY_OUT | KEEP;
-}
-
-/// The number a unit gave a registered kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct UserKernelId(pub u32);
-
-impl UserKernelId {
-    /// Its kernel word in a call packet.
-    pub fn word(self) -> u64 {
-        USER_KERNEL_BASE + u64::from(self.0)
-    }
-
-    pub fn from_word(word: u64) -> Option<UserKernelId> {
-        let n = word.checked_sub(USER_KERNEL_BASE)?;
-        u32::try_from(n).ok().map(UserKernelId)
-    }
-}
-
-impl std::fmt::Display for UserKernelId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "user kernel {}", self.0)
-    }
-}
-
-/// What a parameter takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ParamKind {
-    /// A `__global` or `__constant` pointer; `read_only` for `__constant`
-    /// and pointers to `const`, which cannot be copied out.
-    Buffer {
-        read_only: bool,
-    },
-    /// A `__local` pointer: bytes of local memory.
-    Local,
-    U32,
-    I32,
-    U64,
-    F32,
-}
-
-impl ParamKind {
-    /// Words of its entry in the argument block.
-    pub fn words(self) -> u64 {
-        match self {
-            ParamKind::Buffer { .. } => 3,
-            _ => 1,
-        }
-    }
-}
-
-/// One parameter of a registered kernel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParamSpec {
-    pub name: String,
-    /// The type as the compiler reports it (`float*`, `uint`).
-    pub ty: String,
-    pub kind: ParamKind,
-}
-
-/// A registered kernel's name and parameters, as the daemon's compiler saw
-/// them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelSignature {
-    pub entry: String,
-    pub params: Vec<ParamSpec>,
-}
-
-impl KernelSignature {
-    /// Bytes of a call's argument block.
-    pub fn block_bytes(&self) -> u64 {
-        self.params.iter().map(|p| p.kind.words() * 8).sum()
-    }
-}
-
-/// One argument of a call, checked against the kernel and the region.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum UserArg {
-    /// Bytes `range` of the region, with [`flags`].
-    Buffer { range: Range<u64>, flags: u64 },
-    /// Bytes of local memory.
-    Local(u64),
-    /// A scalar's bytes, little-endian in the low bytes.
-    Scalar(u64),
-}
-
-/// A checked call of a registered kernel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserCall {
-    pub kernel: UserKernelId,
-    pub global: u64,
-    pub local: Option<u64>,
-    /// One per parameter, in order.
-    pub args: Vec<UserArg>,
 }
 
 /// A call packet of a registered kernel, its words checked; its argument

@@ -66,7 +66,7 @@ fn join_throttle(dir: &std::path::Path, worker: usize) {
 }
 
 fn worker_loop(sched: &Arc<Scheduler>, u: usize) {
-    crate::worker::run_loop(sched, u, |job, unit, predicted_ns| {
+    crate::scheduler::worker::run_loop(sched, u, |job, unit, predicted_ns| {
         let ctx = CpuCtx {
             cores: exclusive_cores(sched, u),
         };
@@ -80,7 +80,7 @@ fn worker_loop(sched: &Arc<Scheduler>, u: usize) {
             job.run_cpu(&ctx, unit);
             (cpu_time() - before).as_nanos() as f64
         };
-        crate::worker::Ran {
+        crate::scheduler::worker::Ran {
             exec_ns,
             device_ns: 0,
         }

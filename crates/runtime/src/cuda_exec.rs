@@ -14,8 +14,9 @@
 
 use crate::cuda::CudaDevice;
 use crate::device_units::own_device;
+use crate::scheduler::device_worker::{DeviceWorker, spawn_device_workers};
+use crate::scheduler::worker::Ran;
 use crate::scheduler::{Backend, Scheduler};
-use crate::worker::{DeviceWorker, Ran};
 use hetsched_core::unit::{LinkCost, UnitClass};
 use hetsched_platform::gpu::{self, GpuCalibrationOptions};
 use hetsched_protocol::UnitInfo;
@@ -101,7 +102,7 @@ pub(crate) fn spawn_workers(
     sched: &Arc<Scheduler>,
     devices: Vec<DeviceWorker<CudaDevice>>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
-    crate::worker::spawn_device_workers(sched, devices, |device, job, unit| {
+    spawn_device_workers(sched, devices, |device, job, unit| {
         // Times of commands a failed earlier call left behind are not
         // this call's.
         let _ = device.take_times();

@@ -5,7 +5,7 @@
 #![cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
 
 use crate::scheduler::Backend;
-use crate::worker::DeviceWorker;
+use crate::scheduler::device_worker::DeviceWorker;
 use hetsched_core::ids::UnitId;
 use hetsched_core::policy::PolicyKind;
 use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};

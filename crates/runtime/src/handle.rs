@@ -1,7 +1,17 @@
 //! The handle a call returns, and the count of calls still running.
 
-use crate::job::RunInfo;
+use hetsched_core::ids::UnitId;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// Where and how a call ran, for callers that want more than the result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunInfo {
+    pub unit: UnitId,
+    pub unit_name: Arc<str>,
+    /// From `accelerate` to the result, as the caller saw it.
+    pub turnaround: Duration,
+}
 
 /// Why a task produced no result.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

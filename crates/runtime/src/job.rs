@@ -1,22 +1,13 @@
 //! One call of a task, with its arguments, behind a type-erased interface so
 //! the queues can hold calls of every task together.
 
-use crate::handle::{Completer, TaskError};
-use crate::scheduler::TaskSlot;
+use crate::handle::{Completer, RunInfo, TaskError};
+use crate::slot::TaskSlot;
 use crate::task::{CpuCtx, TaskDef};
 use hetsched_core::ids::UnitId;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Where and how a call ran, for callers that want more than the result.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunInfo {
-    pub unit: UnitId,
-    pub unit_name: Arc<str>,
-    /// From `accelerate` to the result, as the caller saw it.
-    pub turnaround: Duration,
-}
 
 /// Where a call ran, and since when its caller has waited.
 pub(crate) struct Where {

@@ -36,10 +36,14 @@
 //! * [`task`] — tasks and their implementations per unit kind;
 //! * `handle` — the handle a call returns, and completion counting;
 //! * `scheduler` — the central queue, short per-unit queues, placement;
-//! * `cpu_exec`, `device_exec`, `opencl_exec`, `cuda_exec` — executors
-//!   (pinned CPU workers per kind; emulated devices served by the monitor;
-//!   OpenCL devices, feature `opencl`; CUDA devices, feature `cuda`, with
-//!   [`cuda`] its device layer and kernels), sharing the `worker` loop;
+//! * `slot` — one task's model and placer in this runtime, as placement
+//!   reads them;
+//! * `cpu_exec`, `opencl_exec`, `cuda_exec` — executors (pinned CPU
+//!   workers per kind; OpenCL devices, feature `opencl`; CUDA devices,
+//!   feature `cuda`, with [`cuda`] its device layer and kernels), sharing
+//!   the scheduler's worker loop (`scheduler/worker.rs`); emulated devices
+//!   served by the monitor and devices behind the dispatch gate are the
+//!   scheduler's own (`scheduler/device_exec.rs`, `scheduler/gate_exec.rs`);
 //! * `link` — the connection to the monitor and failover (the embedded
 //!   monitor itself is `hetsched_monitor::embedded`);
 //! * [`model_store`] — task models persisted across runs;
@@ -49,16 +53,13 @@
 //!   hetsched-core's `optimizer`).
 
 mod buffer;
-mod coordination;
 mod cpu_exec;
 /// The CUDA layer (crate `hetsched-cuda`), under its old path.
 #[cfg(feature = "cuda")]
 pub use hetsched_cuda as cuda;
 #[cfg(feature = "cuda")]
 mod cuda_exec;
-mod device_exec;
 mod device_units;
-mod gate_exec;
 mod handle;
 mod job;
 mod link;
@@ -73,8 +74,8 @@ mod options;
 pub mod pipeline;
 mod runtime;
 mod scheduler;
+mod slot;
 pub mod task;
-mod worker;
 
 pub use buffer::Buffer;
 pub use handle::{Handle, TaskError};

@@ -1,7 +1,7 @@
 //! The OpenCL executor (feature `opencl`): one worker thread owns each
 //! OpenCL device (an in-order queue), so calls on it run one at a time.
 //! A device the monitor arbitrates is the monitor's unit and each run of
-//! calls waits for its agent ([`crate::gate_exec`]); any other is a unit
+//! calls waits for its agent ([`crate::scheduler::gate_exec`]); any other is a unit
 //! this process drives itself ([`crate::device_units`]).
 //!
 //! The model learns a call's wall time, copies included: an OpenCL
@@ -9,8 +9,9 @@
 //! copy cost and placement does not count them twice.
 
 use crate::device_units::own_device;
+use crate::scheduler::device_worker::{DeviceWorker, spawn_device_workers};
+use crate::scheduler::worker::Ran;
 use crate::scheduler::{Backend, Scheduler};
-use crate::worker::{DeviceWorker, Ran};
 use hetsched_core::unit::UnitClass;
 use hetsched_opencl::{DeviceKind, OpenClDevice};
 use hetsched_protocol::UnitInfo;
@@ -78,7 +79,7 @@ pub(crate) fn spawn_workers(
     sched: &Arc<Scheduler>,
     devices: Vec<DeviceWorker<OpenClDevice>>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
-    crate::worker::spawn_device_workers(sched, devices, |device, job, unit| {
+    spawn_device_workers(sched, devices, |device, job, unit| {
         let device_before = device.device_ns_total();
         let programs_before = device.cached_programs();
         let start = Instant::now();

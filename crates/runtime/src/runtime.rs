@@ -7,7 +7,8 @@ use crate::link::{Link, LinkError, LinkKind};
 use crate::model_store;
 use crate::optimizer::{GoalStatus, OptimizerThread, PerformanceGoal};
 use crate::options::RuntimeOptions;
-use crate::scheduler::{Backend, Scheduler, SlotModel, TaskSlot};
+use crate::scheduler::{Backend, Scheduler};
+use crate::slot::{SlotModel, TaskSlot};
 use crate::task::Task;
 use hetsched_core::ids::UnitId;
 use hetsched_core::placement::{ImplSet, Placer};
@@ -136,7 +137,7 @@ impl Runtime {
         #[cfg(feature = "cuda")]
         workers.extend(crate::cuda_exec::spawn_workers(&sched, cuda_workers)?);
         if opts.follow_coordination {
-            workers.push(crate::coordination::spawn(&sched)?);
+            workers.push(crate::scheduler::coordination::spawn(&sched)?);
         }
         Ok(Runtime {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),

@@ -4,22 +4,34 @@
 //! of the units it can run on has room in its short queue, so the decision
 //! is taken on views that are still fresh when the call runs (Rinnegan
 //! §3.2: long per-unit queues make predictions stale). Placement itself is
-//! hetsched-core's [`Placer`] over the monitor's views, the same code the
-//! simulator runs.
+//! hetsched-core's [`Placer`](hetsched_core::placement::Placer) over the
+//! monitor's views, the same code the simulator runs.
 //!
 //! One mutex guards the queues; it is held only to move calls between
 //! queues and to decide, never while a call runs.
+//!
+//! The threads that take placed calls off the queues are files of
+//! `scheduler/`: the worker loop ([`worker`]) and the worker threads of
+//! devices this process drives ([`device_worker`]), the gate in front of
+//! devices the monitor arbitrates ([`gate_exec`]), emulated devices the
+//! monitor serves (`device_exec`), and the thread that follows the
+//! daemon's coordination targets ([`coordination`]).
+
+pub(crate) mod coordination;
+mod device_exec;
+pub(crate) mod device_worker;
+pub(crate) mod gate_exec;
+pub(crate) mod worker;
 
 use crate::handle::{Outstanding, TaskError};
 use crate::job::Job;
 use crate::link::Link;
-use crate::task::ModelFn;
-use hetsched_core::ids::{KindId, UnitId};
+use crate::slot::TaskSlot;
+use hetsched_core::ids::UnitId;
 use hetsched_core::local_view::{OwnLoad, cpu_view, device_view};
 use hetsched_core::placement::{
-    DataLocation, Goal, ImplSet, PlacementConfig, PlacementError, Placer, Reason, TaskRequest,
+    DataLocation, Goal, ImplSet, PlacementConfig, PlacementError, Reason, TaskRequest,
 };
-use hetsched_core::task_model::{PROFILE_SAMPLES, PerformanceModel, TaskModel};
 use hetsched_core::unit::{Unit, UnitClass};
 use hetsched_core::view::ClientUnitView;
 use hetsched_protocol::UnitInfo;
@@ -28,98 +40,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// Prediction given to a kind that has no samples yet but enough profiling
-/// runs in flight: large enough that a known unit wins, so a burst of calls
-/// at start-up does not all queue on the first unit being profiled.
-const PROFILING_PLACEHOLDER_NS: f64 = 1e12;
-
 /// How deep `pump` looks into the central queue for a call it can place.
 const CENTRAL_SCAN: usize = 256;
-
-/// A task's model: learned online, or the application's own, which the
-/// learned one backs up for kinds the application cannot predict.
-pub(crate) struct SlotModel {
-    pub learned: TaskModel,
-    /// The application's model, with the kind names it is asked about.
-    pub app: Option<(ModelFn, Vec<String>)>,
-}
-
-impl SlotModel {
-    pub fn predict(&self, kind: KindId, bytes: u64) -> Option<f64> {
-        self.app_prediction(kind, bytes)
-            .or_else(|| self.learned.predict_ns(kind, bytes))
-    }
-
-    fn app_prediction(&self, kind: KindId, bytes: u64) -> Option<f64> {
-        self.app.as_ref().and_then(|(f, kinds)| {
-            let name = kinds.get(kind.index())?;
-            f(name, bytes)
-                .map(|d| d.as_nanos() as f64)
-                .filter(|ns| ns.is_finite())
-        })
-    }
-}
-
-/// Placement state of one task in this runtime.
-pub(crate) struct SlotState {
-    pub placer: Placer,
-    pub model: SlotModel,
-    /// Profiling runs in flight per kind.
-    profiling: Vec<u32>,
-}
-
-/// One task as this runtime knows it.
-pub(crate) struct TaskSlot {
-    pub name: String,
-    pub implemented: ImplSet,
-    pub state: Mutex<SlotState>,
-}
-
-impl TaskSlot {
-    pub fn new(name: String, implemented: ImplSet, model: SlotModel, placer: Placer) -> Self {
-        let kinds = model.learned.kind_count();
-        TaskSlot {
-            name,
-            implemented,
-            state: Mutex::new(SlotState {
-                placer,
-                model,
-                profiling: vec![0; kinds],
-            }),
-        }
-    }
-
-    pub fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// The model as one decision sees it (see [`PROFILING_PLACEHOLDER_NS`]).
-struct DecisionModel<'a> {
-    model: &'a SlotModel,
-    profiling: &'a [u32],
-}
-
-impl PerformanceModel for DecisionModel<'_> {
-    /// Until a kind has [`PROFILE_SAMPLES`] measurements (and the
-    /// application does not predict it), it has no prediction, so the
-    /// placer profiles it; with that many profiling calls already in
-    /// flight, it gets the placeholder. (A one-sample fit is a bootstrap
-    /// guess: trusted, one slow first call would keep a unit unused for
-    /// good.)
-    fn predict_ns(&self, kind: KindId, bytes: u64) -> Option<f64> {
-        if let Some(ns) = self.model.app_prediction(kind, bytes) {
-            return Some(ns);
-        }
-        if !self.model.learned.needs_profiling(kind) {
-            return self.model.learned.predict_ns(kind, bytes);
-        }
-        let in_flight = self.profiling.get(kind.index()).copied().unwrap_or(0);
-        (in_flight >= PROFILE_SAMPLES as u32).then_some(PROFILING_PLACEHOLDER_NS)
-    }
-
-    fn observe(&mut self, _kind: KindId, _bytes: u64, _actual_ns: f64) {}
-}
 
 /// How a unit's calls are executed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +54,7 @@ pub(crate) enum Backend {
     /// device on the host CPU (PoCL) that the monitor does not arbitrate
     /// shares CPU kind `cpu_kind`'s cores with everything else, so its
     /// view is that kind's. `gated`: the unit is the monitor's, each run
-    /// of calls waits for its agent ([`crate::gate_exec`]), and its view
+    /// of calls waits for its agent ([`gate_exec`]), and its view
     /// is the monitor's private page.
     #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
     OpenCl {
@@ -213,7 +135,7 @@ pub(crate) struct Queues {
     failed_scan: Option<(u64, usize)>,
     pub shutdown: bool,
     /// Following the daemon's proportional-fair targets, when enabled.
-    pub follow: Option<crate::coordination::Following>,
+    pub follow: Option<coordination::Following>,
 }
 
 /// What one finished call teaches the models.
@@ -335,9 +257,7 @@ impl Scheduler {
                 views: vec![ClientUnitView::default(); n],
                 failed_scan: None,
                 shutdown: false,
-                follow: opts
-                    .follow_coordination
-                    .then(crate::coordination::Following::new),
+                follow: opts.follow_coordination.then(coordination::Following::new),
             }),
             wake: (0..n).map(|_| Condvar::new()).collect(),
             coord_wake: Condvar::new(),
@@ -400,8 +320,7 @@ impl Scheduler {
         let u = &q.units[unit];
         let placed = u.waiting.len() as u32 + u.running;
         placed < self.capacity(unit)
-            || (self.backends[unit].is_gated()
-                && crate::gate_exec::has_batch_room(placed, u.pending_ns))
+            || (self.backends[unit].is_gated() && gate_exec::has_batch_room(placed, u.pending_ns))
     }
 
     /// Accepts a call into the central queue and places what can be placed.
@@ -445,10 +364,7 @@ impl Scheduler {
             unit.pending_ns = (unit.pending_ns - finite_or_zero(placed.exec_ns)).max(0.0);
             if placed.profiling {
                 // Its profiling run did not happen.
-                let mut st = placed.job.slot().lock();
-                if let Some(n) = st.profiling.get_mut(kind.index()) {
-                    *n = n.saturating_sub(1);
-                }
+                placed.job.slot().lock().profiling_ended(kind);
             }
             q.central.push_front((placed.job, placed.accepted_at));
         }
@@ -531,7 +447,7 @@ impl Scheduler {
     fn start_device_work(self: &Arc<Self>, q: &mut Queues) {
         for u in 0..self.units.len() {
             if self.backends[u] == Backend::Emulated {
-                crate::device_exec::start(self, q, u);
+                device_exec::start(self, q, u);
             }
         }
     }
@@ -661,18 +577,9 @@ impl Scheduler {
                 }
             };
         }
-        let model = DecisionModel {
-            model: &st.model,
-            profiling: &st.profiling,
-        };
-        let decision = st.placer.decide(&self.units, &q.views, &model, &request)?;
+        let decision = st.decide(&self.units, &q.views, &request)?;
         let kind = self.units[decision.unit.index()].kind;
         let profiling = decision.reason == Reason::Profiling;
-        if profiling {
-            if let Some(n) = st.profiling.get_mut(kind.index()) {
-                *n += 1;
-            }
-        }
         let exec_ns = st.model.predict(kind, bytes).unwrap_or(f64::NAN);
         Ok((decision.unit, decision.predicted_ns, exec_ns, profiling))
     }
@@ -682,9 +589,7 @@ impl Scheduler {
         let kind = self.units[f.unit.index()].kind;
         let mut st = slot.lock();
         if f.profiling {
-            if let Some(n) = st.profiling.get_mut(kind.index()) {
-                *n = n.saturating_sub(1);
-            }
+            st.profiling_ended(kind);
         }
         // A call that compiled its kernel first teaches nothing about the
         // next one; its kind is profiled again.

@@ -5,9 +5,11 @@
 //! name share (and persist) one model.
 
 use crate::buffer::Buffer;
-use crate::scheduler::TaskSlot;
+use crate::slot::TaskSlot;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+pub use crate::slot::ModelFn;
 
 /// What a CPU implementation learns about where it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +38,6 @@ pub(crate) type OpenClFn<A, R> = Arc<
 #[cfg(feature = "cuda")]
 pub(crate) type CudaFn<A, R> =
     Arc<dyn Fn(&crate::cuda::CudaDevice, &A) -> Result<R, crate::cuda::CudaError> + Send + Sync>;
-/// An application's own model: `(unit kind name, input bytes) → execution time`.
-pub type ModelFn = Arc<dyn Fn(&str, u64) -> Option<Duration> + Send + Sync>;
 
 /// An implementation on an emulated device kind.
 ///

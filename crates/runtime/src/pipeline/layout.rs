@@ -503,9 +503,12 @@ impl<T: Clone + Send + 'static> Pool<T> {
                                 .and_then(|r| r.map_err(|e| e.to_string()))
                         };
                         match &gate {
-                            Some((sched, u, expected)) => {
-                                crate::gate_exec::run_granted(sched, *u, expected[stage], run)?
-                            }
+                            Some((sched, u, expected)) => crate::scheduler::gate_exec::run_granted(
+                                sched,
+                                *u,
+                                expected[stage],
+                                run,
+                            )?,
                             None => run(),
                         }
                     });

@@ -15,15 +15,15 @@
 //!   model before its first call and compared with the kernel time
 //!   measured on the device.
 //! * `served` — the histogram served by a daemon on `served-cuda<N>`
-//!   against the same kernel called in this process ([`crate::bench_served`]).
+//!   against the same kernel called in this process ([`super::served`]).
 //!
 //! With `--json` it prints one line: an object whose keys are fields of
 //! `scripts/gpu-check.sh`'s report. A part that fails gives
 //! `{"error": ...}` for its fields and the command exits non-zero; without
 //! a usable device it fails at once, saying why.
 
-use crate::bench::start_daemon_with;
-use crate::bench_served::{ServedKernel, served_vs_direct};
+use super::common::start_daemon_with;
+use super::served::{ServedKernel, served_vs_direct};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use hetsched_core::ids::KindId;

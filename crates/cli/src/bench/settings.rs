@@ -5,7 +5,7 @@
 //! rewritten, and a probe's `Status` round trip, first with no changes
 //! (the anchor) and then during the churn, in the same run.
 
-use crate::bench::{DaemonChild, percentile, start_daemon_with};
+use super::common::{DaemonChild, percentile, start_daemon_with};
 use anyhow::{Context, Result};
 use clap::Args;
 use hetsched_protocol::{Client, ClientOptions, SettingsRequest, WireClass};

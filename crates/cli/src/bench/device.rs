@@ -15,7 +15,7 @@
 //! iteration count calibrated here, and every result is checked against
 //! the same arithmetic on the CPU.
 
-use crate::bench::{DaemonChild, percentile, start_daemon_with};
+use super::common::{DaemonChild, percentile, start_daemon_with};
 use crate::spin_kernel::{DeviceRef, SpinCall, calibrate_iterations, spin_task};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -483,7 +483,7 @@ pub fn device_gate(args: DeviceGateArgs) -> Result<()> {
 
 /// A second daemon beside [`start_daemon_with`]'s (its own folder).
 fn start_daemon_with_dir(config: &str, tag: &str) -> Result<(DaemonChild, PathBuf)> {
-    crate::bench::start_daemon_in(config, tag)
+    super::common::start_daemon_in(config, tag)
 }
 
 /// Slot time the daemon on `socket` has granted on `unit` in all, ns.

@@ -6,8 +6,8 @@
 //! each call ran shows how fast placement leaves the busy device and
 //! comes back.
 
-use crate::bench::start_daemon_with;
-use crate::bench_device::{daemon_runtime, start_client};
+use super::common::start_daemon_with;
+use super::device::{daemon_runtime, start_client};
 use crate::spin_kernel::{DeviceRef, SpinCall, calibrate_iterations, spin_task};
 use anyhow::{Result, bail};
 use clap::Args;

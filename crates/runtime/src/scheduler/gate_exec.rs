@@ -13,10 +13,10 @@
 //! moment ([`LINGER`]) for that call, when nobody else waits.
 #![cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
 
-use crate::device_exec::{fail, spawn_failover};
+use super::device_exec::{fail, spawn_failover};
+use super::worker::{Ran, run_placed};
+use super::{Placed, Scheduler, finite_or_zero};
 use crate::job::Job;
-use crate::scheduler::{Placed, Scheduler, finite_or_zero};
-use crate::worker::{Ran, run_placed};
 use hetsched_core::ids::UnitId;
 use hetsched_protocol::{ClientError, Grant, TaskEvent, TaskReply};
 use std::collections::VecDeque;

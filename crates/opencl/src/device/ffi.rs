@@ -16,7 +16,7 @@ use opencl3::event::Event;
 use opencl3::memory::{Buffer, CL_MAP_READ, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR, ClMem};
 use opencl3::types::cl_mem;
 
-use crate::device::{KernelArg, ValidatedLaunch};
+use super::{KernelArg, ValidatedLaunch};
 use crate::error::{OpenClError, Result};
 
 /// A context holding just `device` and an in-order queue on it that records

@@ -17,7 +17,7 @@
 //! due. A runtime with no targets (the daemon does not coordinate, an
 //! embedded monitor, `HETSCHED_COORDINATION=off`) places as before.
 
-use crate::scheduler::{Backend, Scheduler};
+use super::{Backend, Queues, Scheduler};
 use hetsched_core::coordination::{DeficitFollower, Pacer};
 use hetsched_core::ids::Ns;
 use hetsched_protocol::UnitDemand;
@@ -225,7 +225,7 @@ fn implemented(sched: &Scheduler) -> Vec<hetsched_core::ids::UnitId> {
 
 /// Cumulative counters of the CPU kinds (the units this process runs
 /// itself and the daemon cannot time).
-fn demand_report(sched: &Scheduler, q: &crate::scheduler::Queues) -> Vec<UnitDemand> {
+fn demand_report(sched: &Scheduler, q: &Queues) -> Vec<UnitDemand> {
     sched
         .backends
         .iter()

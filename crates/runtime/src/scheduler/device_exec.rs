@@ -6,9 +6,9 @@
 //! connection dropped goes back to the front of its unit's queue and the
 //! link fails over; it is submitted again to whichever monitor comes next.
 
+use super::{Finished, Placed, Queues, Scheduler, elapsed_ns};
 use crate::handle::TaskError;
 use crate::job::Where;
-use crate::scheduler::{Finished, Placed, Queues, Scheduler, elapsed_ns};
 use hetsched_core::ids::UnitId;
 use hetsched_core::placement::DataLocation;
 use hetsched_protocol::{ClientError, DeviceDone, TaskEvent, TaskReply};
@@ -201,7 +201,7 @@ pub(crate) fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String
     let mut q = sched.lock();
     q.units[u].running = q.units[u].running.saturating_sub(1);
     q.units[u].pending_ns =
-        (q.units[u].pending_ns - crate::scheduler::finite_or_zero(placed.exec_ns)).max(0.0);
+        (q.units[u].pending_ns - super::finite_or_zero(placed.exec_ns)).max(0.0);
     sched.outstanding.done();
     sched.pump(&mut q);
 }
@@ -211,8 +211,7 @@ pub(crate) fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String
 pub(crate) fn fail_waiting(sched: &Scheduler, q: &mut Queues, u: usize, why: &str) {
     while let Some(placed) = q.units[u].waiting.pop_front() {
         let unit = &mut q.units[u];
-        unit.pending_ns =
-            (unit.pending_ns - crate::scheduler::finite_or_zero(placed.exec_ns)).max(0.0);
+        unit.pending_ns = (unit.pending_ns - super::finite_or_zero(placed.exec_ns)).max(0.0);
         let task = placed.job.slot().name.clone();
         placed.job.fail(TaskError::Unplaceable {
             task,
@@ -230,9 +229,7 @@ fn fail_daemon_calls(sched: &Arc<Scheduler>, why: &str) {
     loop {
         let before = (q.central.len(), sched.outstanding.get());
         for u in 0..sched.units.len() {
-            if sched.backends[u] == crate::scheduler::Backend::Emulated
-                || sched.backends[u].is_gated()
-            {
+            if sched.backends[u] == super::Backend::Emulated || sched.backends[u].is_gated() {
                 fail_waiting(sched, &mut q, u, why);
             }
         }

@@ -5,7 +5,7 @@
 //! how the device split. Then one copy alone, with and without the layer,
 //! for what the layer costs.
 
-use crate::bench::start_daemon_with;
+use super::common::start_daemon_with;
 use anyhow::{Context, Result, bail};
 use hetsched_protocol::{Client, ClientOptions, InterceptApi, StatusReport};
 use serde::Serialize;

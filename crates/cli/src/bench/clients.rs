@@ -17,7 +17,7 @@
 //!   once per turn: hold × (N / slots − 1)), and how long a `status`
 //!   takes meanwhile.
 
-use crate::bench::{DaemonChild, percentile, start_daemon_with};
+use super::common::{DaemonChild, percentile, start_daemon_with};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use hetsched_core::ids::UnitId;

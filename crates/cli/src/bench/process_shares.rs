@@ -5,7 +5,7 @@
 //! time the daemon charged it; at equal shares each should get half,
 //! however many connections it opened.
 
-use crate::bench::start_daemon_with;
+use super::common::start_daemon_with;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use hetsched_protocol::{Client, ClientOptions};

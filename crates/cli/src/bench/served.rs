@@ -6,7 +6,7 @@
 //! measured in the same run, size by size, alternating rounds so that
 //! drift on a shared machine hits both alike.
 
-use crate::bench::percentile;
+use super::common::percentile;
 use anyhow::{Context, Result, bail};
 use hetsched_core::ids::TaskId;
 use hetsched_protocol::kernel_call::{HISTOGRAM_OUT_BYTES, Kernel};

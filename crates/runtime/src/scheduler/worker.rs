@@ -4,8 +4,8 @@
 //! and only then hand the result to the caller (so a caller that has its
 //! result also finds the call in the model and the queues).
 
+use super::{Finished, Placed, Scheduler, elapsed_ns};
 use crate::job::{Job, Where};
-use crate::scheduler::{Finished, Placed, Scheduler, elapsed_ns};
 use std::sync::Arc;
 
 /// What running one call cost.
@@ -92,41 +92,4 @@ pub(crate) fn run_placed(
     });
     sched.outstanding.done();
     ran
-}
-
-/// A device of a kind this process drives itself (OpenCL, CUDA), and the
-/// unit whose calls it runs.
-pub(crate) struct DeviceWorker<D> {
-    pub unit: usize,
-    pub device: D,
-    /// The unit is the monitor's: every run of calls waits for its
-    /// agent's grant ([`crate::gate_exec`]).
-    pub gated: bool,
-}
-
-/// Starts one worker thread per device; `run(device, job, unit)` runs one
-/// call.
-#[cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
-pub(crate) fn spawn_device_workers<D: Send + 'static>(
-    sched: &Arc<Scheduler>,
-    devices: Vec<DeviceWorker<D>>,
-    run: impl Fn(&D, &mut dyn Job, &str) -> Ran + Clone + Send + 'static,
-) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let mut handles = Vec::new();
-    for w in devices {
-        let u = w.unit;
-        let sched = Arc::clone(sched);
-        let run = run.clone();
-        let name = format!("hetsched-{}", sched.units[u].name);
-        handles.push(std::thread::Builder::new().name(name).spawn(move || {
-            let device = w.device;
-            let run = |job: &mut dyn Job, unit: &str, _: f64| run(&device, job, unit);
-            if w.gated {
-                crate::gate_exec::run_loop(&sched, u, run);
-            } else {
-                run_loop(&sched, u, run);
-            }
-        })?);
-    }
-    Ok(handles)
 }

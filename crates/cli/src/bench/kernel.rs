@@ -1,13 +1,13 @@
 //! `hetsched bench served-kernel` (feature `opencl`): a kernel served by
 //! the daemon on `served-opencl0` against the same kernel called in this
 //! process on OpenCL device 0 (the measurement is
-//! [`crate::bench_served`]'s): the built-in histogram, or (`--kernel
+//! [`super::served`]'s): the built-in histogram, or (`--kernel
 //! user`) a kernel the benchmark registers, with its input copied to the
 //! device and its output, as large, copied back.
 
-use crate::bench::start_daemon_with;
-use crate::bench_served::ServedKernel;
-use crate::bench_served::{SizeReport, served_vs_direct};
+use super::common::start_daemon_with;
+use super::served::ServedKernel;
+use super::served::{SizeReport, served_vs_direct};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use hetsched_opencl::kernels::Histogram;
