@@ -1,35 +1,18 @@
-//! `hetsched status`, `hetsched shares set`, `hetsched domains` and
-//! `hetsched run`.
+//! `hetsched status`: the report as a table, CSV, JSON or Prometheus
+//! text, once or `--watch`ed.
 
+use super::domains::domains_table;
+use super::{SocketArg, some_ids};
 use crate::{shown, status_csv, write_out};
-use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand};
+use anyhow::{Result, bail};
+use clap::Args;
 use hetsched_core::ids::{ClientId, UnitId};
 use hetsched_protocol::{
-    Client, ClientOptions, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus,
-    DomainInfo, SettingsRequest, StatusReport, WireClass, domain_of, parse_class, status_json,
+    Client, ClientStatus, ClientUnitStatus, CoordinatedApp, CoordinationStatus, DomainInfo,
+    StatusReport, WireClass, domain_of, status_json,
 };
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-
-#[derive(Args)]
-pub struct SocketArg {
-    /// Daemon socket (default: $HETSCHED_SOCKET, else the per-user default).
-    #[arg(long)]
-    socket: Option<PathBuf>,
-}
-
-impl SocketArg {
-    pub(crate) fn observer(&self, name: &str) -> Result<Client> {
-        let mut opts = ClientOptions::observer(name);
-        if let Some(s) = &self.socket {
-            opts = opts.socket(s);
-        }
-        Ok(Client::connect(opts)?)
-    }
-}
 
 #[derive(Args)]
 pub struct StatusArgs {
@@ -80,63 +63,6 @@ fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
         return Err(format!("{s} s: the interval is 0.1 to 86400 seconds"));
     }
     Ok(std::time::Duration::from_secs_f64(v))
-}
-
-#[derive(Subcommand)]
-pub enum SharesCommand {
-    /// Set the class, shares or priority of a running client (or of a
-    /// process that will connect).
-    Set(SharesSetArgs),
-}
-
-#[derive(Args)]
-pub struct SharesSetArgs {
-    #[command(flatten)]
-    socket: SocketArg,
-    /// The process to change.
-    #[arg(long)]
-    pid: u32,
-    /// Unit name (default: every unit).
-    #[arg(long)]
-    unit: Option<String>,
-    /// custom, normal or background.
-    #[arg(long)]
-    class: Option<String>,
-    /// Shares: percent of the unit for custom, relative weight for normal.
-    #[arg(long)]
-    shares: Option<u32>,
-    /// Priority under the priority policy (larger runs first).
-    #[arg(long, allow_hyphen_values = true)]
-    priority: Option<i32>,
-    /// Cap the device memory of a program running under `hetsched run`
-    /// (`2G`, `512M`); past it, its allocations fail with the API's own
-    /// out-of-memory code. Root or the admin group may set any cap; a user
-    /// may lower the cap of a process of their own.
-    #[arg(long, value_name = "SIZE")]
-    device_memory: Option<String>,
-}
-
-#[derive(Args)]
-pub struct RunArgs {
-    /// custom, normal or background.
-    #[arg(long)]
-    class: String,
-    #[arg(long)]
-    shares: Option<u32>,
-    #[arg(long, allow_hyphen_values = true)]
-    priority: Option<i32>,
-    /// Cap on the device memory the program may hold per device (`2G`,
-    /// `512M`): past it, its allocations fail with the API's own
-    /// out-of-memory code.
-    #[arg(long, value_name = "SIZE")]
-    device_memory: Option<String>,
-    /// Do not put the program's OpenCL and CUDA calls under the daemon's
-    /// leases and caps (the layer and the interposer are not loaded).
-    #[arg(long)]
-    no_intercept: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
 }
 
 pub fn status(args: StatusArgs) -> Result<()> {
@@ -238,136 +164,6 @@ enum Listing {
     /// Every client up to this many; past it a summary: counts per unit
     /// and class, the [`TOP_CLIENTS`] using the most, and how many more.
     Screenful(usize),
-}
-
-#[derive(Args)]
-pub struct DomainsArgs {
-    #[command(flatten)]
-    socket: SocketArg,
-    #[command(subcommand)]
-    command: Option<DomainsCommand>,
-}
-
-#[derive(Subcommand)]
-pub enum DomainsCommand {
-    /// Change a configured domain's accelerator credits or CPU ceiling
-    /// (root or the admin group).
-    Set(DomainsSetArgs),
-}
-
-#[derive(Args)]
-pub struct DomainsSetArgs {
-    #[command(flatten)]
-    socket: SocketArg,
-    /// The domain's name in the daemon's config.
-    name: String,
-    /// Accelerator credits on every unit under a Pegasus policy (this
-    /// replaces the config's per-unit credits).
-    #[arg(long)]
-    credits: Option<u32>,
-    /// CPU ceiling of the domain's clients together, in cores (`none`
-    /// lifts it).
-    #[arg(long, value_parser = parse_cap)]
-    cpu_cap: Option<f64>,
-}
-
-/// `--cpu-cap`: cores, or `none` (sent as 0, which lifts the ceiling).
-fn parse_cap(s: &str) -> Result<f64, String> {
-    if s == "none" {
-        return Ok(0.0);
-    }
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of cores (or `none`)"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!(
-            "{s} cores: a ceiling is a positive number (or `none`)"
-        ));
-    }
-    Ok(v)
-}
-
-/// Credits, with the units that have other credits: `512 gpu1=64`.
-fn credits_text(d: &DomainInfo) -> String {
-    let mut t = d.credits.to_string();
-    for (unit, c) in &d.unit_credits {
-        let _ = write!(t, " {unit}={c}");
-    }
-    t
-}
-
-fn cap_text(cap: Option<f64>) -> String {
-    cap.map_or("-".to_string(), |c| format!("{c}"))
-}
-
-/// The domains, with at most `max_members` members each named (all
-/// without).
-fn domains_table(domains: &[DomainInfo], max_members: Option<usize>) -> String {
-    let mut s = String::new();
-    if domains.is_empty() {
-        let _ = writeln!(
-            s,
-            "no domains configured ([[domains]] in the daemon's config)"
-        );
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "{:<16} {:<28} {:>12} {:>8}  MEMBERS (client/pid)",
-        "DOMAIN", "CGROUP", "CREDITS", "CPU-CAP"
-    );
-    for d in domains {
-        let members: Vec<String> = d
-            .members
-            .iter()
-            .map(|(c, pid)| format!("{}/{pid}", c.0))
-            .collect();
-        let _ = writeln!(
-            s,
-            "{:<16} {:<28} {:>12} {:>8}  {}",
-            d.name,
-            d.cgroup,
-            credits_text(d),
-            cap_text(d.cpu_cap),
-            some_ids(members, " ", max_members)
-        );
-    }
-    s
-}
-
-/// `hetsched domains` and `hetsched domains set`.
-pub fn domains(args: DomainsArgs) -> Result<()> {
-    match args.command {
-        None => {
-            let mut client = args.socket.observer("hetsched-domains")?;
-            let list = client.domains()?;
-            let _ = client.goodbye();
-            write_out(&domains_table(&shown::domains(&list), None))?;
-        }
-        Some(DomainsCommand::Set(a)) => {
-            if a.credits.is_none() && a.cpu_cap.is_none() {
-                bail!("nothing to change: give --credits or --cpu-cap");
-            }
-            if a.credits == Some(0) {
-                bail!("--credits must be at least 1");
-            }
-            let mut client = a.socket.observer("hetsched-domains")?;
-            let changed = client.set_domain(&a.name, a.credits, a.cpu_cap)?;
-            let _ = client.goodbye();
-            let mut out = String::new();
-            for d in shown::domains(&changed) {
-                let _ = writeln!(
-                    out,
-                    "domain {}: credits {}, cpu cap {}",
-                    d.name,
-                    d.credits,
-                    cap_text(d.cpu_cap)
-                );
-            }
-            write_out(&out)?;
-        }
-    }
-    Ok(())
 }
 
 /// A unit's name in a report ("?" for an id the report lacks).
@@ -601,19 +397,6 @@ fn unit_class_counts(s: &mut String, r: &StatusReport) {
             on.iter().map(|cu| u64::from(cu.outstanding)).sum::<u64>(),
             pct(on.iter().map(|cu| cu.view.current_utilisation).sum())
         );
-    }
-}
-
-/// `ids` joined by `sep`; with `max`, the first `max` and how many more.
-fn some_ids(ids: Vec<String>, sep: &str, max: Option<usize>) -> String {
-    if ids.is_empty() {
-        return "-".to_string();
-    }
-    match max {
-        Some(max) if ids.len() > max => {
-            format!("{}{sep}… +{} more", ids[..max].join(sep), ids.len() - max)
-        }
-        _ => ids.join(sep),
     }
 }
 
@@ -923,106 +706,6 @@ fn prometheus(r: &StatusReport) -> String {
     s
 }
 
-fn request(
-    class: Option<&str>,
-    shares: Option<u32>,
-    priority: Option<i32>,
-) -> Result<SettingsRequest> {
-    let class = match (class, shares) {
-        (Some(c), s) => Some(parse_class(c, s).map_err(anyhow::Error::msg)?),
-        (None, Some(_)) => bail!("--shares needs --class (custom or normal)"),
-        (None, None) => None,
-    };
-    if class.is_none() && priority.is_none() {
-        bail!("nothing to change: give --class (with --shares) or --priority");
-    }
-    Ok(SettingsRequest { class, priority })
-}
-
-pub fn shares(cmd: SharesCommand) -> Result<()> {
-    let SharesCommand::Set(args) = cmd;
-    let cap = args
-        .device_memory
-        .as_deref()
-        .map(hetsched_protocol::byte_size::parse_byte_size)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--device-memory {e}"))?;
-    let settings = args.class.is_some() || args.shares.is_some() || args.priority.is_some();
-    let mut client = args.socket.observer("hetsched-shares")?;
-    let mut out = String::new();
-    if let Some(limit) = cap {
-        let now = client.set_device_memory(args.pid, limit)?;
-        let _ = writeln!(
-            out,
-            "pid {}: device memory capped at {}",
-            args.pid,
-            hetsched_protocol::byte_size::format_byte_size(now)
-        );
-        if !settings {
-            let _ = client.goodbye();
-            return write_out(&out);
-        }
-    }
-    let req = request(args.class.as_deref(), args.shares, args.priority)?;
-    let unit = match &args.unit {
-        Some(name) => Some(client.unit_by_name(name).map(|u| u.id).with_context(|| {
-            let names: Vec<&str> = client.units().iter().map(|u| u.name.as_str()).collect();
-            format!("unknown unit {name:?}; units are: {}", names.join(", "))
-        })?),
-        None => None,
-    };
-    let (pid, changed) = client.set_settings(Some(args.pid), unit, req)?;
-    for (u, s) in changed {
-        let name = client.units().get(u.index()).map_or("?", |i| &i.name);
-        let _ = writeln!(
-            out,
-            "pid {pid}: {} -> {} (priority {})",
-            shown::text(name),
-            s.class,
-            s.priority
-        );
-    }
-    let _ = client.goodbye();
-    write_out(&out)
-}
-
-/// The environment variable the interposers read their cap from
-/// (`hetsched_intercept::DEVICE_MEMORY_ENV`; the CLI does not link them).
-mod hetsched_intercept_env {
-    pub const DEVICE_MEMORY: &str = "HETSCHED_DEVICE_MEMORY";
-}
-
-pub fn run(args: RunArgs) -> Result<()> {
-    // Validate here so a typo fails before the program starts.
-    request(Some(&args.class), args.shares, args.priority)?;
-    let mut cmd = std::process::Command::new(&args.command[0]);
-    cmd.args(&args.command[1..])
-        .env("HETSCHED_CLASS", &args.class);
-    match args.shares {
-        Some(s) => cmd.env("HETSCHED_SHARES", s.to_string()),
-        None => cmd.env_remove("HETSCHED_SHARES"),
-    };
-    if let Some(p) = args.priority {
-        cmd.env("HETSCHED_PRIORITY", p.to_string());
-    }
-    if let Some(size) = &args.device_memory {
-        let bytes = hetsched_protocol::byte_size::parse_byte_size(size)
-            .map_err(|e| anyhow::anyhow!("--device-memory {e}"))?;
-        if bytes == 0 {
-            bail!("--device-memory 0 leaves the program no device memory");
-        }
-        if args.no_intercept {
-            bail!("--device-memory is enforced by the interposers, which --no-intercept turns off");
-        }
-        cmd.env(hetsched_intercept_env::DEVICE_MEMORY, bytes.to_string());
-    }
-    if !args.no_intercept {
-        crate::intercept_setup::add_interposers(&mut cmd);
-    }
-    let err = cmd.exec();
-    bail!("cannot run {}: {err}", args.command[0])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1318,18 +1001,6 @@ mod tests {
             assert_eq!(full.lines().filter(|l| l.contains("app-")).count(), 49);
             assert!(full.contains("client 1 (pid 50)"), "{full}");
         }
-    }
-
-    #[test]
-    fn long_id_lists_are_cut_in_a_summary() {
-        let ids: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
-        assert_eq!(some_ids(ids[..3].to_vec(), ",", Some(16)), "1,2,3");
-        assert_eq!(
-            some_ids(ids.clone(), ",", Some(16)),
-            "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,… +4 more"
-        );
-        assert_eq!(some_ids(ids.clone(), " ", None).split(' ').count(), 20);
-        assert_eq!(some_ids(Vec::new(), ",", Some(16)), "-");
     }
 
     /// Long unit names and device kinds (served OpenCL units) keep the
