@@ -80,6 +80,11 @@ pub struct CommonArgs {
     /// `model_error`; task-placement scenarios only.
     #[arg(long, value_name = "FRACTION")]
     model_error: Option<f64>,
+    /// Replayed events hetsched-pf's coordinator may spend on a solve's
+    /// optional candidates (the default bounds a solve at 32 applications;
+    /// 128 take about 8000000 to finish in minutes).
+    #[arg(long, value_name = "EVENTS")]
+    replay_events: Option<u64>,
 }
 
 pub fn run_command(cmd: SimCommand) -> Result<()> {
@@ -116,6 +121,7 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
                         .common
                         .model_error
                         .filter(|_| catalog::BUILTIN.iter().any(|(n, _)| *n == name)),
+                    replay_events: args.common.replay_events,
                 };
                 let report = simulate(name, &common)?;
                 if !args.json {
@@ -278,6 +284,12 @@ fn simulate_tasks(name: &str, common: &CommonArgs) -> Result<ScenarioReport> {
             bail!("--model-error must be in [0, 1) (a fraction: 0.25 is ±25 %); got {error}");
         }
         sc.model_error = error;
+    }
+    if let Some(events) = common.replay_events {
+        if events == 0 {
+            bail!("--replay-events must be positive (0 would judge no optional candidate)");
+        }
+        sc.replay_events_per_solve = Some(events);
     }
     let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()

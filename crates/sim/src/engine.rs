@@ -253,7 +253,14 @@ impl<'s> Engine<'s> {
                     short_first: u.policy.kind() == hetsched_core::policy::PolicyKind::ShortFirst,
                 })
                 .collect();
-            Coordinator::new(CoordinatorConfig::default(), supply)
+            let defaults = CoordinatorConfig::default();
+            let config = CoordinatorConfig {
+                replay_events_per_solve: sc
+                    .replay_events_per_solve
+                    .unwrap_or(defaults.replay_events_per_solve),
+                ..defaults
+            };
+            Coordinator::new(config, supply)
         });
         let report_apps = ReportApp::for_scenario(sc);
         let metrics = Metrics::new(sc, report_apps, strategy.name());

@@ -405,6 +405,9 @@ pub struct Scenario {
     pub model_error: f64,
     pub model_error_sweep: Vec<f64>,
     pub timeline_ns: Ns,
+    /// hetsched-pf's `replay_events_per_solve` (`None`: the coordinator's
+    /// default); set by `hetsched sim run --replay-events`, not by the file.
+    pub replay_events_per_solve: Option<u64>,
 }
 
 impl App {
@@ -569,6 +572,7 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         model_error: raw.model_error,
         model_error_sweep: raw.model_error_sweep,
         timeline_ns: ms_to_ns(raw.timeline_s * 1e3),
+        replay_events_per_solve: None,
     })
 }
 

@@ -586,7 +586,7 @@ fn coordination_table(
         let targets = match a.rate {
             Some(rate) => format!("{rate:.1} calls/s{estimate}; {}", mix.join(", ")),
             None if !a.coordinated => {
-                "not coordinated (it does not follow targets, or its priority is the agents' to enforce)"
+                "not coordinated (it does not follow targets, or its class, priority or per-unit shares are the agents' to enforce)"
                     .to_string()
             }
             None => "no targets yet".to_string(),

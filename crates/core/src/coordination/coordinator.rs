@@ -43,7 +43,7 @@ pub struct CoordinatorConfig {
 }
 
 /// The default of [`CoordinatorConfig::replay_events_per_solve`].
-pub const DEFAULT_REPLAY_EVENTS: u64 = 8_000_000;
+pub const DEFAULT_REPLAY_EVENTS: u64 = 64_000_000;
 
 pub(super) fn default_replay_events() -> u64 {
     DEFAULT_REPLAY_EVENTS

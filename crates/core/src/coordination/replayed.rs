@@ -79,8 +79,9 @@ const NATIVE_PLAN_RATE: f64 = 2.0;
 /// needs (the wait-aware rounds, the native plan, the incumbent) are
 /// judged whatever this says; the exclusion candidates, the walks, the
 /// short-first orders and the rate cuts stop where it runs out, in that
-/// order. A replay costs about 20,000 events at eight applications and
-/// 80,000 at 128 (every application must complete enough tasks).
+/// order; the exclusion candidates take at most a quarter. A replay costs
+/// 20,000–35,000 events at eight applications and 80,000 (its cap) from
+/// 32 on, where every application must complete enough tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JudgeBudget {
     pub replay_events: u64,
@@ -94,9 +95,9 @@ impl JudgeBudget {
 }
 
 impl Default for JudgeBudget {
-    /// Measured on the built-in scenarios: the solves of those with up to
-    /// eight applications spend less than this, so they are as without
-    /// a limit; 32 applications spend up to about 14 M unlimited.
+    /// [`DEFAULT_REPLAY_EVENTS`]: one solve of the criterion benchmark's
+    /// 32-application mix spends 50 M without a limit, one of eight
+    /// applications 3.6 M; at 128 applications a solve reaches it.
     fn default() -> Self {
         JudgeBudget {
             replay_events: DEFAULT_REPLAY_EVENTS,
@@ -186,6 +187,11 @@ impl Judge<'_> {
     /// Whether an optional candidate may still be judged.
     fn affordable(&self) -> bool {
         self.spent.get() < self.budget.replay_events
+    }
+
+    /// About how many plans `events` replayed events judge.
+    fn plans_within(&self, events: u64) -> u64 {
+        events.div_ceil(self.last.get().max(1))
     }
 
     /// About how many more plans the budget can judge.
@@ -451,8 +457,12 @@ pub fn solve_targets_replayed(
             floor_goal,
             &judge.weights,
             // Each candidate is a solve and a replay: count the solve as
-            // another replay.
-            judge.plans_left() / 2,
+            // another replay. At most a quarter of the budget: the walks
+            // that follow gain more per replay where it binds.
+            judge
+                .plans_left()
+                .min(judge.plans_within(budget.replay_events / 4))
+                / 2,
         ) {
             let plan = Plan::of(&q, &next, &arrival);
             let judged = judge.judge(&plan);

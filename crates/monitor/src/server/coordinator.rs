@@ -11,15 +11,17 @@
 //! targets that the timer thread publishes in the private pages.
 //!
 //! Coordinated are the applications that follow targets (they send
-//! `ReportDemand`: hetsched-runtime does) at the default priority. Their
-//! classes and shares are their weights in Σ wᵢ ln rᵢ
-//! (`hetsched_core::coordination::coordination_weights`, the share
-//! policy's split of a unit: a CUSTOM percentage, NORMAL shares of what
-//! CUSTOM leaves, BACKGROUND the least weight): above the floor, an app
-//! with twice the entitlement gets twice the weight. Priorities are a
-//! strict order the units' agents enforce, which proportional fairness
-//! must not override; those applications place as they like, and what
-//! they use of each unit is taken out of the supply the others share. So is every application's
+//! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
+//! shares, the same on every unit, at the default priority. Their shares
+//! are their weights in Σ wᵢ ln rᵢ
+//! (`hetsched_core::coordination::coordination_weights`): above the
+//! floor, an app with twice the shares gets twice the weight. An
+//! administrator's CUSTOM shares (a guaranteed percentage), BACKGROUND
+//! class, priorities, or shares that differ by unit are enforced by the
+//! units' agents ([`normal_everywhere`] says why), and proportional
+//! fairness must not override them; those applications place as they
+//! like, and what they use of each unit is taken out of the supply the
+//! others share. So is every application's
 //! host side on the CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
 //! And so is everything else that keeps the CPU units' cores busy: other
@@ -38,7 +40,7 @@ use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weights, supply_left};
 use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
-use hetsched_core::policy::{ClientSettings, PolicyKind};
+use hetsched_core::policy::{ClientSettings, PolicyKind, ShareClass};
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role};
 use hetsched_views::Targets;
@@ -205,9 +207,14 @@ fn gather(shared: &Shared) -> Gathered {
         .filter_map(|id| st.monitor.client(id))
         .filter(|c| c.role == Role::Application)
         .collect();
-    // Weighed together: a CUSTOM percentage weighs against the others.
+    // Weighed together (a CUSTOM percentage weighs against the others),
+    // but only NORMAL applications take part: see `normal_everywhere`.
     let settings: Vec<&[ClientSettings]> = clients.iter().map(|c| c.settings.as_slice()).collect();
-    let weights = coordination_weights(&settings);
+    let weights: Vec<Option<f64>> = coordination_weights(&settings)
+        .into_iter()
+        .zip(&settings)
+        .map(|(w, s)| w.filter(|_| normal_everywhere(s)))
+        .collect();
     let apps = clients
         .into_iter()
         .zip(weights)
@@ -241,6 +248,23 @@ fn gather(shared: &Shared) -> Gathered {
         at: shared.now(),
         apps,
     }
+}
+
+/// Whether an application's standing is NORMAL shares, the same on every
+/// unit, at the default priority: only those take part in the daemon's
+/// coordination. The coordinator's native estimate of an app is its FIFO
+/// turn on its native unit, while the units' agents give a CUSTOM app its
+/// percentage there: the targets' pacing would hold a CUSTOM 70 app to its
+/// turn (measured: 45 / 55 instead of 70 / 30 on one device). So CUSTOM,
+/// BACKGROUND, priorities and per-unit shares stay the agents' to
+/// enforce until the native estimate counts entitlements.
+fn normal_everywhere(settings: &[ClientSettings]) -> bool {
+    let Some(first) = settings.first() else {
+        return false;
+    };
+    matches!(first.class, ShareClass::Normal { shares } if shares > 0)
+        && first.priority == ClientSettings::default().priority
+        && settings.iter().all(|s| s == first)
 }
 
 /// Feeds one tick's figures to the meters and the coordinator. `cpu_time`
@@ -642,8 +666,7 @@ mod tests {
     #[test]
     fn an_app_with_administrator_set_standing_is_left_out_and_its_use_reserved() {
         let (plain, _) = run_ticks(cpu_used_honestly(), 1.0);
-        // An app with a priority (not weighed) keeps unit 1 busy 90 % of
-        // the time.
+        // A CUSTOM-class app keeps unit 1 busy 90 % of the time.
         let custom = |tick: u64| GatheredApp {
             id: ClientId(3),
             pid: 300,
