@@ -343,7 +343,7 @@ fn impossible_settings_are_refused() {
 }
 
 mod as_unit_policy {
-    use hetsched_core::backend_policy::{BackendPolicy, DEFAULT_ANTICIPATION_NS};
+    use hetsched_core::backend_policy::{BackendPolicy, TURN_ANTICIPATION_NS};
     use hetsched_core::ids::{ClientId, TaskId};
     use hetsched_core::policy::{
         ClientSettings, CreditPolicy, PolicyKind, Request, ShareClass, SharedDomain, UnitPolicy,
@@ -527,7 +527,7 @@ mod as_unit_policy {
             // (X / X_min) are the credit ratio.
             credits in proptest::collection::vec(proptest::sample::select(vec![1u32, 2, 4]), 2..5),
             call_us in 500u64..3000,
-            gap_us in 0u64..(DEFAULT_ANTICIPATION_NS / 2000),
+            gap_us in 0u64..(TURN_ANTICIPATION_NS / 2000),
         ) {
             let mut p = CreditPolicy::new(BackendPolicy::AccC, 1);
             let ids: Vec<u32> = (1..=credits.len() as u32).collect();
@@ -536,7 +536,7 @@ mod as_unit_policy {
                 p.set_client(ClientId(c), s, 0).unwrap();
             }
             let (served, longest_idle) = tight_loop_run(&mut p, &ids, call_us * 1000, gap_us * 1000, 20);
-            prop_assert!(longest_idle <= DEFAULT_ANTICIPATION_NS, "idle {longest_idle}");
+            prop_assert!(longest_idle <= TURN_ANTICIPATION_NS, "idle {longest_idle}");
             let total: u64 = served.values().sum();
             let all: u32 = credits.iter().sum();
             for (c, &x) in ids.iter().zip(&credits) {
@@ -559,9 +559,9 @@ mod as_unit_policy {
                 let s = ClientSettings { class: ShareClass::Normal { shares: x * 256 }, priority: 0 };
                 p.set_client(ClientId(c), s, 0).unwrap();
             }
-            let gap = 3 * DEFAULT_ANTICIPATION_NS;
+            let gap = 3 * TURN_ANTICIPATION_NS;
             let (served, longest_idle) = tight_loop_run(&mut p, &ids, call_us * 1000, gap, 5);
-            prop_assert!(longest_idle <= DEFAULT_ANTICIPATION_NS, "idle {longest_idle}");
+            prop_assert!(longest_idle <= TURN_ANTICIPATION_NS, "idle {longest_idle}");
             prop_assert!(served.values().all(|&s| s > 0), "{served:?}");
         }
     }
@@ -628,7 +628,7 @@ mod as_unit_policy {
                             None => {
                                 let at = p.retry_at(now);
                                 prop_assert!(
-                                    at.is_some_and(|t| t >= now && t <= now + DEFAULT_ANTICIPATION_NS),
+                                    at.is_some_and(|t| t >= now && t <= now + TURN_ANTICIPATION_NS),
                                     "held back at {} until {:?}", now, at
                                 );
                                 now = at.unwrap();

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 pub use coordinated::COSCHED_MAX_WAIT_NS;
 pub use slaf::SloWindow;
-pub use turns::{DEFAULT_ANTICIPATION_NS, Keep, Turns};
+pub use turns::{Keep, TURN_ANTICIPATION_NS, Turns};
 
 /// A domain: a client or a cgroup with its own call queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -21,10 +21,12 @@ use super::{BackendPolicy, Decision, DomainId};
 use crate::Ns;
 use std::collections::BTreeMap;
 
-/// Default anticipation window: long enough for a tightly coupled loop's
-/// next call (a CPU phase of up to about half a millisecond, plus the
-/// poll that notices it), short against a 10 ms tick.
-pub const DEFAULT_ANTICIPATION_NS: Ns = 1_000_000;
+/// Default window a Pegasus policy keeps the device for its owner's next
+/// call: long enough for a tightly coupled loop's next call (a CPU phase
+/// of up to about half a millisecond, plus the poll that notices it),
+/// short against a 10 ms tick. The share policy's is
+/// [`crate::policy::SHARE_ANTICIPATION_NS`].
+pub const TURN_ANTICIPATION_NS: Ns = 1_000_000;
 
 /// What the caller does next with a free device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

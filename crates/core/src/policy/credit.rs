@@ -13,8 +13,8 @@
 use super::accounting::{ClientLedger, LedgerConfig};
 use super::{ClientSettings, PolicyError, PolicyKind, Request, ShareClass, UnitPolicy};
 use crate::backend_policy::{
-    BackendPolicy, BackendScheduler, CpuSchedule, DEFAULT_ANTICIPATION_NS, DomainConfig, DomainId,
-    Keep, Turns,
+    BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId, Keep,
+    TURN_ANTICIPATION_NS, Turns,
 };
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
@@ -93,7 +93,7 @@ impl CreditPolicy {
             ledger: ClientLedger::new(slots, LedgerConfig::default()),
             queues: BTreeMap::new(),
             shared: BTreeMap::new(),
-            turns: Turns::new(backend, CREDIT_TICK_NS, DEFAULT_ANTICIPATION_NS),
+            turns: Turns::new(backend, CREDIT_TICK_NS, TURN_ANTICIPATION_NS),
             cpu_credits: BTreeMap::new(),
             queued: 0,
         }

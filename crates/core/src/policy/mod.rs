@@ -21,7 +21,7 @@ pub use accounting::{
 pub use credit::{CREDIT_TICK_NS, CreditPolicy, SharedDomain, domain_config};
 pub use fifo::FifoPolicy;
 pub use priority::PriorityPolicy;
-pub use share::{SharePolicy, ShareWindow};
+pub use share::{SHARE_ANTICIPATION_NS, SharePolicy, ShareWindow};
 pub use short_first::{SHORT_FIRST_STRETCH, short_first_key};
 pub use time_share::TimeSharePolicy;
 

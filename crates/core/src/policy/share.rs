@@ -81,13 +81,17 @@ impl Default for ShareWindow {
             activity_window_ns: ledger.activity_window_ns,
             throttle_slack: 0.05,
             hold_over_share: false,
-            anticipation_ns: DEFAULT_ANTICIPATION_NS,
+            anticipation_ns: SHARE_ANTICIPATION_NS,
         }
     }
 }
 
-/// Default of [`ShareWindow::anticipation_ns`].
-pub const DEFAULT_ANTICIPATION_NS: Ns = 500_000;
+/// Default of [`ShareWindow::anticipation_ns`]: how long the share
+/// policy holds a free slot for an under-share client's next task. The
+/// Pegasus policies' window for the owner's next call is
+/// [`crate::backend_policy::TURN_ANTICIPATION_NS`]; the daemon's one knob,
+/// `anticipation_us`, sets both.
+pub const SHARE_ANTICIPATION_NS: Ns = 500_000;
 
 impl ShareWindow {
     fn ledger_config(&self) -> LedgerConfig {
@@ -914,7 +918,7 @@ mod tests {
         // Without it, the slot goes to the long client whenever the short
         // one is between calls, and each such turn costs it 20 ms.
         let without = short_part_against_long(0);
-        let with = short_part_against_long(DEFAULT_ANTICIPATION_NS);
+        let with = short_part_against_long(SHARE_ANTICIPATION_NS);
         assert!(without < 0.25, "without anticipation: {without}");
         assert!(with > 0.45, "with anticipation: {with}");
     }

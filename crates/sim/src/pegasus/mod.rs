@@ -24,7 +24,7 @@ mod plot;
 
 pub use engine::{DomainOutcome, DomainSpec, Machine, run as run_machine};
 
-use hetsched_core::backend_policy::{BackendPolicy, DEFAULT_ANTICIPATION_NS};
+use hetsched_core::backend_policy::{BackendPolicy, TURN_ANTICIPATION_NS};
 use hetsched_core::ids::Ns;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -113,7 +113,7 @@ pub fn machine(name: &str) -> Option<Machine> {
             cpus: 2,
             accelerators: 2,
             switch_ns: SWITCH_NS,
-            anticipation_ns: DEFAULT_ANTICIPATION_NS,
+            anticipation_ns: TURN_ANTICIPATION_NS,
             hs_period_ns: engine::TICK_NS,
             domains: [256, 512, 1024, 256]
                 .iter()
@@ -127,7 +127,7 @@ pub fn machine(name: &str) -> Option<Machine> {
             cpus: 2,
             accelerators: 2,
             switch_ns: SWITCH_NS,
-            anticipation_ns: DEFAULT_ANTICIPATION_NS,
+            anticipation_ns: TURN_ANTICIPATION_NS,
             hs_period_ns: engine::TICK_NS,
             domains: [
                 (1024, 256, 0.2),
@@ -157,7 +157,7 @@ pub fn machine(name: &str) -> Option<Machine> {
                 cpus: 2,
                 accelerators: 1,
                 switch_ns: SWITCH_NS,
-                anticipation_ns: DEFAULT_ANTICIPATION_NS,
+                anticipation_ns: TURN_ANTICIPATION_NS,
                 hs_period_ns: engine::TICK_NS,
                 domains,
             }
