@@ -9,10 +9,8 @@ use hetsched_sim::oracle;
 use hetsched_sim::scenario::parse;
 use hetsched_sim::strategy::StrategyKind;
 
-fn scenario(heavy_shares: u32) -> String {
-    format!(
-        r#"
-name = "pf-weights"
+/// Both scenarios' run and machine: a two-core CPU and one GPU.
+const MACHINE: &str = r#"
 duration_s = 3
 warmup_s = 1
 policies = ["native", "hetsched-pf"]
@@ -29,8 +27,13 @@ name = "gpu"
 class = "gpu"
 policy = "fifo"
 dispatch_us = 20
-copy = {{ latency_us = 10, in_gb_s = 6, out_gb_s = 6 }}
+copy = { latency_us = 10, in_gb_s = 6, out_gb_s = 6 }
+"#;
 
+fn scenario(heavy_shares: u32) -> String {
+    format!(
+        r#"name = "pf-weights"
+{MACHINE}
 [[apps]]
 name = "heavy"
 bytes = {{ kib = 64 }}
@@ -77,28 +80,7 @@ fn more_normal_shares_get_more_of_the_contended_unit() {
 /// Each is compared with its native throughput and the split with its
 /// entitlement.
 fn weighted_mix() -> String {
-    let mut s = String::from(
-        r#"
-name = "pf-weights-custom"
-duration_s = 3
-warmup_s = 1
-policies = ["native", "hetsched-pf"]
-
-[[units]]
-name = "cpu"
-class = "cpu"
-policy = "time-share"
-dispatch_us = 5
-slots = 2
-
-[[units]]
-name = "gpu"
-class = "gpu"
-policy = "fifo"
-dispatch_us = 20
-copy = { latency_us = 10, in_gb_s = 6, out_gb_s = 6 }
-"#,
-    );
+    let mut s = format!("name = \"pf-weights-custom\"\n{MACHINE}");
     let custom = |shares: u32| format!("custom\"\nshares = {{ cpu = {shares}, gpu = {shares} }}");
     let apps = [
         ("c70".to_string(), custom(70)),
