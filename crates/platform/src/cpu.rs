@@ -6,20 +6,14 @@
 //! both views are kept.
 
 use crate::isa::detect_cpu_caps;
+pub use crate::probed::CacheSizes;
+use crate::probed::{RawKind, RawPu};
 use crate::sysfs;
 use hetsched_core::ids::{KindId, UnitId};
 use hetsched_core::unit::Capabilities;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Data (or unified) cache sizes seen by one PU, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CacheSizes {
-    pub l1d: Option<u64>,
-    pub l2: Option<u64>,
-    pub l3: Option<u64>,
-}
 
 /// One logical CPU (hwloc PU).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -90,22 +84,6 @@ pub struct CpuTopology {
     pub speed_basis: SpeedBasis,
     /// Warnings (hwloc unavailable, files missing …).
     pub notes: Vec<String>,
-}
-
-/// A PU as a probe saw it, before kinds are settled.
-pub(crate) struct RawPu {
-    pub os_index: usize,
-    pub core: Option<usize>,
-    pub package: Option<usize>,
-    pub caches: CacheSizes,
-    /// Index into the probe's kinds, when it reported kinds.
-    pub hw_kind: Option<usize>,
-}
-
-/// A CPU kind as hwloc reported it.
-pub(crate) struct RawKind {
-    pub efficiency: Option<usize>,
-    pub infos: BTreeMap<String, String>,
 }
 
 /// Discovers the CPUs with hwloc, completed from sysfs; falls back to sysfs

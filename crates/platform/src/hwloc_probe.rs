@@ -13,7 +13,7 @@
 // block says why it is sound next to it.
 #![allow(unsafe_code)]
 
-use crate::cpu::{CacheSizes, RawKind, RawPu};
+use crate::probed::{CacheSizes, RawKind, RawPu};
 use libloading::Library;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulong, c_void};

@@ -17,6 +17,7 @@ pub mod gpu;
 mod hwloc_probe;
 pub mod isa;
 pub mod platform;
+mod probed;
 pub mod slow_cores;
 pub mod stop;
 mod summary;

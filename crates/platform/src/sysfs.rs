@@ -6,7 +6,7 @@
 //! containers routinely lack `cpu_capacity` and `cpufreq`. The root is a
 //! parameter so tests can build a fake big.LITTLE tree.
 
-use crate::cpu::{CacheSizes, RawPu};
+use crate::probed::{CacheSizes, RawPu};
 use std::fs;
 use std::path::Path;
 
