@@ -71,11 +71,17 @@ proptest! {
 
     /// The published targets replay no worse on the floor than everyone on
     /// their native unit (always a candidate), and are well formed: rows
-    /// sum to 1 over units the app implements.
+    /// sum to 1 over units the app implements. So whatever the budget of
+    /// replayed events: none (only the plans every solve judges), a few
+    /// replays' worth, or the default.
     #[test]
-    fn replayed_targets_keep_the_native_floor((units, apps) in machine()) {
+    fn replayed_targets_keep_the_native_floor(
+        (units, apps) in machine(),
+        budget in prop::sample::select(vec![0u64, 100_000, 1_000_000, JudgeBudget::default().replay_events]),
+    ) {
         let native = native_estimate_replayed(&apps, &units);
-        let t = solve_targets_replayed(&apps, &units, 1.05, 1, true, None, JudgeBudget::default()).unwrap();
+        let budget = JudgeBudget { replay_events: budget };
+        let t = solve_targets_replayed(&apps, &units, 1.05, 1, true, None, budget).unwrap();
         prop_assert_eq!(&t.native, &native);
         let floor = t.predicted_relative.iter().copied().fold(f64::INFINITY, f64::min);
         // The native plan replays at the native estimate (its own replay),

@@ -196,8 +196,7 @@ impl Judge<'_> {
 
     /// About how many more plans the budget can judge.
     fn plans_left(&self) -> u64 {
-        let left = self.budget.replay_events.saturating_sub(self.spent.get());
-        left.div_ceil(self.last.get().max(1))
+        self.plans_within(self.budget.replay_events.saturating_sub(self.spent.get()))
     }
 
     fn judge(&self, plan: &Plan) -> Judged {
