@@ -37,7 +37,6 @@ use super::{
     weights_of,
 };
 use crate::fairness::{NoLoserSolution, solve_no_loser_weighted};
-use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 
 /// A replayed floor at or above this counts as met (1 % under native,
@@ -82,16 +81,9 @@ const NATIVE_PLAN_RATE: f64 = 2.0;
 /// order; the exclusion candidates take at most a quarter. A replay costs
 /// 20,000–35,000 events at eight applications and 80,000 (its cap) from
 /// 32 on, where every application must complete enough tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JudgeBudget {
     pub replay_events: u64,
-}
-
-impl JudgeBudget {
-    /// No limit: every candidate is judged.
-    pub const UNLIMITED: JudgeBudget = JudgeBudget {
-        replay_events: u64::MAX,
-    };
 }
 
 impl Default for JudgeBudget {
