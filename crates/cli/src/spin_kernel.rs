@@ -10,7 +10,7 @@ use hetsched_runtime::Task;
 use std::time::Instant;
 
 #[cfg(feature = "opencl")]
-const SOURCE: &str = r"
+pub(crate) const SOURCE: &str = r"
 __kernel void spin(__global uint *out, uint iterations, uint seed) {
     uint x = seed ^ ((uint)get_global_id(0) * 2654435761u);
     for (uint i = 0; i < iterations; i++) {
@@ -22,7 +22,7 @@ __kernel void spin(__global uint *out, uint iterations, uint seed) {
 ";
 
 /// Work-items per call.
-const WORK_ITEMS: usize = 1024;
+pub(crate) const WORK_ITEMS: usize = 1024;
 
 /// One call of the spin kernel.
 #[derive(Clone, Copy, Debug)]
