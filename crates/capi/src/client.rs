@@ -6,9 +6,10 @@
 use crate::error::{HsStatus, err, guard};
 use crate::handles::{Table, c_str, fill_name, name_and_out, opt_c_str, write_out};
 use crate::runtime::{HS_NAME_MAX, HsUnitInfo};
+use crate::turnaround::{self, HsTurnaround, client_view};
 use hetsched_core::ids::{TaskId, UnitId};
+use hetsched_core::turnaround::{TurnaroundInput, UnitLoad};
 use hetsched_core::unit::UnitClass;
-use hetsched_core::view::ClientUnitView;
 use hetsched_protocol::{ClientError, ClientOptions, Grant, SharedClient, UnitInfo};
 use std::ffi::c_char;
 use std::time::Duration;
@@ -237,14 +238,50 @@ pub unsafe extern "C" fn hs_client_unit_view(
     })
 }
 
+/// The core's placement formula ([`hetsched_core::turnaround::turnaround`])
+/// for a task of `exec_ns` on unit `index`, from the unit's figures and this
+/// client's view of it: on a CPU kind the load is its runnable threads
+/// plus `extra_threads`, on any other unit the published view.
+fn client_turnaround(
+    c: &ClientObj,
+    index: u32,
+    exec_ns: f64,
+    bytes: (u64, u64),
+    extra_threads: u32,
+    ahead_ns: f64,
+) -> Result<HsTurnaround, (HsStatus, String)> {
+    let u = unit_of(c, index)?;
+    let v = view_of(c, index)?;
+    let load = if u.class == UnitClass::Cpu {
+        UnitLoad::RunnableThreads(f64::from(v.runnable_threads) + f64::from(extra_threads))
+    } else {
+        UnitLoad::View(client_view(&v))
+    };
+    let copy_ns = if u.coherent {
+        0.0
+    } else {
+        u.copy_in.time_ns(bytes.0) + u.copy_out.time_ns(bytes.1)
+    };
+    turnaround::checked(&TurnaroundInput {
+        exec_ns,
+        dispatch_ns: u.dispatch_ns as f64,
+        copy_ns,
+        ahead_ns,
+        slots: u.slots,
+        load,
+    })
+}
+
 /// The turnaround hetsched predicts for a task that executes `exec_ns` on
 /// unit `index` alone and moves `bytes_in`/`bytes_out`:
-/// `dispatch + copies + exec × 100 / utilisation`, the utilisation from
-/// this client's view. On a CPU kind it is `cores / (runnable + extra)`
-/// where `extra_threads` are runnable threads of the caller the page does
-/// not count yet; on a device the published wait and share stretch exec,
-/// and `own_pending_ns` (work the caller queued that the daemon has not
-/// seen, which runs first) adds to it.
+/// `dispatch + copies + exec × stretch`, the stretch (`1 / utilisation`)
+/// from this client's view; `hs_client_turnaround`'s `turnaround_ns` with
+/// the work ahead spread over the unit's streams. On a CPU kind the
+/// stretch is `runnable / cores` (at least 1), `extra_threads` being
+/// runnable threads of the caller the page does not count yet; on a
+/// device the published wait and share stretch exec, and `own_pending_ns`
+/// (work the caller queued that the daemon has not seen, which runs
+/// first, spread over the device's streams) adds to it, stretched alike.
 ///
 /// # Safety
 /// `out` is NULL or writable.
@@ -260,45 +297,61 @@ pub unsafe extern "C" fn hs_client_predict_ns(
     out: *mut f64,
 ) -> HsStatus {
     guard(|| {
-        if !(exec_ns.is_finite() && exec_ns >= 0.0) {
-            return err(
-                HsStatus::HsErrInvalid,
-                format!("exec_ns must be finite and ≥ 0, got {exec_ns}"),
-            );
-        }
         let c = CLIENTS.get(client)?;
         let u = unit_of(&c, index)?;
-        let v = view_of(&c, index)?;
-        let stretched = if u.class == UnitClass::Cpu {
-            let cores = f64::from(u.slots.max(1));
-            let runnable = f64::from(v.runnable_threads) + f64::from(extra_threads);
-            let util = (cores / runnable.max(1.0)).min(1.0);
-            exec_ns / util
+        // Own pending work counts on devices only, spread over the streams.
+        let ahead_ns = if u.class == UnitClass::Cpu {
+            0.0
         } else {
-            let own = if own_pending_ns.is_finite() {
-                own_pending_ns.max(0.0)
-            } else {
-                0.0
-            };
-            let view = ClientUnitView {
-                guaranteed: v.guaranteed,
-                wait_ns: v.wait_ns,
-                current_utilisation: v.current_utilisation,
-                throttled: v.throttled,
-                max_utilisation: v.max_utilisation,
-            };
-            // The caller's own queued work runs before this task whatever
-            // the policy: it adds to the wait, spread over the streams.
-            own / f64::from(u.slots.max(1)) + view.stretched_ns(exec_ns)
+            own_pending_ns / f64::from(u.slots.max(1))
         };
-        let (copy_in, copy_out) = if u.coherent {
-            (0.0, 0.0)
-        } else {
-            (u.copy_in.time_ns(bytes_in), u.copy_out.time_ns(bytes_out))
-        };
-        let total = u.dispatch_ns as f64 + copy_in + copy_out + stretched;
+        let t = client_turnaround(
+            &c,
+            index,
+            exec_ns,
+            (bytes_in, bytes_out),
+            extra_threads,
+            ahead_ns,
+        )?;
         // SAFETY: the caller's promise on `out`.
-        unsafe { write_out(out, total, "out") }
+        unsafe { write_out(out, t.turnaround_ns, "out") }
+    })
+}
+
+/// hetsched's placement formula ([`hs_turnaround`](crate::turnaround::hs_turnaround))
+/// for a task that executes `exec_ns` on unit `index` alone and moves
+/// `bytes_in`/`bytes_out`, over this client's view of the unit now: on a
+/// CPU kind the load is its runnable threads plus `extra_threads` (the
+/// caller's, not counted yet), on any other unit the published view.
+/// `ahead_ns` is the caller's own work queued before the task on the same
+/// lane (a StarPU worker's queue), which the view does not count; it is
+/// stretched alike. `HS_ERR_INVALID` when `exec_ns` is not finite and ≥ 0.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hs_client_turnaround(
+    client: HsClient,
+    index: u32,
+    exec_ns: f64,
+    bytes_in: u64,
+    bytes_out: u64,
+    extra_threads: u32,
+    ahead_ns: f64,
+    out: *mut HsTurnaround,
+) -> HsStatus {
+    guard(|| {
+        let c = CLIENTS.get(client)?;
+        let t = client_turnaround(
+            &c,
+            index,
+            exec_ns,
+            (bytes_in, bytes_out),
+            extra_threads,
+            ahead_ns,
+        )?;
+        // SAFETY: the caller's promise on `out`.
+        unsafe { write_out(out, t, "out") }
     })
 }
 
