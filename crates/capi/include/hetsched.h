@@ -129,21 +129,6 @@ typedef struct {
   uint32_t runnable_threads;
 } HsUnitView;
 
-// The formula's figures (see `hs_turnaround`).
-typedef struct {
-  // Wall time per ns of execution on the unit now (≥ 1).
-  double stretch;
-  // The task's wall time on the unit, `exec × stretch`, ns.
-  double stretched_ns;
-  // The work ahead, stretched alike, ns.
-  double ahead_ns;
-  // `dispatch + copy + ahead × stretch + exec × stretch`, ns.
-  double turnaround_ns;
-  // Tasks like this one per second the unit finishes, its lanes side by
-  // side: `slots / (exec × stretch)`.
-  double rate_per_s;
-} HsTurnaround;
-
 // A dispatch the gate allowed; give it back with `hs_client_task_completed`.
 typedef struct {
   uint32_t unit;
@@ -293,6 +278,21 @@ typedef struct {
   HsUnitView view;
 } HsTurnaroundInput;
 
+// The formula's figures (see `hs_turnaround`).
+typedef struct {
+  // Wall time per ns of execution on the unit now (≥ 1).
+  double stretch;
+  // The task's wall time on the unit, `exec × stretch`, ns.
+  double stretched_ns;
+  // The work ahead, stretched alike, ns.
+  double ahead_ns;
+  // `dispatch + copy + ahead × stretch + exec × stretch`, ns.
+  double turnaround_ns;
+  // Tasks like this one per second the unit finishes, its lanes side by
+  // side: `slots / (exec × stretch)`.
+  double rate_per_s;
+} HsTurnaround;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -345,48 +345,6 @@ HsStatus hs_client_find_unit(HsClient client, const char *name, uint32_t *out);
 // # Safety
 // `out` is NULL or writable.
 HsStatus hs_client_unit_view(HsClient client, uint32_t index, HsUnitView *out);
-
-// The turnaround hetsched predicts for a task that executes `exec_ns` on
-// unit `index` alone and moves `bytes_in`/`bytes_out`:
-// `dispatch + copies + exec × stretch`, the stretch (`1 / utilisation`)
-// from this client's view; `hs_client_turnaround`'s `turnaround_ns` with
-// the work ahead spread over the unit's streams. On a CPU kind the
-// stretch is `runnable / cores` (at least 1), `extra_threads` being
-// runnable threads of the caller the page does not count yet; on a
-// device the published wait and share stretch exec, and `own_pending_ns`
-// (work the caller queued that the daemon has not seen, which runs
-// first, spread over the device's streams) adds to it, stretched alike.
-//
-// # Safety
-// `out` is NULL or writable.
-HsStatus hs_client_predict_ns(HsClient client,
-                              uint32_t index,
-                              double exec_ns,
-                              uint64_t bytes_in,
-                              uint64_t bytes_out,
-                              uint32_t extra_threads,
-                              double own_pending_ns,
-                              double *out);
-
-// hetsched's placement formula ([`hs_turnaround`](crate::turnaround::hs_turnaround))
-// for a task that executes `exec_ns` on unit `index` alone and moves
-// `bytes_in`/`bytes_out`, over this client's view of the unit now: on a
-// CPU kind the load is its runnable threads plus `extra_threads` (the
-// caller's, not counted yet), on any other unit the published view.
-// `ahead_ns` is the caller's own work queued before the task on the same
-// lane (a StarPU worker's queue), which the view does not count; it is
-// stretched alike. `HS_ERR_INVALID` when `exec_ns` is not finite and ≥ 0.
-//
-// # Safety
-// `out` is NULL or writable.
-HsStatus hs_client_turnaround(HsClient client,
-                              uint32_t index,
-                              double exec_ns,
-                              uint64_t bytes_in,
-                              uint64_t bytes_out,
-                              uint32_t extra_threads,
-                              double ahead_ns,
-                              HsTurnaround *out);
 
 // Asks the daemon's gate for unit `index` and blocks until it opens; run
 // the task, then `hs_client_task_completed`. The daemon charges this
@@ -568,6 +526,48 @@ HsStatus hs_task_name(HsTask task, char *buf, size_t len);
 // `input` is NULL or points to an `HsTurnaroundInput`; `out` is NULL or
 // writable.
 HsStatus hs_turnaround(const HsTurnaroundInput *input, HsTurnaround *out);
+
+// The turnaround hetsched predicts for a task that executes `exec_ns` on
+// unit `index` alone and moves `bytes_in`/`bytes_out`:
+// `dispatch + copies + exec × stretch`, the stretch (`1 / utilisation`)
+// from this client's view; `hs_client_turnaround`'s `turnaround_ns` with
+// the work ahead spread over the unit's streams. On a CPU kind the
+// stretch is `runnable / cores` (at least 1), `extra_threads` being
+// runnable threads of the caller the page does not count yet; on a
+// device the published wait and share stretch exec, and `own_pending_ns`
+// (work the caller queued that the daemon has not seen, which runs
+// first, spread over the device's streams) adds to it, stretched alike.
+//
+// # Safety
+// `out` is NULL or writable.
+HsStatus hs_client_predict_ns(HsClient client,
+                              uint32_t index,
+                              double exec_ns,
+                              uint64_t bytes_in,
+                              uint64_t bytes_out,
+                              uint32_t extra_threads,
+                              double own_pending_ns,
+                              double *out);
+
+// hetsched's placement formula ([`hs_turnaround`](crate::turnaround::hs_turnaround))
+// for a task that executes `exec_ns` on unit `index` alone and moves
+// `bytes_in`/`bytes_out`, over this client's view of the unit now: on a
+// CPU kind the load is its runnable threads plus `extra_threads` (the
+// caller's, not counted yet), on any other unit the published view.
+// `ahead_ns` is the caller's own work queued before the task on the same
+// lane (a StarPU worker's queue), which the view does not count; it is
+// stretched alike. `HS_ERR_INVALID` when `exec_ns` is not finite and ≥ 0.
+//
+// # Safety
+// `out` is NULL or writable.
+HsStatus hs_client_turnaround(HsClient client,
+                              uint32_t index,
+                              double exec_ns,
+                              uint64_t bytes_in,
+                              uint64_t bytes_out,
+                              uint32_t extra_threads,
+                              double ahead_ns,
+                              HsTurnaround *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -6,9 +6,7 @@
 use crate::error::{HsStatus, err, guard};
 use crate::handles::{Table, c_str, fill_name, name_and_out, opt_c_str, write_out};
 use crate::runtime::{HS_NAME_MAX, HsUnitInfo};
-use crate::turnaround::{self, HsTurnaround, client_view};
 use hetsched_core::ids::{TaskId, UnitId};
-use hetsched_core::turnaround::{TurnaroundInput, UnitLoad};
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{ClientError, ClientOptions, Grant, SharedClient, UnitInfo};
 use std::ffi::c_char;
@@ -76,7 +74,7 @@ fn client_error(e: ClientError) -> (HsStatus, String) {
     (status, e.to_string())
 }
 
-fn unit_of(c: &ClientObj, index: u32) -> Result<&UnitInfo, (HsStatus, String)> {
+pub(crate) fn unit_of(c: &ClientObj, index: u32) -> Result<&UnitInfo, (HsStatus, String)> {
     let units = c.client.units();
     units.get(index as usize).ok_or_else(|| {
         (
@@ -202,7 +200,7 @@ pub unsafe extern "C" fn hs_client_find_unit(
     })
 }
 
-fn view_of(c: &ClientObj, index: u32) -> Result<HsUnitView, (HsStatus, String)> {
+pub(crate) fn view_of(c: &ClientObj, index: u32) -> Result<HsUnitView, (HsStatus, String)> {
     unit_of(c, index)?;
     let v = c.client.unit_view(index as usize).unwrap_or_default();
     Ok(HsUnitView {
@@ -235,123 +233,6 @@ pub unsafe extern "C" fn hs_client_unit_view(
         let v = view_of(&c, index)?;
         // SAFETY: the caller's promise on `out`.
         unsafe { write_out(out, v, "out") }
-    })
-}
-
-/// The core's placement formula ([`hetsched_core::turnaround::turnaround`])
-/// for a task of `exec_ns` on unit `index`, from the unit's figures and this
-/// client's view of it: on a CPU kind the load is its runnable threads
-/// plus `extra_threads`, on any other unit the published view.
-fn client_turnaround(
-    c: &ClientObj,
-    index: u32,
-    exec_ns: f64,
-    bytes: (u64, u64),
-    extra_threads: u32,
-    ahead_ns: f64,
-) -> Result<HsTurnaround, (HsStatus, String)> {
-    let u = unit_of(c, index)?;
-    let v = view_of(c, index)?;
-    let load = if u.class == UnitClass::Cpu {
-        UnitLoad::RunnableThreads(f64::from(v.runnable_threads) + f64::from(extra_threads))
-    } else {
-        UnitLoad::View(client_view(&v))
-    };
-    let copy_ns = if u.coherent {
-        0.0
-    } else {
-        u.copy_in.time_ns(bytes.0) + u.copy_out.time_ns(bytes.1)
-    };
-    turnaround::checked(&TurnaroundInput {
-        exec_ns,
-        dispatch_ns: u.dispatch_ns as f64,
-        copy_ns,
-        ahead_ns,
-        slots: u.slots,
-        load,
-    })
-}
-
-/// The turnaround hetsched predicts for a task that executes `exec_ns` on
-/// unit `index` alone and moves `bytes_in`/`bytes_out`:
-/// `dispatch + copies + exec × stretch`, the stretch (`1 / utilisation`)
-/// from this client's view; `hs_client_turnaround`'s `turnaround_ns` with
-/// the work ahead spread over the unit's streams. On a CPU kind the
-/// stretch is `runnable / cores` (at least 1), `extra_threads` being
-/// runnable threads of the caller the page does not count yet; on a
-/// device the published wait and share stretch exec, and `own_pending_ns`
-/// (work the caller queued that the daemon has not seen, which runs
-/// first, spread over the device's streams) adds to it, stretched alike.
-///
-/// # Safety
-/// `out` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hs_client_predict_ns(
-    client: HsClient,
-    index: u32,
-    exec_ns: f64,
-    bytes_in: u64,
-    bytes_out: u64,
-    extra_threads: u32,
-    own_pending_ns: f64,
-    out: *mut f64,
-) -> HsStatus {
-    guard(|| {
-        let c = CLIENTS.get(client)?;
-        let u = unit_of(&c, index)?;
-        // Own pending work counts on devices only, spread over the streams.
-        let ahead_ns = if u.class == UnitClass::Cpu {
-            0.0
-        } else {
-            own_pending_ns / f64::from(u.slots.max(1))
-        };
-        let t = client_turnaround(
-            &c,
-            index,
-            exec_ns,
-            (bytes_in, bytes_out),
-            extra_threads,
-            ahead_ns,
-        )?;
-        // SAFETY: the caller's promise on `out`.
-        unsafe { write_out(out, t.turnaround_ns, "out") }
-    })
-}
-
-/// hetsched's placement formula ([`hs_turnaround`](crate::turnaround::hs_turnaround))
-/// for a task that executes `exec_ns` on unit `index` alone and moves
-/// `bytes_in`/`bytes_out`, over this client's view of the unit now: on a
-/// CPU kind the load is its runnable threads plus `extra_threads` (the
-/// caller's, not counted yet), on any other unit the published view.
-/// `ahead_ns` is the caller's own work queued before the task on the same
-/// lane (a StarPU worker's queue), which the view does not count; it is
-/// stretched alike. `HS_ERR_INVALID` when `exec_ns` is not finite and ≥ 0.
-///
-/// # Safety
-/// `out` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hs_client_turnaround(
-    client: HsClient,
-    index: u32,
-    exec_ns: f64,
-    bytes_in: u64,
-    bytes_out: u64,
-    extra_threads: u32,
-    ahead_ns: f64,
-    out: *mut HsTurnaround,
-) -> HsStatus {
-    guard(|| {
-        let c = CLIENTS.get(client)?;
-        let t = client_turnaround(
-            &c,
-            index,
-            exec_ns,
-            (bytes_in, bytes_out),
-            extra_threads,
-            ahead_ns,
-        )?;
-        // SAFETY: the caller's promise on `out`.
-        unsafe { write_out(out, t, "out") }
     })
 }
 

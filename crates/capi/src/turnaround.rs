@@ -1,12 +1,13 @@
-//! The placement formula for C: `hs_turnaround` over inputs the caller
-//! gives, the core's [`turnaround`] and nothing else. `hs_client_predict_ns`
-//! and `hs_client_turnaround` (in [`crate::client`]) run the same function
-//! over the daemon's view of a unit.
+//! The placement formula for C, the core's [`turnaround`] and nothing
+//! else: `hs_turnaround` over figures the caller gives, and
+//! `hs_client_turnaround` and `hs_client_predict_ns` over a unit of the
+//! daemon ([`crate::client`]) and this client's view of it.
 
-use crate::client::HsUnitView;
+use crate::client::{CLIENTS, ClientObj, HsClient, HsUnitView, unit_of, view_of};
 use crate::error::{HsResult, HsStatus, err, guard};
 use crate::handles::write_out;
 use hetsched_core::turnaround::{Turnaround, TurnaroundInput, UnitLoad, turnaround};
+use hetsched_core::unit::UnitClass;
 use hetsched_core::view::ClientUnitView;
 
 /// `HsTurnaroundInput::load`: the view in `view` (this client's, from
@@ -73,7 +74,7 @@ impl From<Turnaround> for HsTurnaround {
 }
 
 /// The client's part of a C view, as the core takes it.
-pub(crate) fn client_view(v: &HsUnitView) -> ClientUnitView {
+fn client_view(v: &HsUnitView) -> ClientUnitView {
     ClientUnitView {
         guaranteed: v.guaranteed,
         wait_ns: v.wait_ns,
@@ -84,7 +85,7 @@ pub(crate) fn client_view(v: &HsUnitView) -> ClientUnitView {
 }
 
 /// The core's formula over `input`, or the error C sees.
-pub(crate) fn checked(input: &TurnaroundInput) -> HsResult<HsTurnaround> {
+fn checked(input: &TurnaroundInput) -> HsResult<HsTurnaround> {
     match turnaround(input) {
         Some(t) => Ok(t.into()),
         None => err(
@@ -140,6 +141,126 @@ pub unsafe extern "C" fn hs_turnaround(
         // SAFETY: non-NULL; the caller promises it points to an input.
         let input = unsafe { *input };
         let t = checked(&core_input(&input)?)?;
+        // SAFETY: the caller's promise on `out`.
+        unsafe { write_out(out, t, "out") }
+    })
+}
+
+/// The core's placement formula ([`hetsched_core::turnaround::turnaround`])
+/// for a task of `exec_ns` on unit `index`, from the unit's figures and this
+/// client's view of it: on a CPU kind the load is its runnable threads
+/// plus `extra_threads`, on any other unit the published view.
+fn client_turnaround(
+    c: &ClientObj,
+    index: u32,
+    exec_ns: f64,
+    bytes_in: u64,
+    bytes_out: u64,
+    extra_threads: u32,
+    ahead_ns: f64,
+) -> HsResult<HsTurnaround> {
+    let u = unit_of(c, index)?;
+    let v = view_of(c, index)?;
+    let load = if u.class == UnitClass::Cpu {
+        UnitLoad::RunnableThreads(f64::from(v.runnable_threads) + f64::from(extra_threads))
+    } else {
+        UnitLoad::View(client_view(&v))
+    };
+    let copy_ns = if u.coherent {
+        0.0
+    } else {
+        u.copy_in.time_ns(bytes_in) + u.copy_out.time_ns(bytes_out)
+    };
+    checked(&TurnaroundInput {
+        exec_ns,
+        dispatch_ns: u.dispatch_ns as f64,
+        copy_ns,
+        ahead_ns,
+        slots: u.slots,
+        load,
+    })
+}
+
+/// The turnaround hetsched predicts for a task that executes `exec_ns` on
+/// unit `index` alone and moves `bytes_in`/`bytes_out`:
+/// `dispatch + copies + exec × stretch`, the stretch (`1 / utilisation`)
+/// from this client's view; `hs_client_turnaround`'s `turnaround_ns` with
+/// the work ahead spread over the unit's streams. On a CPU kind the
+/// stretch is `runnable / cores` (at least 1), `extra_threads` being
+/// runnable threads of the caller the page does not count yet; on a
+/// device the published wait and share stretch exec, and `own_pending_ns`
+/// (work the caller queued that the daemon has not seen, which runs
+/// first, spread over the device's streams) adds to it, stretched alike.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hs_client_predict_ns(
+    client: HsClient,
+    index: u32,
+    exec_ns: f64,
+    bytes_in: u64,
+    bytes_out: u64,
+    extra_threads: u32,
+    own_pending_ns: f64,
+    out: *mut f64,
+) -> HsStatus {
+    guard(|| {
+        let c = CLIENTS.get(client)?;
+        let u = unit_of(&c, index)?;
+        // Own pending work counts on devices only, spread over the streams.
+        let ahead_ns = if u.class == UnitClass::Cpu {
+            0.0
+        } else {
+            own_pending_ns / f64::from(u.slots.max(1))
+        };
+        let t = client_turnaround(
+            &c,
+            index,
+            exec_ns,
+            bytes_in,
+            bytes_out,
+            extra_threads,
+            ahead_ns,
+        )?;
+        // SAFETY: the caller's promise on `out`.
+        unsafe { write_out(out, t.turnaround_ns, "out") }
+    })
+}
+
+/// hetsched's placement formula ([`hs_turnaround`](crate::turnaround::hs_turnaround))
+/// for a task that executes `exec_ns` on unit `index` alone and moves
+/// `bytes_in`/`bytes_out`, over this client's view of the unit now: on a
+/// CPU kind the load is its runnable threads plus `extra_threads` (the
+/// caller's, not counted yet), on any other unit the published view.
+/// `ahead_ns` is the caller's own work queued before the task on the same
+/// lane (a StarPU worker's queue), which the view does not count; it is
+/// stretched alike. `HS_ERR_INVALID` when `exec_ns` is not finite and ≥ 0.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hs_client_turnaround(
+    client: HsClient,
+    index: u32,
+    exec_ns: f64,
+    bytes_in: u64,
+    bytes_out: u64,
+    extra_threads: u32,
+    ahead_ns: f64,
+    out: *mut HsTurnaround,
+) -> HsStatus {
+    guard(|| {
+        let c = CLIENTS.get(client)?;
+        let t = client_turnaround(
+            &c,
+            index,
+            exec_ns,
+            bytes_in,
+            bytes_out,
+            extra_threads,
+            ahead_ns,
+        )?;
         // SAFETY: the caller's promise on `out`.
         unsafe { write_out(out, t, "out") }
     })
