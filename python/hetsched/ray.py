@@ -1010,6 +1010,7 @@ def unit_rate(unit: Dict[str, Any], exec_s: float) -> float:
         load = {"runnable_threads": float(unit["runnable"])}
     else:
         load = {"backlog": float(unit["backlog"])}
+    # The one placement formula: hetsched_core::turnaround::turnaround.
     t = _native.turnaround(max(exec_s, 1e-6) * 1e9, max(1, unit["slots"]), **load)
     # No figure for a length that is not finite: such a unit finishes none.
     return 0.0 if t is None else t["rate_per_s"]

@@ -71,6 +71,7 @@ pub fn turnaround<'py>(
     ahead_ns: f64,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let load = load_of(runnable_threads, backlog, view)?;
+    // The one placement formula: hetsched_core::turnaround::turnaround.
     let Some(t) = formula(&TurnaroundInput {
         exec_ns,
         dispatch_ns,

@@ -115,7 +115,7 @@ def test_ray_rates_a_node_by_the_cores_formula(case: Case) -> None:
     assert rate == pytest.approx(case.rate_per_s, rel=1e-9)
     core = _native.turnaround(case.exec_ns, case.slots, **load_args(case))
     assert core is not None
-    assert hray.unit_rate(u, case.exec_ns / 1e9) == core["rate_per_s"]
+    assert hray.unit_rate(u, case.exec_ns / 1e9) == pytest.approx(core["rate_per_s"], rel=1e-12)
 
 
 def test_ray_sums_its_units_rates_and_scales_untried_devices() -> None:

@@ -86,6 +86,7 @@ fn client_view(v: &HsUnitView) -> ClientUnitView {
 
 /// The core's formula over `input`, or the error C sees.
 fn checked(input: &TurnaroundInput) -> HsResult<HsTurnaround> {
+    // The one placement formula: hetsched_core::turnaround::turnaround.
     match turnaround(input) {
         Some(t) => Ok(t.into()),
         None => err(
