@@ -23,6 +23,7 @@ fn machine() -> impl Strategy<Value = (Vec<UnitSupply>, Vec<AppDemand>)> {
                 slots: if u == 0 { 2.0 } else { 1.0 },
                 time_shared: u == 0,
                 short_first: short_first && u > 0,
+                splits_by_weight: false,
             })
             .collect();
         let app = (
@@ -112,16 +113,19 @@ fn replayed_targets_keep_the_native_floor_found_case() {
             slots: 2.0,
             time_shared: true,
             short_first: false,
+            splits_by_weight: false,
         },
         UnitSupply {
             slots: 1.0,
             time_shared: false,
             short_first: false,
+            splits_by_weight: false,
         },
         UnitSupply {
             slots: 1.0,
             time_shared: false,
             short_first: false,
+            splits_by_weight: false,
         },
     ];
     let app = |exec_ns: Vec<Option<f64>>, overhead: f64, in_flight: f64| AppDemand {

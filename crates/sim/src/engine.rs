@@ -251,6 +251,8 @@ impl<'s> Engine<'s> {
                     slots: f64::from(u.slots),
                     time_shared: u.time_shared,
                     short_first: u.policy.kind() == hetsched_core::policy::PolicyKind::ShortFirst,
+                    // The share policy gives each app its entitlement.
+                    splits_by_weight: u.policy.kind() == hetsched_core::policy::PolicyKind::Share,
                 })
                 .collect();
             let defaults = CoordinatorConfig::default();

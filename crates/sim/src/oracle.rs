@@ -93,6 +93,8 @@ pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> N
             slots: u.slots as f64,
             time_shared: *kind == PolicyKind::TimeShare,
             short_first: false,
+            // The bound's native is measured, not estimated.
+            splits_by_weight: false,
         })
         .collect();
     let limits = nonpreemptive_limits(&p, &units);

@@ -142,7 +142,14 @@ impl Coordinator {
     /// Records what the monitor measured for `client` (new or updated).
     pub fn set_app(&mut self, client: ClientId, demand: AppDemand) {
         match self.apps.get_mut(&client) {
-            Some(entry) => entry.0 = demand,
+            Some(entry) => {
+                // A new weight (its class or shares changed) is a new
+                // problem: re-solved at the next update, as a newcomer is.
+                if entry.0.weight != demand.weight {
+                    self.membership_changed = true;
+                }
+                entry.0 = demand;
+            }
             None => {
                 self.apps.insert(client, (demand, None));
                 self.membership_changed = true;

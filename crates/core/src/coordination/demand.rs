@@ -110,10 +110,14 @@ impl AppDemand {
 }
 
 /// Fluid estimate of each app's *native* throughput (tasks/s): every app on
-/// its fastest unit. On a queue (FIFO turns) an app's share of a saturated
-/// unit is proportional to `in_flight × exec`; under processor sharing to
-/// `in_flight`. No app gets more than it could use alone
-/// (`in_flight / occupancy` slots); what it leaves is water-filled to the rest.
+/// its native unit ([`AppDemand::native_unit`]). On a queue (FIFO turns) an
+/// app's share of a saturated unit is proportional to `in_flight × exec`;
+/// under processor sharing to `in_flight`. On a unit whose agent splits
+/// its time by entitlement ([`UnitSupply::splits_by_weight`]) it is
+/// proportional to the app's weight, apps of equal weight sharing their
+/// part in turn ([`native_split`]). No app gets more than it could use
+/// alone (`in_flight / occupancy` slots); what it leaves is water-filled
+/// to the rest.
 pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
     let apps: Vec<AppDemand> = apps.iter().map(AppDemand::as_native).collect();
     let apps = &apps[..];
@@ -122,16 +126,24 @@ pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
         let on: Vec<usize> = (0..apps.len())
             .filter(|&i| apps[i].native_unit() == Some(u))
             .collect();
+        let by_weight = native_split::splits_by_weight(apps, unit, &on);
         let mut left = unit.slots;
         let mut open = on.clone();
         let mut x = vec![0.0; apps.len()];
         while !open.is_empty() && left > 0.0 {
-            let weight = |i: usize| {
+            let turn = |i: usize| {
                 let e = apps[i].usable(u).unwrap_or(1.0);
                 if unit.time_shared {
                     apps[i].in_flight
                 } else {
                     apps[i].in_flight * e
+                }
+            };
+            let weight = |i: usize| {
+                if by_weight {
+                    native_split::weighted_part(apps, &open, i, turn)
+                } else {
+                    turn(i)
                 }
             };
             let total: f64 = open.iter().map(|&i| weight(i)).sum();
@@ -165,16 +177,35 @@ pub fn native_estimate(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
 }
 
 /// [`native_estimate`] by replay ([`crate::replay::replay_native`]): the
-/// apps' task loops played out on their fastest units, which sees FIFO
+/// apps' task loops played out on their native units, which sees FIFO
 /// turns and idle gaps while the app at a queue's head copies. The fluid
-/// estimate stands in for an app the replay could not measure.
+/// estimate stands in for an app the replay could not measure, and for
+/// every app whose native unit splits its time by weight
+/// ([`native_split::splits_by_weight`]): the replay plays queues in
+/// arrival order and has no model of an agent that orders by entitlement.
 #[cfg(feature = "solver")]
 pub fn native_estimate_replayed(apps: &[AppDemand], units: &[UnitSupply]) -> Vec<f64> {
     let fluid = native_estimate(apps, units);
+    let split: Vec<bool> = units
+        .iter()
+        .enumerate()
+        .map(|(u, unit)| {
+            let on: Vec<usize> = (0..apps.len())
+                .filter(|&i| apps[i].native_unit() == Some(u))
+                .collect();
+            native_split::splits_by_weight(apps, unit, &on)
+        })
+        .collect();
     crate::replay::replay_native(apps, units, crate::replay::ReplayBudget::default())
         .into_iter()
         .zip(fluid)
-        .map(|(r, f)| r.unwrap_or(f))
+        .zip(apps)
+        .map(|((r, f), app)| {
+            let by_weight = app
+                .native_unit()
+                .is_some_and(|u| split.get(u).copied().unwrap_or(false));
+            if by_weight { f } else { r.unwrap_or(f) }
+        })
         .collect()
 }
 

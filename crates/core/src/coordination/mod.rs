@@ -27,7 +27,8 @@
 //! tasks in the old mix. Pure: no I/O, clocks or threads; `now` is passed in.
 //!
 //! The parts, each building on those before it: [`supply`] and [`demand`]
-//! (what the units offer and the applications ask), [`outside_load`] (the
+//! (what the units offer and the applications ask; [`native_split`], how
+//! a unit that enforces entitlements splits its time natively), [`outside_load`] (the
 //! CPU time other programs take from the supply), [`follow`] (the
 //! client's side), [`limits`] (queueing constraints), [`replay`] (task
 //! loops played out, to judge allocations), [`solve`] and
@@ -63,6 +64,7 @@ pub mod demand;
 pub mod follow;
 #[cfg(feature = "solver")]
 pub mod limits;
+pub mod native_split;
 pub mod outside_load;
 #[cfg(feature = "solver")]
 pub mod replay;

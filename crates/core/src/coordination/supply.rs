@@ -14,6 +14,12 @@ pub struct UnitSupply {
     /// ([`crate::policy::short_first`]) rather than in arrival order.
     #[serde(default)]
     pub short_first: bool,
+    /// The unit's agent splits its time among the apps by their
+    /// entitlements (the share policy) rather than serving them in turn,
+    /// so their native throughput there is estimated by their weights
+    /// ([`super::native_split`]).
+    #[serde(default)]
+    pub splits_by_weight: bool,
 }
 
 impl UnitSupply {
@@ -23,6 +29,7 @@ impl UnitSupply {
             slots,
             time_shared: false,
             short_first: false,
+            splits_by_weight: false,
         }
     }
 
@@ -32,6 +39,16 @@ impl UnitSupply {
             slots,
             time_shared: true,
             short_first: false,
+            splits_by_weight: false,
+        }
+    }
+
+    /// The same unit, its time split among the apps by their weights (a
+    /// share-policy agent's).
+    pub fn with_weight_split(self) -> Self {
+        UnitSupply {
+            splits_by_weight: true,
+            ..self
         }
     }
 

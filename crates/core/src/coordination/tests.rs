@@ -552,3 +552,54 @@ proptest::proptest! {
         }
     }
 }
+
+/// The replay plays queues in arrival order: on a unit that splits by
+/// weight, with weights that differ, the replayed native estimate is the
+/// fluid one; with equal weights it is the replay's, as on a queue.
+#[test]
+fn the_replayed_native_estimate_is_the_fluid_one_on_a_share_split_unit() {
+    let app = |e: f64, weight: f64| AppDemand {
+        exec_ns: vec![Some(e)],
+        overhead_ns: vec![1e5],
+        in_flight: 2.0,
+        weight,
+        declared_native: None,
+        native_trusted: false,
+        native_in_flight: None,
+    };
+    let split = [UnitSupply::queue(1.0).with_weight_split()];
+    let weighted = [app(1e6, 1.4), app(4e6, 0.6)];
+    assert_eq!(
+        native_estimate_replayed(&weighted, &split),
+        native_estimate(&weighted, &split)
+    );
+    let equal = [app(1e6, 1.0), app(4e6, 1.0)];
+    let queue = [UnitSupply::queue(1.0)];
+    assert_eq!(
+        native_estimate_replayed(&equal, &split),
+        native_estimate_replayed(&equal, &queue)
+    );
+}
+
+/// A new weight (the app's class or shares changed) re-solves at once.
+#[test]
+fn a_changed_weight_re_solves_at_the_next_update() {
+    let units = vec![
+        UnitSupply::queue(1.0).with_weight_split(),
+        UnitSupply::queue(1.0),
+    ];
+    let mut c = Coordinator::new(CoordinatorConfig::default(), units);
+    c.set_app(ClientId(1), two_unit_app(1e6, 2e6));
+    c.set_app(ClientId(2), two_unit_app(1e6, 2e6));
+    assert!(c.update(0));
+    // The same figures again: nothing to do before the period.
+    c.set_app(ClientId(1), two_unit_app(1e6, 2e6));
+    assert!(!c.update(1));
+    let heavier = AppDemand {
+        weight: 3.0,
+        ..two_unit_app(1e6, 2e6)
+    };
+    c.set_app(ClientId(1), heavier);
+    assert!(c.update(2));
+    assert!(c.rate(ClientId(1)).unwrap() > c.rate(ClientId(2)).unwrap());
+}

@@ -11,18 +11,23 @@
 //! targets that the timer thread publishes in the private pages.
 //!
 //! Coordinated are the applications that follow targets (they send
-//! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
-//! shares, the same on every unit, at the default priority. Their shares
-//! are their weights in Σ wᵢ ln rᵢ
+//! `ReportDemand`: hetsched-runtime does) and whose standing is one class
+//! and shares (NORMAL, CUSTOM or BACKGROUND), the same on every unit, at
+//! the default priority. What the share policy entitles them to is their
+//! weight in Σ wᵢ ln rᵢ
 //! (`hetsched_core::coordination::coordination_weights`): above the
-//! floor, an app with twice the shares gets twice the weight. An
-//! administrator's CUSTOM shares (a guaranteed percentage), BACKGROUND
-//! class, priorities, or shares that differ by unit are enforced by the
-//! units' agents ([`normal_everywhere`] says why), and proportional
-//! fairness must not override them; those applications place as they
-//! like, and what they use of each unit is taken out of the supply the
-//! others share. So is every application's
-//! host side on the CPU units ([`HostLoad`]: its process's CPU time beyond
+//! floor, an app with twice the shares gets twice the weight, and CUSTOM
+//! 70 / 30 weigh 70 / 30. On a unit whose agent runs the share policy the
+//! native estimate splits the unit's time by those weights
+//! ([`splits_by_entitlement`]), as the agent does, so the floor keeps a
+//! CUSTOM app at its percentage there. A class or shares changed while the
+//! app runs (`hetsched run`, `hetsched shares set`) changes its weight at
+//! the next tick. Priorities and shares that differ by unit are enforced
+//! by the units' agents ([`same_class_everywhere`] says why), and
+//! proportional fairness must not override them; those applications
+//! place as they like, and what they use of each unit is taken out of the
+//! supply the others share. So is every application's host side on the
+//! CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
 //! And so is everything else that keeps the CPU units' cores busy: other
 //! programs, the monitor, clients that never report
@@ -122,6 +127,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
             slots: u.unit.slots.max(1) as f64,
             time_shared: u.unit.class == UnitClass::Cpu,
             short_first: u.policy == PolicyKind::ShortFirst,
+            // Its agent gives each app its entitlement natively.
+            splits_by_weight: splits_by_entitlement(u.policy),
         })
         .collect();
     let max_in_flight = shared.setup.monitor.max_outstanding as f64;
@@ -208,12 +215,14 @@ fn gather(shared: &Shared) -> Gathered {
         .filter(|c| c.role == Role::Application)
         .collect();
     // Weighed together (a CUSTOM percentage weighs against the others),
-    // but only NORMAL applications take part: see `normal_everywhere`.
+    // read afresh at every tick (`hetsched shares set` moves a weight); the
+    // apps with one standing everywhere take part: see
+    // `same_class_everywhere`.
     let settings: Vec<&[ClientSettings]> = clients.iter().map(|c| c.settings.as_slice()).collect();
     let weights: Vec<Option<f64>> = coordination_weights(&settings)
         .into_iter()
         .zip(&settings)
-        .map(|(w, s)| w.filter(|_| normal_everywhere(s)))
+        .map(|(w, s)| w.filter(|_| same_class_everywhere(s)))
         .collect();
     let apps = clients
         .into_iter()
@@ -250,21 +259,36 @@ fn gather(shared: &Shared) -> Gathered {
     }
 }
 
-/// Whether an application's standing is NORMAL shares, the same on every
-/// unit, at the default priority: only those take part in the daemon's
-/// coordination. The coordinator's native estimate of an app is its FIFO
-/// turn on its native unit, while the units' agents give a CUSTOM app its
-/// percentage there: the targets' pacing would hold a CUSTOM 70 app to its
-/// turn (measured: 45 / 55 instead of 70 / 30 on one device). So CUSTOM,
-/// BACKGROUND, priorities and per-unit shares stay the agents' to
-/// enforce until the native estimate counts entitlements.
-fn normal_everywhere(settings: &[ClientSettings]) -> bool {
+/// Whether an application's standing is one class and shares (NORMAL,
+/// CUSTOM or BACKGROUND), the same on every unit, at the default priority:
+/// only those take part in the daemon's coordination, weighted by what
+/// the share policy entitles them to (`coordination_weights`). The native
+/// estimate splits a unit whose agent enforces entitlements by those
+/// weights ([`splits_by_entitlement`]), so the floor keeps a CUSTOM 70 app
+/// at its 70 % there. A priority is a strict order on a unit, and settings
+/// that differ by unit weigh one way here and another there: those stay
+/// the agents' to enforce.
+fn same_class_everywhere(settings: &[ClientSettings]) -> bool {
     let Some(first) = settings.first() else {
         return false;
     };
-    matches!(first.class, ShareClass::Normal { shares } if shares > 0)
+    let entitled = match first.class {
+        ShareClass::Normal { shares } | ShareClass::Custom { shares } => shares > 0,
+        ShareClass::Background => true,
+    };
+    entitled
         && first.priority == ClientSettings::default().priority
         && settings.iter().all(|s| s == first)
+}
+
+/// Whether a unit's agent running `policy` splits the unit's time among
+/// its applications by their classes and shares, as
+/// `coordination_weights` weighs them. Only the share policy does: FIFO,
+/// short-first and the time-shared CPUs serve in turn, priority orders
+/// strictly, and Pegasus's credit policies weigh raw shares as credits
+/// (NORMAL and CUSTOM alike), not as the share policy's entitlements.
+fn splits_by_entitlement(policy: PolicyKind) -> bool {
+    policy == PolicyKind::Share
 }
 
 /// Feeds one tick's figures to the meters and the coordinator. `cpu_time`
