@@ -687,10 +687,51 @@ mod tests {
         assert_eq!(tracked[&ClientId(2)].meter.caught_over_reporting(), 0);
     }
 
+    fn standing(class: ShareClass, priority: i32) -> ClientSettings {
+        ClientSettings {
+            class,
+            priority,
+            ..ClientSettings::default()
+        }
+    }
+
     #[test]
-    fn an_app_with_administrator_set_standing_is_left_out_and_its_use_reserved() {
+    fn one_class_and_shares_everywhere_at_the_default_priority_take_part() {
+        let default = ClientSettings::default().priority;
+        let custom = standing(ShareClass::Custom { shares: 70 }, default);
+        let background = standing(ShareClass::Background, default);
+        let normal = standing(ShareClass::Normal { shares: 30 }, default);
+        for s in [custom, background, normal] {
+            assert!(same_class_everywhere(&[s; 3]), "{s:?}");
+        }
+        // A priority, settings that differ by unit, no shares, no units.
+        let urgent = standing(ShareClass::Normal { shares: 10 }, default + 1);
+        assert!(!same_class_everywhere(&[urgent; 2]));
+        assert!(!same_class_everywhere(&[custom, normal]));
+        let none = standing(ShareClass::Custom { shares: 0 }, default);
+        assert!(!same_class_everywhere(&[none]));
+        assert!(!same_class_everywhere(&[]));
+    }
+
+    #[test]
+    fn only_share_policy_units_split_by_entitlement() {
+        assert!(splits_by_entitlement(PolicyKind::Share));
+        for p in [
+            PolicyKind::Fifo,
+            PolicyKind::ShortFirst,
+            PolicyKind::TimeShare,
+            PolicyKind::Priority,
+            PolicyKind::BackendAccC,
+        ] {
+            assert!(!splits_by_entitlement(p), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn an_app_with_a_priority_is_left_out_and_its_use_reserved() {
         let (plain, _) = run_ticks(cpu_used_honestly(), 1.0);
-        // A CUSTOM-class app keeps unit 1 busy 90 % of the time.
+        // An app with a priority (no weight) keeps unit 1 busy 90 % of the
+        // time.
         let custom = |tick: u64| GatheredApp {
             id: ClientId(3),
             pid: 300,
@@ -709,7 +750,7 @@ mod tests {
                 .sum::<f64>()
         };
         // The coordinated apps send fewer calls per second to the unit
-        // the CUSTOM app holds.
+        // the prioritised app holds.
         assert!(
             on_unit_1(&c) < on_unit_1(&plain),
             "{} vs {}",
