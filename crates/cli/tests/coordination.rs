@@ -268,11 +268,10 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
     assert!(err.contains("unknown unit 999"), "{err}");
 }
 
-/// CUSTOM shares (a guaranteed percentage) are the agents' to enforce, so
-/// that app is left out; NORMAL shares are a weight inside the
-/// coordination, so that app takes part.
+/// CUSTOM shares (a guaranteed percentage) and NORMAL shares are both
+/// weights inside the coordination: both apps take part, with a rate.
 #[test]
-fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it() {
+fn custom_and_normal_shares_both_weigh_in_the_coordination() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start("coordination-custom", CONFIG);
     let models = daemon.dir.join("models");
@@ -283,7 +282,7 @@ fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it(
         }
         Reaped(
             cmd.args(["demo-app", "--app", name, "--policy", "hetsched-pf"])
-                .args(["--seconds", "4", "--socket"])
+                .args(["--seconds", "6", "--socket"])
                 .arg(&daemon.socket)
                 .arg("--model-dir")
                 .arg(&models)
@@ -296,7 +295,7 @@ fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it(
     let _plain = app("histogram", &[]);
     let _custom = app("dxt", &["--class", "custom", "--shares", "50"]);
     let _weighted = app("aes", &["--class", "normal", "--shares", "30"]);
-    let deadline = Instant::now() + Duration::from_secs(4);
+    let deadline = Instant::now() + Duration::from_secs(6);
     loop {
         let status = daemon.observer().unwrap().status().unwrap();
         let by_name = |n: &str| {
@@ -315,18 +314,143 @@ fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it(
             by_name("demo-aes"),
         ) && plain.rate.is_some()
             && weighted.rate.is_some()
+            && custom.rate.is_some()
         {
-            assert!(plain.coordinated, "{plain:?}");
-            assert!(weighted.coordinated, "{weighted:?}");
-            assert!(!custom.coordinated, "{custom:?}");
-            assert_eq!(custom.rate, None, "{custom:?}");
+            for app in [&plain, &custom, &weighted] {
+                assert!(app.coordinated, "{app:?}");
+                assert!(app.rate.is_some_and(|r| r > 0.0), "{app:?}");
+                assert_eq!(app.fractions.len(), status.units.len(), "{app:?}");
+            }
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "no targets for the plain and the weighted app: {:?}",
+            "no targets for the plain, the CUSTOM and the weighted app: {:?}",
             status.coordination
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// One emulated device under the share policy, nothing else.
+const SHARE_DEVICE: &str = r#"
+coordination = "pf"
+tick_ms = 10
+include_cpus = false
+device_units = false
+default_policy = "share"
+[[emulated]]
+name = "gpu-big"
+kind = "gpu-big"
+class = "gpu"
+speed = 30.0
+copy_gbps = 6.0
+"#;
+
+/// Device time (ns) the daemon has charged each of `pids` on unit 0.
+fn charged(status: &hetsched_protocol::StatusReport, pids: &[u32]) -> Vec<u64> {
+    pids.iter()
+        .map(|pid| {
+            status
+                .clients
+                .iter()
+                .find(|c| c.pid == *pid)
+                .and_then(|c| c.units.first())
+                .map_or(0, |u| u.busy_ns_total)
+        })
+        .collect()
+}
+
+/// Two identical apps at CUSTOM 70 and 30 on one share-policy device, both
+/// coordinated: the native estimate gives them 70 / 30 of the device (as
+/// its agent does), so the floor no longer holds them to their FIFO turns
+/// (50 / 50), and the device time the daemon charges them, while their
+/// targets are in force, splits 70 / 30 within 5 points.
+#[test]
+fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let daemon = TestDaemon::start("coordination-custom-split", SHARE_DEVICE);
+    let models = daemon.dir.join("models");
+    let app = |shares: &str| {
+        Reaped(
+            daemon
+                .cmd()
+                .args(["run", "--class", "custom", "--shares", shares, "--"])
+                .arg(BIN)
+                .args(["demo-app", "--app", "dxt", "--policy", "native"])
+                .args(["--inflight", "4", "--seconds", "20", "--socket"])
+                .arg(&daemon.socket)
+                .arg("--model-dir")
+                .arg(&models)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    // `hetsched run` execs the program: the child's pid is the client's.
+    let apps = [app("70"), app("30")];
+    let pids: Vec<u32> = apps.iter().map(|a| a.0.id()).collect();
+    let coordinated = |status: &hetsched_protocol::StatusReport| -> Option<Vec<_>> {
+        let c = status.coordination.as_ref()?;
+        pids.iter()
+            .map(|pid| {
+                c.apps
+                    .iter()
+                    .find(|a| a.pid == *pid && a.coordinated && a.rate.is_some())
+                    .cloned()
+            })
+            .collect()
+    };
+    // Both coordinated, with targets.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (start, at_start) = loop {
+        let status = daemon.observer().unwrap().status().unwrap();
+        if let Some(apps) = coordinated(&status) {
+            break (charged(&status, &pids), apps);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the CUSTOM apps were never both coordinated: {:?}",
+            status.coordination
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The native estimate splits the device by their weights (7:3), as
+    // the share policy does, rather than in turn (1:1).
+    let native: Vec<f64> = at_start.iter().map(|a| a.native.unwrap_or(0.0)).collect();
+    assert!(
+        native[0] > 1.8 * native[1],
+        "native estimates {native:?}: {at_start:?}"
+    );
+    // Two seconds of device time charged while they stay coordinated.
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let split = loop {
+        let status = daemon.observer().unwrap().status().unwrap();
+        assert!(
+            coordinated(&status).is_some(),
+            "an app left the coordination: {:?}",
+            status.coordination
+        );
+        let now = charged(&status, &pids);
+        let used: Vec<f64> = now
+            .iter()
+            .zip(&start)
+            .map(|(n, s)| (n - s) as f64)
+            .collect();
+        let total: f64 = used.iter().sum();
+        if total >= 2e9 {
+            break used[0] / total;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {total} ns of device time charged: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("CUSTOM 70 / 30 coordinated: the 70 app held {split:.3} of the device time");
+    assert!(
+        (split - 0.70).abs() <= 0.05,
+        "the CUSTOM 70 app held {split:.3} of the device time"
+    );
 }
