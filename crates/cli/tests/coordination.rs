@@ -5,6 +5,7 @@
 //! emulated GPUs. The daemon must solve, publish per-app targets that
 //! `hetsched status` shows, and the apps' runtimes must follow them.
 
+use hetsched_protocol::{CoordinatedApp, StatusReport};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -348,7 +349,7 @@ copy_gbps = 6.0
 "#;
 
 /// Device time (ns) the daemon has charged each of `pids` on unit 0.
-fn charged(status: &hetsched_protocol::StatusReport, pids: &[u32]) -> Vec<u64> {
+fn charged(status: &StatusReport, pids: &[u32]) -> Vec<u64> {
     pids.iter()
         .map(|pid| {
             status
@@ -361,11 +362,84 @@ fn charged(status: &hetsched_protocol::StatusReport, pids: &[u32]) -> Vec<u64> {
         .collect()
 }
 
+/// The coordination's entries for `pids`, if every one of them is
+/// coordinated and has targets.
+fn coordinated(status: &StatusReport, pids: &[u32]) -> Option<Vec<CoordinatedApp>> {
+    let c = status.coordination.as_ref()?;
+    pids.iter()
+        .map(|pid| {
+            c.apps
+                .iter()
+                .find(|a| a.pid == *pid && a.coordinated && a.rate.is_some())
+                .cloned()
+        })
+        .collect()
+}
+
+/// Waits (10 s at most) until `pids` are all coordinated and their
+/// native estimates (calls/s, in `pids`' order) satisfy `ready`; returns
+/// the estimates.
+fn wait_for_natives(
+    daemon: &TestDaemon,
+    pids: &[u32],
+    ready: impl Fn(&[f64]) -> bool,
+    what: &str,
+) -> Vec<f64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = daemon.observer().unwrap().status().unwrap();
+        if let Some(apps) = coordinated(&status, pids) {
+            let native: Vec<f64> = apps.iter().map(|a| a.native.unwrap_or(0.0)).collect();
+            if ready(&native) {
+                return native;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never held: {:?}",
+            status.coordination
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the daemon has charged `pids` `device_ns` more device time
+/// between them, while they stay coordinated; returns what each got of it.
+fn charged_from_now(daemon: &TestDaemon, pids: &[u32], device_ns: f64) -> Vec<f64> {
+    let first = daemon.observer().unwrap().status().unwrap();
+    let start = charged(&first, pids);
+    let deadline = Instant::now() + Duration::from_secs(12);
+    loop {
+        let status = daemon.observer().unwrap().status().unwrap();
+        assert!(
+            coordinated(&status, pids).is_some(),
+            "an app left the coordination: {:?}",
+            status.coordination
+        );
+        let used: Vec<f64> = charged(&status, pids)
+            .iter()
+            .zip(&start)
+            .map(|(n, s)| n.saturating_sub(*s) as f64)
+            .collect();
+        let total: f64 = used.iter().sum();
+        if total >= device_ns {
+            return used.iter().map(|u| u / total).collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {total} ns of device time charged: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Two identical apps at CUSTOM 70 and 30 on one share-policy device, both
 /// coordinated: the native estimate gives them 70 / 30 of the device (as
-/// its agent does), so the floor no longer holds them to their FIFO turns
-/// (50 / 50), and the device time the daemon charges them, while their
-/// targets are in force, splits 70 / 30 within 5 points.
+/// its agent does), so the floor no longer holds them to their FIFO turns,
+/// and the device time the daemon charges them while their targets are in
+/// force splits 70 / 30 within 5 points. Swapping their shares with
+/// `hetsched shares set` swaps their weights, keeps both coordinated, and
+/// swaps the split.
 #[test]
 fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,7 +452,7 @@ fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
                 .args(["run", "--class", "custom", "--shares", shares, "--"])
                 .arg(BIN)
                 .args(["demo-app", "--app", "dxt", "--policy", "native"])
-                .args(["--inflight", "4", "--seconds", "20", "--socket"])
+                .args(["--inflight", "4", "--seconds", "30", "--socket"])
                 .arg(&daemon.socket)
                 .arg("--model-dir")
                 .arg(&models)
@@ -391,66 +465,42 @@ fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
     // `hetsched run` execs the program: the child's pid is the client's.
     let apps = [app("70"), app("30")];
     let pids: Vec<u32> = apps.iter().map(|a| a.0.id()).collect();
-    let coordinated = |status: &hetsched_protocol::StatusReport| -> Option<Vec<_>> {
-        let c = status.coordination.as_ref()?;
-        pids.iter()
-            .map(|pid| {
-                c.apps
-                    .iter()
-                    .find(|a| a.pid == *pid && a.coordinated && a.rate.is_some())
-                    .cloned()
-            })
-            .collect()
-    };
-    // Both coordinated, with targets.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let (start, at_start) = loop {
-        let status = daemon.observer().unwrap().status().unwrap();
-        if let Some(apps) = coordinated(&status) {
-            break (charged(&status, &pids), apps);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the CUSTOM apps were never both coordinated: {:?}",
-            status.coordination
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
     // The native estimate splits the device by their weights (7:3), as
-    // the share policy does, rather than in turn (1:1).
-    let native: Vec<f64> = at_start.iter().map(|a| a.native.unwrap_or(0.0)).collect();
+    // the share policy does, rather than in turn (about 1:1).
+    let by_weight = |n: &[f64]| n[0] > 1.8 * n[1];
+    wait_for_natives(&daemon, &pids, by_weight, "a 7:3 native estimate");
+    let split = charged_from_now(&daemon, &pids, 2e9);
+    eprintln!("CUSTOM 70 / 30, coordinated: device time {split:.3?}");
     assert!(
-        native[0] > 1.8 * native[1],
-        "native estimates {native:?}: {at_start:?}"
+        (split[0] - 0.70).abs() <= 0.05,
+        "the CUSTOM 70 app held {:.3} of the device time",
+        split[0]
     );
-    // Two seconds of device time charged while they stay coordinated.
-    let deadline = Instant::now() + Duration::from_secs(12);
-    let split = loop {
-        let status = daemon.observer().unwrap().status().unwrap();
+
+    // Swapped: the first app to 30 (total 60), then the second to 70.
+    for (pid, shares) in [(pids[0], "30"), (pids[1], "70")] {
+        let out = daemon
+            .cmd()
+            .args(["shares", "set", "--pid", &pid.to_string()])
+            .args(["--class", "custom", "--shares", shares])
+            .output()
+            .unwrap();
         assert!(
-            coordinated(&status).is_some(),
-            "an app left the coordination: {:?}",
-            status.coordination
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        let now = charged(&status, &pids);
-        let used: Vec<f64> = now
-            .iter()
-            .zip(&start)
-            .map(|(n, s)| (n - s) as f64)
-            .collect();
-        let total: f64 = used.iter().sum();
-        if total >= 2e9 {
-            break used[0] / total;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "only {total} ns of device time charged: {status:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    eprintln!("CUSTOM 70 / 30 coordinated: the 70 app held {split:.3} of the device time");
+    }
+    let swapped = |n: &[f64]| n[1] > 1.8 * n[0];
+    wait_for_natives(&daemon, &pids, swapped, "a 3:7 native estimate");
+    // The share policy's usage window (a few hundred ms) forgets the old
+    // split first.
+    charged_from_now(&daemon, &pids, 0.5e9);
+    let split = charged_from_now(&daemon, &pids, 2e9);
+    eprintln!("swapped to CUSTOM 30 / 70, coordinated: device time {split:.3?}");
     assert!(
-        (split - 0.70).abs() <= 0.05,
-        "the CUSTOM 70 app held {split:.3} of the device time"
+        (split[1] - 0.70).abs() <= 0.05,
+        "the app set to CUSTOM 70 held {:.3} of the device time",
+        split[1]
     );
 }
