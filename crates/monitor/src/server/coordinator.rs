@@ -688,11 +688,7 @@ mod tests {
     }
 
     fn standing(class: ShareClass, priority: i32) -> ClientSettings {
-        ClientSettings {
-            class,
-            priority,
-            ..ClientSettings::default()
-        }
+        ClientSettings { class, priority }
     }
 
     #[test]
