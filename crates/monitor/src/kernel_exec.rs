@@ -210,7 +210,9 @@ pub(crate) fn run_user_job(sandboxes: &mut Sandboxes, job: &KernelJob) -> (u64, 
     (started.elapsed().as_nanos() as u64, out)
 }
 
+pub mod apis;
 pub mod confine;
+pub mod device_api;
 pub mod executor_main;
 pub mod sandbox;
 pub mod wire;
@@ -359,7 +361,10 @@ mod tests {
         let mut none = Sandboxes::new("emu0".into(), None, SandboxSpec::default());
         let o = none.register(owner, "src", "f");
         assert!(o.result.unwrap_err().contains("only its built-in kernels"));
-        let spec = wire::DeviceSpec::OpenCl { index: 0 };
+        let spec = wire::DeviceSpec {
+            api: "opencl".into(),
+            index: 0,
+        };
         let mut embedded = Sandboxes::new("served0".into(), Some(spec), SandboxSpec::default());
         let o = embedded.register(owner, "src", "f");
         assert!(o.result.unwrap_err().contains("no kernel executor"));

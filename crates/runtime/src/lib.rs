@@ -59,13 +59,16 @@ mod cpu_exec;
 pub use hetsched_cuda as cuda;
 #[cfg(feature = "cuda")]
 mod cuda_exec;
+pub mod device_backend;
+mod device_backends;
 mod device_units;
 mod handle;
 mod job;
 mod link;
 pub mod logging;
 pub mod model_store;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+// What the built-in device backends say once per process.
+#[cfg_attr(not(feature = "opencl"), allow(dead_code))]
 mod notes;
 #[cfg(feature = "opencl")]
 mod opencl_exec;
@@ -78,6 +81,7 @@ mod slot;
 pub mod task;
 
 pub use buffer::Buffer;
+pub use device_backend::{DeviceBackend, DeviceCall, DeviceRunner, OpenedDevice, Ran};
 pub use handle::{Handle, TaskError};
 pub use optimizer::{Adjustment, GoalStatus, PerformanceGoal};
 pub use options::{MonitorMode, RuntimeOptions};

@@ -11,7 +11,7 @@
 //! the monitor per batch instead of one each. A caller that waits for
 //! each result before its next call is served by keeping the grant a
 //! moment ([`LINGER`]) for that call, when nobody else waits.
-#![cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
+#![cfg_attr(not(feature = "opencl"), allow(dead_code))]
 
 use super::device_exec::{fail, spawn_failover};
 use super::worker::{Ran, run_placed};
