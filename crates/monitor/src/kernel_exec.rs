@@ -230,6 +230,8 @@ pub mod opencl;
 mod opencl_user;
 #[cfg(feature = "opencl")]
 mod region_memory;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
+mod user_device;
 #[cfg(any(feature = "opencl", feature = "cuda", test))]
 mod user_store;
 
