@@ -221,8 +221,6 @@ pub use sandbox::{Outcome, Owner, SandboxSpec, Sandboxes};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
-#[cfg(feature = "cuda")]
-mod cuda_user;
 
 #[cfg(feature = "opencl")]
 pub mod opencl;
@@ -230,9 +228,9 @@ pub mod opencl;
 mod opencl_user;
 #[cfg(feature = "opencl")]
 mod region_memory;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+#[cfg(feature = "devices")]
 mod user_device;
-#[cfg(any(feature = "opencl", feature = "cuda", test))]
+#[cfg(any(feature = "devices", test))]
 mod user_store;
 
 #[cfg(test)]

@@ -409,8 +409,8 @@ fn served_units(
     first_kind: usize,
 ) -> Vec<ServedUnit> {
     let mut out: Vec<ServedUnit> = Vec::new();
-    for api in apis.iter().filter(|a| a.serve_requested(cfg)) {
-        let devices = match api.open_served(cfg) {
+    for api in apis.iter().filter(|a| cfg.serves(a.config_key())) {
+        let devices = match api.open_served(cfg.max_region_mb << 20) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(

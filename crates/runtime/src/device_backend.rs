@@ -23,10 +23,6 @@ use std::sync::Arc;
 /// The name OpenCL devices and their implementations go by.
 pub(crate) const OPENCL_API: &str = "opencl";
 
-/// The name CUDA devices and their implementations go by.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) const CUDA_API: &str = "cuda";
-
 /// One kind of device the runtime drives itself.
 pub trait DeviceBackend: Send + Sync + 'static {
     /// The name its devices' implementations go by (`opencl`, `cuda`):

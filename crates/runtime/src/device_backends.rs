@@ -10,7 +10,7 @@ const BUILT_IN: &[&dyn DeviceBackend] = &[
     #[cfg(feature = "opencl")]
     &crate::opencl_exec::OpenClBackend,
     #[cfg(feature = "cuda")]
-    &crate::cuda_exec::CudaBackend,
+    &crate::cuda::exec::CudaBackend,
 ];
 
 /// Every backend `opts` asks for (OpenCL's unless `opts.opencl` is off).

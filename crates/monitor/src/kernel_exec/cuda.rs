@@ -15,16 +15,14 @@
 //!   two references agree.
 //!
 //! Clients may also register their own kernels as PTX
-//! ([`super::cuda_user`]).
+//! ([`user`]).
 //!
 //! Every device command is timed by CUDA events; the daemon charges wall
 //! time (as for OpenCL), so each call drains those timings, or they would
 //! pile up for as long as the daemon runs.
 
-use super::cuda_user::PtxKernels;
 use super::device_api::{DeviceApi, ExecutorDevice, ListedDevice, ServedDevice};
 use super::{KernelBackend, Registered};
-use crate::config::DaemonConfig;
 use hetsched_core::ids::ClientId;
 use hetsched_core::unit::UnitClass;
 use hetsched_cuda::{CudaDevice, CudaDeviceInfo, kernels};
@@ -33,6 +31,9 @@ use hetsched_protocol::kernel_call::{AES_AUX_BYTES, Kernel};
 use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
+use user::PtxKernels;
+
+mod user;
 
 /// A served CUDA device: in the daemon, the built-in kernels; in a kernel
 /// executor process ([`CudaBackend::open_for_user_kernels`]), clients'
@@ -234,10 +235,6 @@ impl DeviceApi for CudaApi {
         "cuda_units"
     }
 
-    fn serve_requested(&self, cfg: &DaemonConfig) -> bool {
-        cfg.cuda_units
-    }
-
     fn list(&self) -> Result<Vec<ListedDevice>, String> {
         let names = hetsched_cuda::device_names()?;
         Ok(names
@@ -247,8 +244,8 @@ impl DeviceApi for CudaApi {
             .collect())
     }
 
-    fn open_served(&self, cfg: &DaemonConfig) -> Result<Vec<ServedDevice>, String> {
-        Ok(open_all(cfg.max_region_mb << 20)?
+    fn open_served(&self, max_kept_bytes: u64) -> Result<Vec<ServedDevice>, String> {
+        Ok(open_all(max_kept_bytes)?
             .into_iter()
             .map(|backend| ServedDevice {
                 listed: listed(backend.info().ordinal, &backend.info().name),

@@ -7,7 +7,6 @@
 //! on an opened device is its [`KernelBackend`].
 
 use super::KernelBackend;
-use crate::config::DaemonConfig;
 use hetsched_core::unit::UnitClass;
 
 /// One API of real devices, as the daemon drives it.
@@ -21,11 +20,8 @@ pub trait DeviceApi: Sync {
     fn label(&self) -> &'static str;
 
     /// The configuration key that asks the daemon to serve its devices
-    /// (`opencl_units`).
+    /// (`opencl_units`; [`crate::config::DaemonConfig::serves`]).
     fn config_key(&self) -> &'static str;
-
-    /// Whether `cfg` asks the daemon to serve its devices.
-    fn serve_requested(&self, cfg: &DaemonConfig) -> bool;
 
     /// Its devices, without opening a context (listing a device must not
     /// take its memory or its driver threads); why there are none where
@@ -34,8 +30,10 @@ pub trait DeviceApi: Sync {
 
     /// Opens every device that opens, each with the backend that runs its
     /// built-in kernels (a device that does not open is logged and left
-    /// out); why there are none where the driver is absent.
-    fn open_served(&self, cfg: &DaemonConfig) -> Result<Vec<ServedDevice>, String>;
+    /// out); why there are none where the driver is absent. A client may
+    /// keep up to `max_kept_bytes` on each between calls of its
+    /// registered kernels.
+    fn open_served(&self, max_kept_bytes: u64) -> Result<Vec<ServedDevice>, String>;
 
     /// Opens device `index` in a kernel executor process, for clients'
     /// registered kernels only, letting a client keep `max_kept_bytes` on

@@ -6,7 +6,6 @@ use super::device_api::{DeviceApi, ExecutorDevice, ListedDevice, ServedDevice};
 use super::opencl_user::UserKernels;
 use super::wire::DeviceSpec;
 use super::{KernelBackend, Registered};
-use crate::config::DaemonConfig;
 use hetsched_core::ids::ClientId;
 use hetsched_core::unit::UnitClass;
 use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
@@ -182,16 +181,14 @@ impl DeviceApi for OpenClApi {
         "opencl_units"
     }
 
-    fn serve_requested(&self, cfg: &DaemonConfig) -> bool {
-        cfg.opencl_units
-    }
-
     fn list(&self) -> Result<Vec<ListedDevice>, String> {
         let devices = hetsched_opencl::devices().map_err(|e| e.to_string())?;
         Ok(devices.iter().map(listed).collect())
     }
 
-    fn open_served(&self, _cfg: &DaemonConfig) -> Result<Vec<ServedDevice>, String> {
+    /// Registered kernels run in executor processes, which open the
+    /// device themselves: the served backend keeps nothing for clients.
+    fn open_served(&self, _max_kept_bytes: u64) -> Result<Vec<ServedDevice>, String> {
         Ok(open_all()?
             .into_iter()
             .map(|backend| ServedDevice {

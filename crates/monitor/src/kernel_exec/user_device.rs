@@ -2,7 +2,7 @@
 //! once per distinct (source, entry), and each call acquires its buffers,
 //! copies in, launches, copies out and releases them, whatever the device.
 //! A device says only how it does each step ([`UserDevice`]: OpenCL's in
-//! [`super::opencl_user`], CUDA's in [`super::cuda_user`]);
+//! [`super::opencl_user`], CUDA's in `cuda/user.rs`);
 //! [`RegisteredKernels`] runs the steps in order over
 //! [`super::user_store`]'s bookkeeping, which enforces what every device's
 //! registered kernels guarantee.

@@ -4,7 +4,7 @@
 //! declaration) and shared by every client that registers the same. Calls
 //! run like OpenCL's registered kernels: the same packets and argument
 //! blocks, and the same bookkeeping of kept and spare buffers
-//! ([`super::user_store`]: zeroed buffers, `max_kept_bytes` per client,
+//! ([`super::super::user_store`]: zeroed buffers, `max_kept_bytes` per client,
 //! buffers tied to a client and its region).
 //!
 //! A launch is 1-D: `local` threads per block (256 where the call leaves
@@ -13,8 +13,8 @@
 //! device before it ends, so a kernel's fault fails its own call.
 //! Registering cubin is not built: PTX only.
 
-use super::user_device::{RegisteredKernels, UserDevice};
-use super::user_store::{CallBuffer, DeviceBytes};
+use super::super::user_device::{RegisteredKernels, UserDevice};
+use super::super::user_store::{CallBuffer, DeviceBytes};
 use hetsched_cuda::cudarc::driver::CudaSlice;
 use hetsched_cuda::{CudaDevice, PtxArg, PtxKernel};
 use hetsched_protocol::ptx::{KINDS, is_declaration, ptx_signature};
@@ -148,7 +148,7 @@ impl UserDevice for CudaDevice {
 
 #[cfg(test)]
 mod tests {
-    use super::super::user_store::{floats, write_floats};
+    use super::super::super::user_store::{floats, write_floats};
     use super::*;
     use hetsched_core::ids::ClientId;
     use std::sync::Arc;

@@ -12,8 +12,8 @@
 //! Without the CUDA driver or NVRTC, or with `HETSCHED_CUDA=0`, there are
 //! no CUDA units, and one log line says why.
 
-use crate::cuda::{CudaDevice, CudaError};
-use crate::device_backend::{CUDA_API, DeviceBackend, DeviceCall, DeviceRunner, OpenedDevice, Ran};
+use super::{CudaDevice, CudaError};
+use crate::device_backend::{DeviceBackend, DeviceCall, DeviceRunner, OpenedDevice, Ran};
 use crate::task::Task;
 use hetsched_core::unit::{LinkCost, UnitClass};
 use hetsched_platform::gpu::{self, GpuCalibrationOptions};
@@ -33,6 +33,9 @@ impl DeviceBackend for CudaBackend {
     }
 }
 
+/// The name CUDA devices and their implementations go by.
+pub(crate) const CUDA_API: &str = "cuda";
+
 /// Set to `0` to leave CUDA devices out (e.g. to compare with a CPU-only run).
 pub(crate) const DISABLE_ENV: &str = "HETSCHED_CUDA";
 
@@ -50,7 +53,7 @@ fn discover() -> Vec<OpenedDevice> {
         });
         return Vec::new();
     }
-    let count = match crate::cuda::probe() {
+    let count = match super::probe() {
         Ok(0) => {
             crate::notes::once("no-cuda", || {
                 "no CUDA units: the CUDA driver reports no device".into()
