@@ -14,8 +14,7 @@
 
 use crate::job::Job;
 use hetsched_core::ids::UnitId;
-use hetsched_core::policy::PolicyKind;
-use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+use hetsched_core::unit::UnitClass;
 use hetsched_protocol::UnitInfo;
 use std::any::Any;
 use std::sync::Arc;
@@ -77,7 +76,8 @@ pub struct OpenedDevice {
 impl OpenedDevice {
     /// A device named `name` (its unit's name) of kind `kind`: one call at
     /// a time, no copy cost (its implementations issue their own copies,
-    /// timed with the call), on no CPU kind's cores.
+    /// timed with the call), on no CPU kind's cores; its unit's number is
+    /// given later ([`crate::device_units`]).
     pub fn new(
         name: impl Into<String>,
         kind: impl Into<String>,
@@ -85,7 +85,7 @@ impl OpenedDevice {
         runner: Box<dyn DeviceRunner>,
     ) -> OpenedDevice {
         OpenedDevice {
-            info: own_device(name.into(), kind.into(), class),
+            info: UnitInfo::new(UnitId(0), name, kind, class),
             host_cpu_kind: None,
             cores: 1,
             runner,
@@ -122,29 +122,5 @@ impl<'a> DeviceCall<'a> {
     /// The unit's name.
     pub fn unit(&self) -> &str {
         self.unit
-    }
-}
-
-/// A device this process opens, as it describes it before it is given a
-/// unit: one call at a time, no copy cost (the implementation issues its
-/// own copies), numbered later ([`DeviceUnits::assign`]).
-pub(crate) fn own_device(name: String, kind: String, class: UnitClass) -> UnitInfo {
-    UnitInfo {
-        id: UnitId(0),
-        name,
-        kind,
-        class,
-        policy: PolicyKind::Fifo,
-        slots: 1,
-        relative_speed: 1.0,
-        caps: Capabilities::empty(),
-        coherent: true,
-        copy_in: LinkCost::FREE,
-        copy_out: LinkCost::FREE,
-        dispatch_ns: 0,
-        emulated: false,
-        kernels: Vec::new(),
-        pus: Vec::new(),
-        throttle: None,
     }
 }

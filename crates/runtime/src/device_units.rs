@@ -89,15 +89,11 @@ fn arbitrates(m: &UnitInfo, own: &UnitInfo) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device_backend::own_device;
     use hetsched_core::policy::PolicyKind;
     use hetsched_core::unit::UnitClass;
 
     fn info(id: u16, name: &str, kind: &str) -> UnitInfo {
-        UnitInfo {
-            id: UnitId(id),
-            ..own_device(name.into(), kind.into(), UnitClass::Accelerator)
-        }
+        UnitInfo::new(UnitId(id), name, kind, UnitClass::Accelerator)
     }
 
     fn opencl() -> Backend {

@@ -97,10 +97,10 @@ fn discover() -> Vec<OpenedDevice> {
         );
         // Copies and launches are timed apart from kernels here, so the
         // unit carries their calibrated costs.
-        opened.info.coherent = false;
-        opened.info.copy_in = copy_in;
-        opened.info.copy_out = copy_out;
-        opened.info.dispatch_ns = dispatch_ns;
+        opened.info = opened
+            .info
+            .with_coherent(false)
+            .with_costs(dispatch_ns, copy_in, copy_out);
         out.push(opened);
     }
     out
