@@ -165,7 +165,13 @@ impl DeviceUnits {
     /// Opens them, numbered from `first_id` (one kind each, from
     /// `first_kind`).
     fn open(cfg: &DaemonConfig, first_id: usize, first_kind: usize) -> DeviceUnits {
-        let served = served_units(crate::kernel_exec::apis::all(), cfg, first_id, first_kind);
+        let served = served_units(
+            crate::kernel_exec::apis::all(),
+            |api| cfg.serves(api.config_key()),
+            cfg.max_region_mb << 20,
+            first_id,
+            first_kind,
+        );
         let served_kinds: Vec<String> = served.iter().map(|s| s.setup.kind_name.clone()).collect();
         let gated = gated_device_units(
             cfg,
@@ -396,21 +402,23 @@ fn served_unit(
     }
 }
 
-/// The units each device API adds when the config asks the daemon to
-/// serve its devices (`opencl_units = true`, `cuda_units = true`): every
+/// The units each device API of `apis` adds when `wanted` (the config,
+/// through `opencl_units = true`, `cuda_units = true`) asks the daemon to
+/// serve its devices, a client keeping up to `max_kept_bytes` on each: every
 /// device that opens, as `served-<api><N>`, numbered after the platform's
 /// `first_id` units (one kind each, after its `first_kind` kinds), with
 /// the backend that runs its kernels. Where an API's driver is absent,
 /// one line says why and it adds none: the daemon still starts.
 fn served_units(
     apis: &[&dyn DeviceApi],
-    cfg: &DaemonConfig,
+    wanted: impl Fn(&dyn DeviceApi) -> bool,
+    max_kept_bytes: u64,
     first_id: usize,
     first_kind: usize,
 ) -> Vec<ServedUnit> {
     let mut out: Vec<ServedUnit> = Vec::new();
-    for api in apis.iter().filter(|a| cfg.serves(a.config_key())) {
-        let devices = match api.open_served(cfg.max_region_mb << 20) {
+    for api in apis.iter().copied().filter(|a| wanted(*a)) {
+        let devices = match api.open_served(max_kept_bytes) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(
@@ -446,3 +454,6 @@ fn served_units(
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
