@@ -19,7 +19,10 @@
 //!
 //! [`KernelBackend`] is what a device must do; the OpenCL one is
 //! `opencl::OpenClBackend` (feature `opencl`), the CUDA one
-//! `cuda::CudaBackend` (feature `cuda`).
+//! `cuda::CudaBackend` (feature `cuda`). Each API opens its devices
+//! through its [`device_api::DeviceApi`] (`OpenClApi`, `CudaApi`), one line
+//! each in [`apis::all`], and runs registered kernels through one
+//! skeleton (`user_device.rs`).
 
 pub use crate::user_kernels::Registered;
 use hetsched_core::ids::{ClientId, UnitId};
