@@ -9,6 +9,9 @@
  * this process can expect:
  *     turnaround = (work of ours ahead + length) x 100 / utilisation
  *                  + dispatch + transfer                  (Rinnegan §3.2)
+ * computed by hetsched's one placement formula (hetsched_core::turnaround::
+ * turnaround) through hs_client_turnaround; only StarPU's transfer
+ * estimate is added here.
  * Tasks wait undecided in a central queue and are placed late, when the
  * worker predicted to finish them soonest has room (a short horizon of
  * queued work), so decisions use fresh views. When that worker is full, an
@@ -284,27 +287,29 @@ static double predict_us(struct hs_policy *p, struct starpu_task *task, int id, 
     double ahead_us = w->backlog_us + running_left;
     double exec_us = len;
     if (p->connected && w->unit >= 0 && len > 0) {
-        double ns = 0;
-        /* Rinnegan's turnaround on the unit the worker stands for:
-         * dispatch + copies + length x 100 / utilisation, the utilisation
-         * from the daemon's view (others' queue on a device, runnable
-         * threads of every process on the CPU cores). */
-        if (hs_client_predict_ns(p->client, (uint32_t)w->unit, len * 1e3, 0, 0, 0, 0.0, &ns) ==
-            HS_OK)
-            exec_us = ns / 1e3;
-        /* Every task of ours ahead of this one is stretched alike: on a
-         * shared unit each waits its turn among the other processes. */
-        double stretch = exec_us / len;
-        if (stretch < 1) stretch = 1;
-        if (p->verbose > 1 && (p->model_pushes % 200) == 0) {
-            HsUnitView v;
-            hs_client_unit_view(p->client, (uint32_t)w->unit, &v);
-            fprintf(stderr,
-                    "hetsched-starpu: worker %d len %.0f us ahead %.0f us stretch %.2f "
-                    "(wait %.0f us, runnable %u)\n",
-                    id, len, ahead_us, stretch, v.wait_ns / 1e3, v.runnable_threads);
+        /* Rinnegan's turnaround on the unit the worker stands for, by
+         * hetsched's one placement formula (hetsched_core::turnaround::
+         * turnaround, through hs_client_turnaround): dispatch + (ahead +
+         * length) x stretch, the stretch (100 / utilisation) from the
+         * daemon's view (others' queue on a device, runnable threads of
+         * every process on the CPU cores). Every task of ours ahead of this
+         * one is stretched alike: on a shared unit each waits its turn
+         * among the other processes. StarPU's transfer estimate is added
+         * below, so no bytes are passed. */
+        HsTurnaround t;
+        if (hs_client_turnaround(p->client, (uint32_t)w->unit, len * 1e3, 0, 0, 0, ahead_us * 1e3,
+                                 &t) == HS_OK) {
+            exec_us = (t.turnaround_ns - t.ahead_ns) / 1e3;
+            ahead_us = t.ahead_ns / 1e3;
+            if (p->verbose > 1 && (p->model_pushes % 200) == 0) {
+                HsUnitView v;
+                hs_client_unit_view(p->client, (uint32_t)w->unit, &v);
+                fprintf(stderr,
+                        "hetsched-starpu: worker %d len %.0f us ahead %.0f us stretch %.2f "
+                        "(wait %.0f us, runnable %u)\n",
+                        id, len, ahead_us, t.stretch, v.wait_ns / 1e3, v.runnable_threads);
+            }
         }
-        ahead_us *= stretch;
     }
     if (ahead_out) *ahead_out = ahead_us;
     return ahead_us + exec_us + xfer;

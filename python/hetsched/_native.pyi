@@ -152,3 +152,22 @@ def rust_empty_task_ns(runtime: Runtime, calls: int) -> float:
 
 def rust_gate_ns(client: Client, unit: str, calls: int) -> float:
     """Mean ns of one pass through ``unit``'s gate from Rust (python -m hetsched.bench)."""
+
+def turnaround(
+    exec_ns: float,
+    slots: int,
+    *,
+    runnable_threads: Optional[float] = None,
+    backlog: Optional[float] = None,
+    view: Optional[Dict[str, Any]] = None,
+    dispatch_ns: float = 0.0,
+    copy_ns: float = 0.0,
+    ahead_ns: float = 0.0,
+) -> Optional[Dict[str, float]]:
+    """hetsched's placement formula for one task on one unit:
+    ``turnaround = dispatch + copy + (ahead + exec) × stretch`` and
+    ``rate = slots / (exec × stretch)``, the stretch from exactly one of
+    ``runnable_threads`` (a CPU kind), ``backlog`` (tasks queued and running
+    on a device) and ``view`` (``Client.view``'s dict). A dict with
+    ``stretch``, ``stretched_ns``, ``ahead_ns``, ``turnaround_ns`` and
+    ``rate_per_s``; ``None`` when ``exec_ns`` is not finite and ≥ 0."""

@@ -69,6 +69,7 @@ from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import hetsched
+from hetsched import _native
 
 NAMESPACE = "hetsched"
 _log = logging.getLogger(__name__)
@@ -976,9 +977,9 @@ def node_rate(
 ) -> Optional[float]:
     """Calls per second a node can be expected to finish for a task with
     implementations `kinds` and execution times `times` (per unit kind,
-    s): each implemented unit serves ``slots / (exec × (1 + backlog /
-    slots))``; CPU kinds are slowed by the runnable threads beyond their
-    cores. A device kind not measured yet is estimated from a measured one
+    s): the sum of :func:`unit_rate` over the implemented units, each
+    serving ``slots / (exec × (1 + backlog / slots))``; CPU kinds are
+    slowed by the runnable threads beyond their cores. A device kind not measured yet is estimated from a measured one
     and their relative speeds (`speeds`, by kind). ``None`` when the node
     has a unit the task could use whose time cannot be told yet (it should
     be tried), ``0.0`` when it has none."""
@@ -993,13 +994,26 @@ def node_rate(
             t = _scaled_estimate(u, times, speeds)
         if t is None:
             return None
-        slots = max(1, u["slots"])
-        if u["class"] == "cpu":
-            stretch = max(1.0, u["runnable"] / slots)
-        else:
-            stretch = 1.0 + u["backlog"] / slots
-        rate += slots / (max(t, 1e-6) * stretch)
+        rate += unit_rate(u, t)
     return rate
+
+
+def unit_rate(unit: Dict[str, Any], exec_s: float) -> float:
+    """Calls per second `unit` (an entry of a node's summary) finishes of a
+    task that runs `exec_s` there alone (at least 1 µs): the core's
+    placement formula (``hetsched_core::turnaround::turnaround``, through
+    ``hetsched._native.turnaround``), ``slots / (exec × stretch)``, the
+    stretch from the unit's runnable threads on a CPU kind and from its
+    backlog (tasks queued and running) on a device. 0.0 for an infinite
+    length."""
+    if unit["class"] == "cpu":
+        load = {"runnable_threads": float(unit["runnable"])}
+    else:
+        load = {"backlog": float(unit["backlog"])}
+    # The one placement formula: hetsched_core::turnaround::turnaround.
+    t = _native.turnaround(max(exec_s, 1e-6) * 1e9, max(1, unit["slots"]), **load)
+    # No figure for a length that is not finite: such a unit finishes none.
+    return 0.0 if t is None else t["rate_per_s"]
 
 
 def choose_node(

@@ -12,6 +12,7 @@ mod errors;
 mod runtime;
 mod task;
 mod thread_state;
+mod turnaround;
 mod units;
 
 use pyo3::prelude::*;
@@ -38,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capability::report_capability_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(bench::rust_empty_task_ns, m)?)?;
     m.add_function(wrap_pyfunction!(bench::rust_gate_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(turnaround::turnaround, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -23,4 +23,5 @@ else
     echo "run-tests: $bin not built; daemon part skipped (cargo build -p hetsched)"
 fi
 "$out/test_capi" "$work/hetsched.toml" $socket
+"$out/test_turnaround" "$root/crates/core/tests/turnaround_cases.txt" $socket
 HETSCHED_CONFIG="$work/hetsched.toml" HETSCHED_SOCKET="$work/none.sock" "$out/example" | tail -2

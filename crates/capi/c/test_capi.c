@@ -22,33 +22,7 @@
 #include <CL/cl.h>
 #endif
 
-static int failures = 0;
-
-#define EXPECT(cond)                                                              \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__,    \
-                    __LINE__, #cond, hs_last_error() ? hs_last_error() : "none"); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
-
-#define EXPECT_STATUS(call, want)                                                 \
-    do {                                                                          \
-        HsStatus got_ = (call);                                                   \
-        if (got_ != (want)) {                                                     \
-            fprintf(stderr, "%s:%d: %s gave %s, expected %s (last error: %s)\n",  \
-                    __FILE__, __LINE__, #call, hs_status_name(got_),              \
-                    hs_status_name(want), hs_last_error() ? hs_last_error() : ""); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
-
-/* The last error message mentions `word`. */
-static int error_mentions(const char *word) {
-    const char *e = hs_last_error();
-    return e && strstr(e, word);
-}
+#include "expect.h"
 
 struct square {
     long in;

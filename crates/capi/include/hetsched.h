@@ -36,6 +36,18 @@
 
 #define HS_ASYNC 1
 
+// `HsTurnaroundInput::load`: the view in `view` (this client's, from
+// `hs_client_unit_view`).
+#define HS_LOAD_VIEW 0
+
+// `HsTurnaroundInput::load`: a time-shared CPU kind with `load_amount`
+// runnable threads on its cores.
+#define HS_LOAD_RUNNABLE_THREADS 1
+
+// `HsTurnaroundInput::load`: `load_amount` tasks queued and running on the
+// unit, each as long as this one.
+#define HS_LOAD_BACKLOG 2
+
 // What a call did. `HS_OK` is 0; every failure also leaves a message for
 // `hs_last_error` on the calling thread.
 typedef enum {
@@ -244,6 +256,43 @@ typedef struct {
   uint64_t periods;
 } HsGoalStatus;
 
+// One task on one unit, for `hs_turnaround`.
+typedef struct {
+  // The task's execution time on the unit alone, ns (finite, ≥ 0).
+  double exec_ns;
+  // Time to start it on the unit, ns.
+  double dispatch_ns;
+  // Time to move its data in and out, ns.
+  double copy_ns;
+  // The caller's own work ahead of it on the same lane, ns of execution.
+  double ahead_ns;
+  // Lanes of the unit that run side by side (0 counts as 1).
+  uint32_t slots;
+  // What the load is: `HS_LOAD_VIEW`, `HS_LOAD_RUNNABLE_THREADS` or
+  // `HS_LOAD_BACKLOG`.
+  uint32_t load;
+  // Runnable threads or tasks, by `load`.
+  double load_amount;
+  // The view, when `load` is `HS_LOAD_VIEW` (its unit-wide fields are
+  // not read).
+  HsUnitView view;
+} HsTurnaroundInput;
+
+// The formula's figures (see `hs_turnaround`).
+typedef struct {
+  // Wall time per ns of execution on the unit now (≥ 1).
+  double stretch;
+  // The task's wall time on the unit, `exec × stretch`, ns.
+  double stretched_ns;
+  // The work ahead, stretched alike, ns.
+  double ahead_ns;
+  // `dispatch + copy + ahead × stretch + exec × stretch`, ns.
+  double turnaround_ns;
+  // Tasks like this one per second the unit finishes, its lanes side by
+  // side: `slots / (exec × stretch)`.
+  double rate_per_s;
+} HsTurnaround;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -296,26 +345,6 @@ HsStatus hs_client_find_unit(HsClient client, const char *name, uint32_t *out);
 // # Safety
 // `out` is NULL or writable.
 HsStatus hs_client_unit_view(HsClient client, uint32_t index, HsUnitView *out);
-
-// The turnaround hetsched predicts for a task that executes `exec_ns` on
-// unit `index` alone and moves `bytes_in`/`bytes_out`:
-// `dispatch + copies + exec × 100 / utilisation`, the utilisation from
-// this client's view. On a CPU kind it is `cores / (runnable + extra)`
-// where `extra_threads` are runnable threads of the caller the page does
-// not count yet; on a device the published wait and share stretch exec,
-// and `own_pending_ns` (work the caller queued that the daemon has not
-// seen, which runs first) adds to it.
-//
-// # Safety
-// `out` is NULL or writable.
-HsStatus hs_client_predict_ns(HsClient client,
-                              uint32_t index,
-                              double exec_ns,
-                              uint64_t bytes_in,
-                              uint64_t bytes_out,
-                              uint32_t extra_threads,
-                              double own_pending_ns,
-                              double *out);
 
 // Asks the daemon's gate for unit `index` and blocks until it opens; run
 // the task, then `hs_client_task_completed`. The daemon charges this
@@ -485,6 +514,60 @@ HsStatus hs_runtime_goal_status(HsRuntime rt, HsGoalStatus *out);
 // # Safety
 // `buf` is NULL or writable for `len` bytes.
 HsStatus hs_task_name(HsTask task, char *buf, size_t len);
+
+// hetsched's placement formula over the caller's own figures:
+// `turnaround = dispatch + copy + (ahead + exec) × stretch`, the stretch
+// from the load (a client's view, runnable threads on a CPU kind, or a
+// backlog of tasks). The same function as `hs_client_predict_ns`, the
+// runtime's placer and `hetsched.ray`. `HS_ERR_INVALID` when `exec_ns`
+// is not finite and ≥ 0 (a kind never run: try it rather than predict).
+//
+// # Safety
+// `input` is NULL or points to an `HsTurnaroundInput`; `out` is NULL or
+// writable.
+HsStatus hs_turnaround(const HsTurnaroundInput *input, HsTurnaround *out);
+
+// The turnaround hetsched predicts for a task that executes `exec_ns` on
+// unit `index` alone and moves `bytes_in`/`bytes_out`:
+// `dispatch + copies + exec × stretch`, the stretch (`1 / utilisation`)
+// from this client's view; `hs_client_turnaround`'s `turnaround_ns` with
+// the work ahead spread over the unit's streams. On a CPU kind the
+// stretch is `runnable / cores` (at least 1), `extra_threads` being
+// runnable threads of the caller the page does not count yet; on a
+// device the published wait and share stretch exec, and `own_pending_ns`
+// (work the caller queued that the daemon has not seen, which runs
+// first, spread over the device's streams) adds to it, stretched alike.
+//
+// # Safety
+// `out` is NULL or writable.
+HsStatus hs_client_predict_ns(HsClient client,
+                              uint32_t index,
+                              double exec_ns,
+                              uint64_t bytes_in,
+                              uint64_t bytes_out,
+                              uint32_t extra_threads,
+                              double own_pending_ns,
+                              double *out);
+
+// hetsched's placement formula ([`hs_turnaround`](crate::turnaround::hs_turnaround))
+// for a task that executes `exec_ns` on unit `index` alone and moves
+// `bytes_in`/`bytes_out`, over this client's view of the unit now: on a
+// CPU kind the load is its runnable threads plus `extra_threads` (the
+// caller's, not counted yet), on any other unit the published view.
+// `ahead_ns` is the caller's own work queued before the task on the same
+// lane (a StarPU worker's queue), which the view does not count; it is
+// stretched alike. `HS_ERR_INVALID` when `exec_ns` is not finite and ≥ 0.
+//
+// # Safety
+// `out` is NULL or writable.
+HsStatus hs_client_turnaround(HsClient client,
+                              uint32_t index,
+                              double exec_ns,
+                              uint64_t bytes_in,
+                              uint64_t bytes_out,
+                              uint32_t extra_threads,
+                              double ahead_ns,
+                              HsTurnaround *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -8,7 +8,6 @@ use crate::handles::{Table, c_str, fill_name, name_and_out, opt_c_str, write_out
 use crate::runtime::{HS_NAME_MAX, HsUnitInfo};
 use hetsched_core::ids::{TaskId, UnitId};
 use hetsched_core::unit::UnitClass;
-use hetsched_core::view::ClientUnitView;
 use hetsched_protocol::{ClientError, ClientOptions, Grant, SharedClient, UnitInfo};
 use std::ffi::c_char;
 use std::time::Duration;
@@ -75,7 +74,7 @@ fn client_error(e: ClientError) -> (HsStatus, String) {
     (status, e.to_string())
 }
 
-fn unit_of(c: &ClientObj, index: u32) -> Result<&UnitInfo, (HsStatus, String)> {
+pub(crate) fn unit_of(c: &ClientObj, index: u32) -> Result<&UnitInfo, (HsStatus, String)> {
     let units = c.client.units();
     units.get(index as usize).ok_or_else(|| {
         (
@@ -201,7 +200,7 @@ pub unsafe extern "C" fn hs_client_find_unit(
     })
 }
 
-fn view_of(c: &ClientObj, index: u32) -> Result<HsUnitView, (HsStatus, String)> {
+pub(crate) fn view_of(c: &ClientObj, index: u32) -> Result<HsUnitView, (HsStatus, String)> {
     unit_of(c, index)?;
     let v = c.client.unit_view(index as usize).unwrap_or_default();
     Ok(HsUnitView {
@@ -234,71 +233,6 @@ pub unsafe extern "C" fn hs_client_unit_view(
         let v = view_of(&c, index)?;
         // SAFETY: the caller's promise on `out`.
         unsafe { write_out(out, v, "out") }
-    })
-}
-
-/// The turnaround hetsched predicts for a task that executes `exec_ns` on
-/// unit `index` alone and moves `bytes_in`/`bytes_out`:
-/// `dispatch + copies + exec × 100 / utilisation`, the utilisation from
-/// this client's view. On a CPU kind it is `cores / (runnable + extra)`
-/// where `extra_threads` are runnable threads of the caller the page does
-/// not count yet; on a device the published wait and share stretch exec,
-/// and `own_pending_ns` (work the caller queued that the daemon has not
-/// seen, which runs first) adds to it.
-///
-/// # Safety
-/// `out` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hs_client_predict_ns(
-    client: HsClient,
-    index: u32,
-    exec_ns: f64,
-    bytes_in: u64,
-    bytes_out: u64,
-    extra_threads: u32,
-    own_pending_ns: f64,
-    out: *mut f64,
-) -> HsStatus {
-    guard(|| {
-        if !(exec_ns.is_finite() && exec_ns >= 0.0) {
-            return err(
-                HsStatus::HsErrInvalid,
-                format!("exec_ns must be finite and ≥ 0, got {exec_ns}"),
-            );
-        }
-        let c = CLIENTS.get(client)?;
-        let u = unit_of(&c, index)?;
-        let v = view_of(&c, index)?;
-        let stretched = if u.class == UnitClass::Cpu {
-            let cores = f64::from(u.slots.max(1));
-            let runnable = f64::from(v.runnable_threads) + f64::from(extra_threads);
-            let util = (cores / runnable.max(1.0)).min(1.0);
-            exec_ns / util
-        } else {
-            let own = if own_pending_ns.is_finite() {
-                own_pending_ns.max(0.0)
-            } else {
-                0.0
-            };
-            let view = ClientUnitView {
-                guaranteed: v.guaranteed,
-                wait_ns: v.wait_ns,
-                current_utilisation: v.current_utilisation,
-                throttled: v.throttled,
-                max_utilisation: v.max_utilisation,
-            };
-            // The caller's own queued work runs before this task whatever
-            // the policy: it adds to the wait, spread over the streams.
-            own / f64::from(u.slots.max(1)) + view.stretched_ns(exec_ns)
-        };
-        let (copy_in, copy_out) = if u.coherent {
-            (0.0, 0.0)
-        } else {
-            (u.copy_in.time_ns(bytes_in), u.copy_out.time_ns(bytes_out))
-        };
-        let total = u.dispatch_ns as f64 + copy_in + copy_out + stretched;
-        // SAFETY: the caller's promise on `out`.
-        unsafe { write_out(out, total, "out") }
     })
 }
 

@@ -6,6 +6,7 @@
 //!   task with one implementation per unit kind, `hs_accelerate` it
 //!   (sync or async), wait, goals, status; [`devices`] adds OpenCL and
 //!   CUDA implementations written in C (features `opencl`, `cuda`);
+//! * [`turnaround`] — the placement formula over the caller's figures;
 //! * [`client`] — a plain daemon connection for runtimes that drive units
 //!   themselves (the StarPU policy in `integrations/starpu`): units, this
 //!   client's view of each, hetsched's turnaround prediction, the dispatch
@@ -27,12 +28,14 @@ pub mod devices;
 pub mod error;
 mod handles;
 pub mod runtime;
+pub mod turnaround;
 
 pub use capability::*;
 pub use client::*;
 pub use devices::*;
 pub use error::{HsStatus, hs_last_error, hs_status_name};
 pub use runtime::*;
+pub use turnaround::*;
 
 /// The library's version (such as "0.1.0"): the hetsched release it was
 /// built from, as `hetsched --version` and the package name it. A static

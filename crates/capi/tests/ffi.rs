@@ -6,35 +6,12 @@
 
 use hetsched::*;
 use std::ffi::{CStr, c_char, c_void};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod common;
-use common::{c, last_error};
-
-const CONFIG: &str = r#"
-[[emulated]]
-name = "emu-gpu0"
-kind = "emu-gpu"
-class = "gpu"
-speed = 8.0
-copy_gbps = 12.0
-streams = 1
-"#;
-
-fn write_config(dir: &Path) -> PathBuf {
-    let path = dir.join("hetsched.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "state_file = \"{}\"\n{CONFIG}",
-            dir.join("state.json").display()
-        ),
-    )
-    .unwrap();
-    path
-}
+use common::{c, last_error, start_daemon, write_config};
 
 #[test]
 fn null_pointers_are_refused_with_a_message() {
@@ -222,27 +199,10 @@ fn an_embedded_runtime_runs_c_calls() {
     }
 }
 
-/// A daemon on a private socket, served by threads of this test process.
-fn start_daemon(dir: &Path) -> PathBuf {
-    use hetsched_monitor::config::DaemonConfig;
-    use hetsched_monitor::launch;
-    use hetsched_monitor::server::Server;
-    let cfg = DaemonConfig::load_or_default(Some(&write_config(dir))).unwrap();
-    let (mut setup, _platform) = launch::prepare(&cfg).unwrap();
-    let socket = dir.join("hetsched.sock");
-    setup.socket = socket.clone();
-    setup.state_path = dir.join("state.json");
-    let server = Server::bind(setup).unwrap();
-    std::thread::spawn(move || {
-        let _ = server.run();
-    });
-    socket
-}
-
 #[test]
 fn the_daemon_client_sees_units_predicts_and_runs_device_work() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = c(start_daemon(dir.path()).to_str().unwrap());
+    let socket = c(start_daemon(dir.path()).socket.to_str().unwrap());
     let mut client: HsClient = 0;
     // SAFETY: live locals and CStrings only.
     unsafe {

@@ -60,6 +60,11 @@ pub struct LoadArgs {
     /// checked): the driver's own sharing, to compare a served unit with.
     #[arg(long, value_name = "N", conflicts_with_all = ["gate", "ring", "socket"])]
     direct_opencl: Option<usize>,
+    /// With `--direct-opencl`: launch the spin kernel of about this many
+    /// µs of device time back to back (each result read back and
+    /// checked) instead of the histogram.
+    #[arg(long, value_name = "US", requires = "direct_opencl", value_parser = values::positive_us)]
+    spin_us: Option<f64>,
     /// Call CUDA device N in this process through the driver API (the
     /// spin kernel, `--bytes` selecting its length in iterations, one call
     /// at a time, every output checked): an unmodified CUDA program for
@@ -100,6 +105,10 @@ struct LoadReport {
     /// result, ns (Pegasus's per-call latency).
     p50_call_ns: Option<u64>,
     p99_call_ns: Option<u64>,
+    /// Direct OpenCL runs: the median host time inside a kernel's enqueue
+    /// call, ns (what a launch costs the caller, through any layer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50_launch_ns: Option<u64>,
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
@@ -251,6 +260,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         verified,
         p50_call_ns: calls.as_mut().map(|c| percentile(c, 0.50)),
         p99_call_ns: calls.as_mut().map(|c| percentile(c, 0.99)),
+        p50_launch_ns: None,
     };
     let _ = client.goodbye();
     print_report(&report, args.json)
@@ -262,7 +272,11 @@ fn run_direct(args: &LoadArgs, index: usize) -> Result<()> {
         bail!("--direct-opencl runs the histogram kernel only");
     }
     let seconds = Duration::from_secs_f64(args.seconds);
-    let mut got = crate::load_direct::run(index, args.bytes, seconds, || think(args.think_ms))?;
+    let pause = || think(args.think_ms);
+    let mut got = match args.spin_us {
+        Some(us) => crate::load_direct::run_spin(index, us, seconds, pause)?,
+        None => crate::load_direct::run(index, args.bytes, seconds, pause)?,
+    };
     let report = LoadReport {
         pid: std::process::id(),
         unit: format!("opencl{index}"),
@@ -278,6 +292,7 @@ fn run_direct(args: &LoadArgs, index: usize) -> Result<()> {
         verified: Some(got.verified),
         p50_call_ns: Some(percentile(&mut got.calls, 0.50)),
         p99_call_ns: Some(percentile(&mut got.calls, 0.99)),
+        p50_launch_ns: Some(percentile(&mut got.launches, 0.50)),
     };
     print_report(&report, args.json)
 }
@@ -308,6 +323,7 @@ fn run_direct_cuda(args: &LoadArgs, ordinal: usize) -> Result<()> {
         verified: Some(got.verified),
         p50_call_ns: Some(percentile(&mut got.calls, 0.50)),
         p99_call_ns: Some(percentile(&mut got.calls, 0.99)),
+        p50_launch_ns: None,
     };
     print_report(&report, args.json)
 }

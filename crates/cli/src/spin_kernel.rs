@@ -111,7 +111,7 @@ const APIS: &[&dyn SpinApi] = &[
 // file by its path find them too.
 #[cfg(feature = "opencl")]
 #[path = "spin_kernel/opencl.rs"]
-mod opencl;
+pub(crate) mod opencl;
 
 #[cfg(feature = "cuda")]
 #[path = "spin_kernel/cuda.rs"]

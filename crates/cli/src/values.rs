@@ -36,9 +36,8 @@ pub fn positive_ms(s: &str) -> Result<f64, String> {
     in_range(s, 0.0, false, MAX_SECONDS * 1e3, "ms")
 }
 
-/// A positive number of microseconds, at most a year (`--kernel-us`, in
-/// the device benchmarks, built with OpenCL or CUDA).
-#[cfg(feature = "devices")]
+/// A positive number of microseconds, at most a year (`--kernel-us`,
+/// `--spin-us`).
 pub fn positive_us(s: &str) -> Result<f64, String> {
     in_range(s, 0.0, false, MAX_SECONDS * 1e6, "µs")
 }

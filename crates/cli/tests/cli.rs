@@ -226,20 +226,8 @@ fn a_daemon_of_another_user_is_refused_unless_named() {
     std::fs::create_dir_all(&dir).unwrap();
     std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
     let socket = dir.join("hetsched.sock");
-    let config = dir.join("hetsched.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "state_file = \"{}\"\n{ONE_GPU}",
-            dir.join("state.json").display()
-        ),
-    )
-    .unwrap();
-    let daemon = Command::new(common::BIN)
-        .args(["daemon", "--config"])
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
+    let config = common::write_config(&dir.join("hetsched.toml"), &dir.join("state.json"), ONE_GPU);
+    let daemon = common::daemon_command(Some(&config), &socket)
         .uid(65534)
         .gid(65534)
         .stdout(Stdio::null())

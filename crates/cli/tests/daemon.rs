@@ -784,15 +784,9 @@ fn a_daemon_with_parent_pid_stops_when_its_parent_dies() {
     let socket = d.dir.join("child.sock");
     let config = d.dir.join("hetsched.toml");
 
-    let wrong = std::process::Command::new(common::BIN)
-        .args(["daemon", "--parent-pid", "1", "--config"])
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
-        .output()
-        .unwrap();
-    assert!(!wrong.status.success());
-    let err = String::from_utf8_lossy(&wrong.stderr);
+    let mut wrong = common::daemon_command(Some(&config), &socket);
+    wrong.args(["--parent-pid", "1"]);
+    let err = common::refused_start(wrong);
     assert!(
         err.contains("--parent-pid 1: the daemon's parent is process"),
         "{err}"
@@ -810,15 +804,8 @@ fn a_daemon_with_parent_pid_stops_when_its_parent_dies() {
         .spawn()
         .unwrap();
     let mut parent = common::Reaped(parent);
-    let deadline = Instant::now() + Duration::from_secs(10);
     let connect = || Client::connect(ClientOptions::observer("test").socket(&socket));
-    while connect().is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the child daemon did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    drop(common::wait_for_daemon(&socket, Duration::from_secs(10)));
     parent.0.kill().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while socket.exists() {
@@ -843,11 +830,7 @@ fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
     listener
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let child = std::process::Command::new(common::BIN)
-        .args(["daemon", "--config"])
-        .arg(d.dir.join("hetsched.toml"))
-        .arg("--socket")
-        .arg(&socket)
+    let child = common::daemon_command(Some(&d.dir.join("hetsched.toml")), &socket)
         .env("NOTIFY_SOCKET", &notify)
         .stderr(Stdio::null())
         .spawn()
@@ -947,18 +930,7 @@ fn a_socket_systemd_passes_is_served_and_left_in_place() {
         .unwrap();
     let mut child = common::Reaped(child);
     // The first connection starts the daemon, which answers it.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut obs = loop {
-        match Client::connect(ClientOptions::observer("activated").socket(&socket)) {
-            Ok(c) => break c,
-            Err(e) => assert!(
-                Instant::now() < deadline,
-                "no daemon behind {}: {e}",
-                socket.display()
-            ),
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut obs = common::wait_for_daemon(&socket, Duration::from_secs(20));
     let status = obs.status().unwrap();
     assert_eq!(status.daemon.socket, socket.display().to_string());
     let text = std::fs::read_to_string(&log).unwrap();

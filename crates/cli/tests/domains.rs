@@ -322,15 +322,7 @@ fn domain_mistakes_stop_the_daemon_with_a_reason() {
             ),
         )
         .unwrap();
-        let out = Command::new(BIN)
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .arg("--socket")
-            .arg(dir.join("s.sock"))
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "the daemon started with {domain:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        common::refused_start(common::daemon_command(Some(&config), &dir.join("s.sock")))
     };
     let err = start("credit = 512\n");
     assert!(err.contains("credit"), "{err}");

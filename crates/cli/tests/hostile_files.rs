@@ -14,7 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{BIN, ONE_GPU, Reaped};
+use common::{ONE_GPU, Reaped};
 
 const NOBODY: u32 = 65534;
 const DEADLINE: Duration = Duration::from_secs(15);
@@ -38,13 +38,7 @@ impl Scratch {
 
     /// The daemon's config (one emulated GPU, state in `state`).
     fn config(&self, state: &Path) -> PathBuf {
-        let path = self.path("hetsched.toml");
-        std::fs::write(
-            &path,
-            format!("state_file = \"{}\"\n{ONE_GPU}", state.display()),
-        )
-        .unwrap();
-        path
+        common::write_config(&self.path("hetsched.toml"), state, ONE_GPU)
     }
 }
 
@@ -102,12 +96,7 @@ fn is_root() -> bool {
 
 /// `hetsched daemon` on `socket`, its stderr kept in `log`.
 fn daemon(config: &Path, socket: &Path, log: &Path) -> Reaped {
-    let child = Command::new(BIN)
-        .args(["daemon", "--config"])
-        .arg(config)
-        .arg("--socket")
-        .arg(socket)
-        .stdout(Stdio::null())
+    let child = common::daemon_command(Some(config), socket)
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
@@ -429,16 +418,11 @@ fn the_descriptor_estimate_covers_what_a_client_with_rings_costs() {
     let s = Scratch::new("fds");
     let served = served_opencl();
     let config = if served {
-        let path = s.path("hetsched.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "state_file = \"{}\"\nopencl_units = true\n{ONE_GPU}",
-                s.path("state.json").display()
-            ),
+        common::write_config(
+            &s.path("hetsched.toml"),
+            &s.path("state.json"),
+            &format!("opencl_units = true\n{ONE_GPU}"),
         )
-        .unwrap();
-        path
     } else {
         s.config(&s.path("state.json"))
     };

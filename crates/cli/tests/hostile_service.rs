@@ -558,27 +558,15 @@ fn an_orphaned_child_of_a_demoted_process_keeps_its_demotion() {
 #[test]
 fn a_hold_limit_for_a_unit_that_does_not_exist_is_refused() {
     let d = TestDaemon::start("hostile-badunit", common::ONE_GPU);
-    let out = Command::new(common::BIN)
-        .args(["daemon", "--socket"])
-        .arg(d.dir.join("other.sock"))
-        .arg("--config")
-        .arg({
-            let p = d.dir.join("bad.toml");
-            std::fs::write(
-                &p,
-                format!(
-                    "state_file = \"{}\"\n{}\n[max_hold_ms]\nnope = 10\n",
-                    d.dir.join("bad-state.json").display(),
-                    common::ONE_GPU
-                ),
-            )
-            .unwrap();
-            p
-        })
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let config = common::write_config(
+        &d.dir.join("bad.toml"),
+        &d.dir.join("bad-state.json"),
+        &format!("{}\n[max_hold_ms]\nnope = 10\n", common::ONE_GPU),
+    );
+    let err = common::refused_start(common::daemon_command(
+        Some(&config),
+        &d.dir.join("other.sock"),
+    ));
     assert!(
         err.contains("[max_hold_ms]") && err.contains("nope"),
         "{err}"
@@ -588,15 +576,11 @@ fn a_hold_limit_for_a_unit_that_does_not_exist_is_refused() {
 #[test]
 fn metrics_on_a_non_loopback_address_need_metrics_remote() {
     let d = TestDaemon::start("hostile-remote", common::ONE_GPU);
-    let out = Command::new(common::BIN)
-        .args(["daemon", "--socket"])
-        .arg(d.dir.join("other.sock"))
+    let mut daemon = common::daemon_command(None, &d.dir.join("other.sock"));
+    daemon
         .args(["--metrics", "0.0.0.0:0"])
-        .env("HETSCHED_SOCKET", d.dir.join("other.sock"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+        .env("HETSCHED_SOCKET", d.dir.join("other.sock"));
+    let err = common::refused_start(daemon);
     assert!(err.contains("metrics_remote"), "{err}");
 }
 
@@ -650,15 +634,7 @@ fn running_out_of_descriptors_does_not_end_the_metrics_listener() {
         dir.join("h.sock"),
         dir.join("daemon.log"),
     );
-    std::fs::write(
-        &config,
-        format!(
-            "state_file = \"{}\"\n{}",
-            dir.join("state.json").display(),
-            gpu_with_metrics("")
-        ),
-    )
-    .unwrap();
+    common::write_config(&config, &dir.join("state.json"), &gpu_with_metrics(""));
     let daemon = Command::new("sh")
         .args([
             "-c",

@@ -338,6 +338,32 @@ fn the_direct_baseline_runs_the_served_loop_without_the_daemon() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("there is no OpenCL device 99"), "{err}");
+    // Short spin kernels back to back, every result checked, with the
+    // time inside each launch's enqueue call.
+    let out = run(&["--direct-opencl", "0", "--spin-us", "20"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = v["tasks"].as_u64().unwrap();
+    assert!(tasks > 0, "{v}");
+    assert_eq!(v["verified"].as_u64(), Some(tasks), "{v}");
+    let launch = v["p50_launch_ns"].as_u64().unwrap();
+    assert!(
+        launch > 0 && launch <= v["p50_call_ns"].as_u64().unwrap(),
+        "a launch is part of its call: {v}"
+    );
+    for bad in [
+        &["--direct-opencl", "0", "--spin-us", "0"][..],
+        &["--spin-us", "20", "--unit", "opencl0"][..],
+    ] {
+        let out = run(bad);
+        assert!(!out.status.success(), "{bad:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--spin-us"), "{bad:?}: {err}");
+    }
     // The served loop reports the same latency.
     let Some(d) = served_daemon("kernel-direct", "none") else {
         return;

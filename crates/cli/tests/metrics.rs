@@ -140,15 +140,11 @@ fn a_metrics_address_in_use_is_refused_at_start() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
     let d = TestDaemon::start("metrics-taken", common::ONE_GPU);
-    let out = std::process::Command::new(common::BIN)
-        .args(["daemon", "--socket"])
-        .arg(d.dir.join("other.sock"))
+    let mut daemon = common::daemon_command(None, &d.dir.join("other.sock"));
+    daemon
         .args(["--metrics", &addr.to_string()])
-        .env("HETSCHED_SOCKET", d.dir.join("other.sock"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+        .env("HETSCHED_SOCKET", d.dir.join("other.sock"));
+    let err = common::refused_start(daemon);
     assert!(
         err.contains(&format!("cannot serve metrics on {addr}")),
         "{err}"

@@ -30,6 +30,7 @@ pub mod policy;
 #[cfg(feature = "solver")]
 pub use coordination::replay;
 pub mod task_model;
+pub mod turnaround;
 pub mod unit;
 pub mod view;
 

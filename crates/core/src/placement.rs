@@ -18,6 +18,7 @@
 
 use crate::ids::UnitId;
 use crate::task_model::PerformanceModel;
+use crate::turnaround::{TurnaroundInput, UnitLoad, turnaround};
 use crate::unit::Unit;
 use crate::view::ClientUnitView;
 use serde::{Deserialize, Serialize};
@@ -214,7 +215,8 @@ pub fn holds_data(unit: &Unit, data_at: DataLocation) -> bool {
     }
 }
 
-/// Predicts one task on one unit from the model and the unit's view.
+/// Predicts one task on one unit from the model and the unit's view, by
+/// the one placement formula, [`turnaround`](crate::turnaround::turnaround).
 /// `None` when the model knows nothing yet about the unit's kind.
 #[inline(always)]
 pub fn predict<M: PerformanceModel + ?Sized>(
@@ -228,14 +230,22 @@ pub fn predict<M: PerformanceModel + ?Sized>(
     let copy_ns =
         copy_to_unit_ns(units, unit, task.bytes, task.data_at) + unit.copy_out_ns(task.out_bytes);
     let dispatch_ns = unit.dispatch_ns as f64;
-    let stretched = view.stretched_ns(exec_ns);
+    // The one placement formula: crate::turnaround::turnaround.
+    let t = turnaround(&TurnaroundInput {
+        exec_ns,
+        dispatch_ns,
+        copy_ns,
+        ahead_ns: 0.0,
+        slots: unit.slots,
+        load: UnitLoad::View(*view),
+    })?;
     Some(Prediction {
         unit: unit.id,
         exec_ns,
         copy_ns,
         dispatch_ns,
-        stretched_ns: stretched,
-        turnaround_ns: dispatch_ns + copy_ns + stretched,
+        stretched_ns: t.stretched_ns,
+        turnaround_ns: t.turnaround_ns,
     })
 }
 

@@ -7,7 +7,7 @@ use crate::env::InterceptEnv;
 use crate::fork;
 use crate::lease::{Context, DeviceLease};
 use hetsched_protocol::InterceptApi;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,6 +34,9 @@ pub struct Governor {
     setup: GovernorSetup,
     env: InterceptEnv,
     devices: Vec<OnceLock<Device>>,
+    /// One past the highest device index used so far: the devices a
+    /// lease can be held on.
+    devices_used: AtomicUsize,
     /// The fork generation the connections and the releaser belong to (a
     /// forked child starts afresh).
     fork_generation: AtomicU64,
@@ -69,6 +72,7 @@ impl Governor {
             setup,
             env: InterceptEnv::from_process(),
             devices: (0..MAX_DEVICES).map(|_| OnceLock::new()).collect(),
+            devices_used: AtomicUsize::new(0),
             fork_generation: AtomicU64::new(fork::generation()),
             releaser: Mutex::new(None),
             releaser_started: AtomicBool::new(false),
@@ -79,10 +83,28 @@ impl Governor {
 
     fn device(&self, index: usize) -> Option<&Device> {
         let slot = self.devices.get(index)?;
-        Some(slot.get_or_init(|| Device {
-            lease: DeviceLease::default(),
-            unit_name: (self.setup.unit_name)(index),
+        Some(slot.get_or_init(|| {
+            self.devices_used.fetch_max(index + 1, Ordering::SeqCst);
+            Device {
+                lease: DeviceLease::default(),
+                unit_name: (self.setup.unit_name)(index),
+            }
         }))
+    }
+
+    /// Whether the lease (or pass-through) of any device has run out: a
+    /// wait that finds none due need not find out which device it was on.
+    #[inline]
+    pub fn any_lease_due(&self) -> bool {
+        let used = self.devices_used.load(Ordering::SeqCst);
+        let now = now_ns();
+        self.devices[..used.min(MAX_DEVICES)]
+            .iter()
+            .filter_map(OnceLock::get)
+            .any(|d| {
+                let until = d.lease.until();
+                until != 0 && now >= until
+            })
     }
 
     fn context<'a>(&'a self, unit_name: &'a str, drain: &'a dyn Fn()) -> Context<'a> {
@@ -275,5 +297,35 @@ impl Governor {
         {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn governor() -> Governor {
+        Governor::new(GovernorSetup {
+            api: InterceptApi::OpenCl,
+            unit_name: |i| format!("opencl{i}"),
+            drain: Box::new(|_| {}),
+        })
+    }
+
+    #[test]
+    fn a_lease_is_due_only_once_its_time_has_passed_on_some_device() {
+        let g = governor();
+        assert!(!g.any_lease_due(), "no device used yet");
+        let first = &g.device(0).expect("device 0").lease;
+        assert!(!g.any_lease_due(), "no lease held");
+        first.set_until(now_ns() + 1_000_000_000);
+        assert!(!g.any_lease_due(), "the lease lives for a second");
+        let fourth = &g.device(3).expect("device 3").lease;
+        fourth.set_until(1);
+        assert!(g.any_lease_due(), "device 3's lease ran out");
+        fourth.set_until(0);
+        first.set_until(1);
+        assert!(g.any_lease_due(), "device 0's lease ran out");
+        assert!(g.device(MAX_DEVICES).is_none());
     }
 }

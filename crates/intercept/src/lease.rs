@@ -105,6 +105,12 @@ impl DeviceLease {
         self.until_ns.load(Ordering::SeqCst)
     }
 
+    /// Sets when the lease ends, as a grant would (tests of the governor).
+    #[cfg(test)]
+    pub(crate) fn set_until(&self, ns: u64) {
+        self.until_ns.store(ns, Ordering::SeqCst);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }

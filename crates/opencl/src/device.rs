@@ -188,12 +188,17 @@ pub struct Timing {
     pub device_ns: u64,
     /// From the call to its return on the host: what the caller waited.
     pub wall_ns: u64,
+    /// Of that, the host time inside the enqueue call alone (a launch's
+    /// `clEnqueueNDRangeKernel`, through any OpenCL layer loaded): what
+    /// submitting the command cost. 0 for commands that do not say.
+    pub submit_ns: u64,
 }
 
 impl Timing {
     pub const ZERO: Self = Self {
         device_ns: 0,
         wall_ns: 0,
+        submit_ns: 0,
     };
 
     fn of(event: &Event, start: Instant) -> Result<Self> {
@@ -207,6 +212,7 @@ impl Timing {
         Ok(Self {
             device_ns: end.saturating_sub(begin),
             wall_ns,
+            submit_ns: 0,
         })
     }
 }
@@ -217,6 +223,7 @@ impl Add for Timing {
         Self {
             device_ns: self.device_ns + other.device_ns,
             wall_ns: self.wall_ns + other.wall_ns,
+            submit_ns: self.submit_ns + other.submit_ns,
         }
     }
 }
@@ -899,7 +906,10 @@ impl OpenClDevice {
     ) -> Result<Timing> {
         let launch = kernel.validate(self, global_work_size, local, args)?;
         let start = Instant::now();
-        let event = ffi::launch(&self.queue, launch)?;
-        self.timed(&event, start)
+        let launched = ffi::launch(&self.queue, launch)?;
+        Ok(Timing {
+            submit_ns: launched.submit_ns,
+            ..self.timed(&launched.event, start)?
+        })
     }
 }

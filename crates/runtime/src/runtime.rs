@@ -56,6 +56,10 @@ pub struct UnitStats {
     pub completed: u64,
     /// Their execution time, ns (thread CPU time on CPUs, device time on devices).
     pub exec_ns: f64,
+    /// Slots the monitor's agent granted this runtime on the unit, one
+    /// round trip each (units whose agent arbitrates the device; 0 on
+    /// the others).
+    pub grants: u64,
 }
 
 /// What the runtime has done so far.
@@ -259,6 +263,7 @@ impl Runtime {
                     kind: info.kind.clone(),
                     completed: u.completed,
                     exec_ns: u.exec_ns_total,
+                    grants: u.grants,
                 })
                 .collect(),
             monitor: match self.sched.link.kind() {

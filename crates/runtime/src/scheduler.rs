@@ -115,6 +115,8 @@ pub(crate) struct UnitQueue {
     pub pending_ns: f64,
     pub completed: u64,
     pub exec_ns_total: f64,
+    /// Slots the unit's agent granted (gated units): a round trip each.
+    pub grants: u64,
 }
 
 pub(crate) struct Queues {

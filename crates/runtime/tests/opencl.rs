@@ -64,3 +64,52 @@ fn opencl_and_cpu_give_the_same_histograms() {
     }
     assert!(on_opencl >= 1, "the OpenCL unit was never profiled");
 }
+
+/// A process alone on a device its monitor arbitrates keeps each slot the
+/// agent grants for call after call (up to a lease's length, while nobody
+/// else waits) instead of asking once per call: one call at a time, each
+/// result waited for, still pays far fewer round trips than calls.
+#[test]
+fn calls_one_at_a_time_share_their_grants_when_alone() {
+    let found = hetsched_runtime::opencl::devices()
+        .map(drop)
+        .map_err(|e| e.to_string());
+    if !hetsched_platform::test_support::available("opencl", found) {
+        return;
+    }
+    let opts = RuntimeOptions::new("opencl-grants")
+        .unwrap()
+        .monitor(MonitorMode::Embedded)
+        .persist_models(false);
+    let rt = Runtime::with_options(opts).unwrap();
+    let task = Task::new("histogram-grants")
+        .opencl(|dev, d: &Arc<Vec<u8>>| Ok(Histogram::new(dev)?.run(dev, d)?.0))
+        .sizes(|d| (d.len() as u64, 1024));
+    let input = Arc::new((0..4096u32).map(|j| j as u8).collect::<Vec<u8>>());
+    let want = reference::histogram(&input);
+    for _ in 0..200 {
+        let got = rt
+            .accelerate(&task, Arc::clone(&input), Mode::Sync)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(got, want);
+    }
+    let stats = rt.stats();
+    let unit = stats
+        .units
+        .iter()
+        .find(|u| u.name.starts_with("opencl") && u.completed > 0)
+        .unwrap_or_else(|| panic!("no OpenCL unit ran the calls: {stats:?}"));
+    assert_eq!(unit.completed, 200, "{stats:?}");
+    assert!(
+        unit.grants >= 1,
+        "the embedded monitor arbitrates its OpenCL units: {stats:?}"
+    );
+    assert!(
+        unit.grants * 4 <= unit.completed,
+        "{} grants for {} calls",
+        unit.grants,
+        unit.completed
+    );
+}

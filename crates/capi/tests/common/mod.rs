@@ -2,7 +2,9 @@
 #![allow(dead_code)] // each test file uses part of it
 
 use hetsched::hs_last_error;
+use hetsched_core::unit::Unit;
 use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
 
 /// The message the last failing call left; there must be one.
 pub fn last_error() -> String {
@@ -14,4 +16,57 @@ pub fn last_error() -> String {
 
 pub fn c(s: &str) -> CString {
     CString::new(s).unwrap()
+}
+
+/// The test daemon's configuration: one emulated GPU beside the CPU kinds.
+const CONFIG: &str = r#"
+[[emulated]]
+name = "emu-gpu0"
+kind = "emu-gpu"
+class = "gpu"
+speed = 8.0
+copy_gbps = 12.0
+streams = 1
+"#;
+
+/// Writes the test daemon's configuration in `dir`.
+pub fn write_config(dir: &Path) -> PathBuf {
+    let path = dir.join("hetsched.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "state_file = \"{}\"\n{CONFIG}",
+            dir.join("state.json").display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A daemon the test started.
+pub struct TestDaemon {
+    /// Where it listens.
+    pub socket: PathBuf,
+    /// Its units, as the core has them (dispatch and copy costs included).
+    pub units: Vec<Unit>,
+}
+
+/// A daemon on a private socket, served by threads of this test process.
+pub fn start_daemon(dir: &Path) -> TestDaemon {
+    use hetsched_monitor::config::DaemonConfig;
+    use hetsched_monitor::launch;
+    use hetsched_monitor::server::Server;
+    let cfg = DaemonConfig::load_or_default(Some(&write_config(dir))).unwrap();
+    let (mut setup, platform) = launch::prepare(&cfg).unwrap();
+    let socket = dir.join("hetsched.sock");
+    setup.socket = socket.clone();
+    setup.state_path = dir.join("state.json");
+    let server = Server::bind(setup).unwrap();
+    std::thread::spawn(move || {
+        let _ = server.run();
+    });
+    TestDaemon {
+        socket,
+        units: platform.machine.units,
+    }
 }

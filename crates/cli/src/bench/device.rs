@@ -412,6 +412,9 @@ struct GateCost {
     direct_median_us: f64,
     gated_median_us: f64,
     ratio: f64,
+    /// Calls the gated runtimes finished per slot the agent granted: the
+    /// round trips to the monitor the gate saves.
+    calls_per_grant: f64,
 }
 
 /// Rounds each way alternates through, so that noise on the machine
@@ -434,14 +437,16 @@ pub fn device_gate(args: DeviceGateArgs) -> Result<()> {
             // Alternate the two ways in rounds so machine noise hits both.
             let mut direct_us = Vec::new();
             let mut gated_us = Vec::new();
+            let (mut completed, mut grants) = (0u64, 0u64);
             for _ in 0..ROUNDS {
                 let calls = (args.calls / ROUNDS).max(in_flight);
-                direct_us.extend(per_call_us(
-                    &direct.1, &args.unit, iterations, in_flight, calls,
-                )?);
-                gated_us.extend(per_call_us(
-                    &gated.1, &args.unit, iterations, in_flight, calls,
-                )?);
+                direct_us.extend(
+                    per_call_us(&direct.1, &args.unit, iterations, in_flight, calls)?.per_call_us,
+                );
+                let round = per_call_us(&gated.1, &args.unit, iterations, in_flight, calls)?;
+                gated_us.extend(round.per_call_us);
+                completed += round.completed;
+                grants += round.grants;
             }
             let d = median(&mut direct_us);
             let g = median(&mut gated_us);
@@ -457,6 +462,7 @@ pub fn device_gate(args: DeviceGateArgs) -> Result<()> {
                 direct_median_us: d,
                 gated_median_us: g,
                 ratio: g / d,
+                calls_per_grant: completed as f64 / grants.max(1) as f64,
             });
         }
     }
@@ -468,13 +474,18 @@ pub fn device_gate(args: DeviceGateArgs) -> Result<()> {
             args.unit, args.calls
         );
         println!(
-            "{:>9} {:>8} {:>12} {:>12} {:>7}",
-            "KERNEL", "MODE", "DIRECT", "GATED", "RATIO"
+            "{:>9} {:>8} {:>12} {:>12} {:>7} {:>10}",
+            "KERNEL", "MODE", "DIRECT", "GATED", "RATIO", "CALLS/GRANT"
         );
         for r in &rows {
             println!(
-                "{:>7.0}µs {:>8} {:>10.1}µs {:>10.1}µs {:>7.3}",
-                r.kernel_us, r.mode, r.direct_median_us, r.gated_median_us, r.ratio
+                "{:>7.0}µs {:>8} {:>10.1}µs {:>10.1}µs {:>7.3} {:>10.1}",
+                r.kernel_us,
+                r.mode,
+                r.direct_median_us,
+                r.gated_median_us,
+                r.ratio,
+                r.calls_per_grant
             );
         }
     }
@@ -497,6 +508,15 @@ fn served_ns(socket: &Path, unit: &str) -> Result<u64> {
         .map_or(0, |u| u.busy_ns_total))
 }
 
+/// What one round of [`per_call_us`] measured.
+struct Round {
+    /// Per call (one at a time) or per call of a window (in flight), µs.
+    per_call_us: Vec<f64>,
+    /// Calls the unit finished, and the slots its agent granted for them.
+    completed: u64,
+    grants: u64,
+}
+
 /// Per-call times of `calls` spin calls through a runtime on `socket`,
 /// `in_flight` at a time: each call's own time when one runs at a time,
 /// else the window's time per call. Checks every result.
@@ -506,7 +526,7 @@ fn per_call_us(
     iterations: u32,
     in_flight: usize,
     calls: usize,
-) -> Result<Vec<f64>> {
+) -> Result<Round> {
     let opts = daemon_runtime("device-gate", socket)?;
     let rt = Runtime::with_options(opts)?;
     let task = spin_task(DeviceRef::of_unit(unit)?)?;
@@ -558,7 +578,13 @@ fn per_call_us(
             }
         }
     }
-    Ok(out)
+    let stats = rt.stats();
+    let on_unit = stats.units.iter().find(|s| s.name == unit);
+    Ok(Round {
+        per_call_us: out,
+        completed: on_unit.map_or(0, |s| s.completed),
+        grants: on_unit.map_or(0, |s| s.grants),
+    })
 }
 
 fn median(v: &mut [f64]) -> f64 {

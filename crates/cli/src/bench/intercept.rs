@@ -2,8 +2,9 @@
 //! run`. Two copies of a plain OpenCL loop (`hetsched load
 //! --direct-opencl`, which never talks to the daemon itself) run at
 //! CUSTOM 70 / 30 through the OpenCL layer; the daemon's accounting says
-//! how the device split. Then one copy alone, with and without the layer,
-//! for what the layer costs.
+//! how the device split. Then one program of short kernels launched back
+//! to back (`--spin-us`), alone, with and without the layer, for what the
+//! layer costs.
 
 use super::common::start_daemon_with;
 use anyhow::{Context, Result, bail};
@@ -27,9 +28,9 @@ pub struct InterceptArgs {
     /// Bytes each call of the share run histograms (about 0.5 ms on PoCL).
     #[arg(long, default_value_t = 262_144)]
     bytes: u64,
-    /// Bytes per call of the overhead run (short kernels).
-    #[arg(long, default_value_t = 1024)]
-    small_bytes: u64,
+    /// Device time of each kernel of the overhead run, µs.
+    #[arg(long, default_value_t = 20.0, value_parser = crate::values::positive_us)]
+    overhead_kernel_us: f64,
     /// Seconds of each of the overhead run's rounds.
     #[arg(long, default_value_t = 1.0)]
     overhead_seconds: f64,
@@ -53,6 +54,7 @@ struct LoadOut {
     verified: Option<u64>,
     p50_call_ns: Option<u64>,
     p99_wait_ns: u64,
+    p50_launch_ns: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -71,14 +73,16 @@ struct InterceptReport {
     unit: String,
     window_s: f64,
     clients: Vec<ProgramShare>,
-    /// Calls per second with the layer over calls per second without:
-    /// the median over pairs of rounds, each pair one round without the
-    /// layer and one with, back to back.
+    /// Kernels per second with the layer over kernels per second without
+    /// (each launched, waited for, read back and checked): the median over
+    /// pairs of rounds, each pair one round without the layer and one
+    /// with, back to back.
     overhead_ratio: f64,
-    /// Added time per governed command (a call is a write, a kernel and a
-    /// read): per pair of rounds, the median call time with the layer
-    /// minus without, over three; the median over the pairs, µs.
+    /// Added time per launch: per pair of rounds, the median time inside
+    /// `clEnqueueNDRangeKernel` with the layer minus without; the median
+    /// over the pairs, µs.
     launch_overhead_us_p50: f64,
+    overhead_kernel_us: f64,
     calls_per_s_without: f64,
     calls_per_s_with: f64,
     /// Device time a BACKGROUND program got while a CUSTOM one kept the
@@ -99,9 +103,6 @@ struct InterceptReport {
 const UNIT: &str = "opencl0";
 /// The daemon's default `lease_us`, which the benchmark's daemon keeps.
 const DEFAULT_LEASE_US: u64 = 5_000;
-/// Commands the layer gates per call of `load --direct-opencl`.
-const COMMANDS_PER_CALL: f64 = 3.0;
-
 fn load_cmd(socket: &Path, bytes: u64, seconds: f64, run_as: Option<&str>) -> Result<Command> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(&exe);
@@ -297,28 +298,29 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
             verified,
         });
     }
-    // Overhead: one program alone, in pairs of rounds without and with
-    // the layer; the machine's noise moves whole rounds, so each pair is
-    // compared within itself and the medians of the pairs are reported.
+    // Overhead: one program of short kernels alone, in pairs of rounds
+    // without and with the layer; the machine's noise moves whole rounds,
+    // so each pair is compared within itself and the medians of the pairs
+    // are reported.
     let (mut without, mut with, mut ratios, mut added) = (vec![], vec![], vec![], vec![]);
     for _ in 0..args.overhead_rounds.max(1) {
         let mut pair = [(0.0, 0.0); 2];
         for (slot, layered) in pair.iter_mut().zip([false, true]) {
             let run_as = layered.then_some("custom:100");
-            let out = finish(
-                load_cmd(&socket, args.small_bytes, args.overhead_seconds, run_as)?.spawn()?,
-            )?;
+            let mut cmd = load_cmd(&socket, 0, args.overhead_seconds, run_as)?;
+            cmd.args(["--spin-us", &args.overhead_kernel_us.to_string()]);
+            let out = finish(cmd.spawn()?)?;
             checked &= out.tasks > 0 && out.verified == Some(out.tasks);
             *slot = (
                 out.tasks as f64 / args.overhead_seconds,
-                out.p50_call_ns.unwrap_or(0) as f64,
+                out.p50_launch_ns.unwrap_or(0) as f64,
             );
         }
         let [(rate_off, p50_off), (rate_on, p50_on)] = pair;
         without.push(rate_off);
         with.push(rate_on);
         ratios.push(rate_on / rate_off);
-        added.push((p50_on - p50_off) / COMMANDS_PER_CALL);
+        added.push(p50_on - p50_off);
     }
     let (rate_without, rate_with) = (median(without), median(with));
     let (background_fraction, custom_wait_p99_ns, background_call_ns, bg_checked) =
@@ -331,6 +333,7 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
         clients,
         overhead_ratio: median(ratios),
         launch_overhead_us_p50: median(added) / 1e3,
+        overhead_kernel_us: args.overhead_kernel_us,
         calls_per_s_without: rate_without,
         calls_per_s_with: rate_with,
         background_fraction,
@@ -366,7 +369,9 @@ pub fn intercept(args: InterceptArgs) -> Result<()> {
             );
         }
         println!(
-            "  alone: {:.0} calls/s without the layer, {:.0} with (ratio {:.3}); {:+.2} µs per command (p50)",
+            "  alone, {:.0} µs kernels: {:.0} calls/s without the layer, {:.0} with (ratio {:.3}); \
+             {:+.2} µs per launch (p50)",
+            report.overhead_kernel_us,
             report.calls_per_s_without,
             report.calls_per_s_with,
             report.overhead_ratio,

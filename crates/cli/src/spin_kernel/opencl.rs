@@ -5,7 +5,8 @@ use anyhow::{Context, Result};
 use hetsched_opencl::{KernelArg, OpenClDevice, OpenClError};
 use hetsched_runtime::Task;
 
-const SOURCE: &str = r"
+/// The spin kernel in OpenCL C (also what `load --spin-us` launches).
+pub(crate) const SOURCE: &str = r"
 __kernel void spin(__global uint *out, uint iterations, uint seed) {
     uint x = seed ^ ((uint)get_global_id(0) * 2654435761u);
     for (uint i = 0; i < iterations; i++) {

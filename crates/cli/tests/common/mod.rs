@@ -1,12 +1,15 @@
 //! A real daemon process for integration tests, on a private socket,
 //! config and state file, killed when the test ends.
-#![allow(dead_code)] // each test file uses part of it
+#![allow(dead_code, unused_imports)] // each test file uses part of it
+
+mod start;
+pub use start::{daemon_command, refused_start, wait_for_daemon, write_config};
 
 use hetsched_protocol::{Client, ClientOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hetsched");
 
@@ -49,15 +52,7 @@ impl TestDaemon {
         // Unprivileged test clients must reach the socket.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let socket = dir.join("hetsched.sock");
-        let config_path = dir.join("hetsched.toml");
-        std::fs::write(
-            &config_path,
-            format!(
-                "state_file = \"{}\"\n{config}",
-                dir.join("state.json").display()
-            ),
-        )
-        .unwrap();
+        let config_path = write_config(&dir.join("hetsched.toml"), &dir.join("state.json"), config);
         let log = logged.then(|| dir.join("daemon.log"));
         let mut d = TestDaemon {
             child: None,
@@ -71,12 +66,7 @@ impl TestDaemon {
     }
 
     pub fn spawn(&mut self) {
-        let child = Command::new(BIN)
-            .args(["daemon", "--config"])
-            .arg(&self.config)
-            .arg("--socket")
-            .arg(&self.socket)
-            .stdout(Stdio::null())
+        let child = daemon_command(Some(&self.config), &self.socket)
             .stderr(match &self.log {
                 Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
                 None => Stdio::null(),
@@ -84,11 +74,7 @@ impl TestDaemon {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.observer().is_err() {
-            assert!(Instant::now() < deadline, "daemon did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_daemon(&self.socket, Duration::from_secs(10));
     }
 
     /// What the daemon wrote to stderr so far (`start_logged`).

@@ -11,6 +11,7 @@
 //! reports them through [`CreditPolicy::set_cpu_credits`].
 
 use super::accounting::{ClientLedger, LedgerConfig};
+use super::records;
 use super::{ClientSettings, PolicyError, PolicyKind, Request, ShareClass, UnitPolicy};
 use crate::backend_policy::{
     BackendPolicy, BackendScheduler, CpuSchedule, DomainConfig, DomainId, Keep,
@@ -267,8 +268,7 @@ impl UnitPolicy for CreditPolicy {
         if !self.queues.contains_key(&request.client) {
             self.register(request.client, now);
         }
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_submit(idx, request.expected_ns, now);
+        records::record_submitted(&mut self.ledger, &request, now);
         self.turns.arrived(self.domain_of(request.client), now);
         self.queues
             .entry(request.client)
@@ -306,8 +306,7 @@ impl UnitPolicy for CreditPolicy {
         let client = self.front_of(owner)?;
         let request = self.queues.get_mut(&client)?.pop_front()?;
         self.queued -= 1;
-        let idx = self.ledger.ensure(client, now);
-        self.ledger.record_dispatch(idx, now);
+        records::record_dispatched(&mut self.ledger, client, now);
         Some(request)
     }
 

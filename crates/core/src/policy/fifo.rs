@@ -7,6 +7,7 @@
 //! ([`UnitPolicy::set_short_first`]).
 
 use super::accounting::{ClientLedger, LedgerConfig};
+use super::records;
 use super::short_first::short_first_key;
 use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
 use crate::ids::{ClientId, Ns};
@@ -134,16 +135,14 @@ impl UnitPolicy for FifoPolicy {
     }
 
     fn submit(&mut self, request: Request, now: Ns) {
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_submit(idx, request.expected_ns, now);
+        records::record_submitted(&mut self.ledger, &request, now);
         self.queue.push_back((now, request));
     }
 
     fn pick_next(&mut self, now: Ns) -> Option<Request> {
         // `remove`: the queue stays in arrival order.
         let (_, request) = self.queue.remove(self.next_index()?)?;
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_dispatch(idx, now);
+        records::record_dispatched(&mut self.ledger, request.client, now);
         Some(request)
     }
 

@@ -9,6 +9,7 @@ mod accounts;
 mod credit;
 mod fifo;
 mod priority;
+mod records;
 mod share;
 pub(crate) use share::ClassTotals;
 pub mod short_first;

@@ -3,7 +3,8 @@
 //! high-priority client still waits for whatever lower-priority task is
 //! running when it arrives.
 
-use super::accounting::{ClientLedger, ClientQueue, LedgerConfig, QueuedRequest};
+use super::accounting::{ClientLedger, ClientQueue, LedgerConfig};
+use super::records::{self, ArrivalSeq};
 use super::{ClientSettings, PolicyError, PolicyKind, Request, UnitPolicy};
 use crate::ids::{ClientId, Ns};
 use crate::view::{ClientUnitView, UnitView};
@@ -22,7 +23,7 @@ struct LevelSums {
 #[derive(Debug)]
 pub struct PriorityPolicy {
     ledger: ClientLedger<ClientQueue>,
-    next_seq: u64,
+    arrivals: ArrivalSeq,
 }
 
 impl PriorityPolicy {
@@ -33,7 +34,7 @@ impl PriorityPolicy {
     pub fn with_config(slots: u32, config: LedgerConfig) -> Self {
         PriorityPolicy {
             ledger: ClientLedger::new(slots, config),
-            next_seq: 0,
+            arrivals: ArrivalSeq::default(),
         }
     }
 
@@ -80,28 +81,17 @@ impl UnitPolicy for PriorityPolicy {
     }
 
     fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
-        self.ledger
-            .remove(client, now)
-            .map(|c| c.queue.into_iter().map(|q| q.request).collect())
-            .unwrap_or_default()
+        records::remove_queued(&mut self.ledger, client, now)
     }
 
     fn submit(&mut self, request: Request, now: Ns) {
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_submit(idx, request.expected_ns, now);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.ledger.clients_mut()[idx]
-            .queue
-            .push_back(QueuedRequest { request, seq });
+        self.arrivals.submit(&mut self.ledger, request, now);
     }
 
     fn pick_next(&mut self, now: Ns) -> Option<Request> {
         self.ledger.observe(now);
         let idx = self.next_index()?;
-        let queued = self.ledger.clients_mut()[idx].queue.pop_front()?;
-        self.ledger.record_dispatch(idx, now);
-        Some(queued.request)
+        ArrivalSeq::dispatch(&mut self.ledger, idx, now)
     }
 
     fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {

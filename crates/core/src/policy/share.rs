@@ -25,10 +25,9 @@
 //! (`hold_over_share`, off by default, still judges pool members one by
 //! one when it decides how long to hold the unit.)
 
-use super::accounting::{
-    ClientLedger, ClientQueue, ClientRecord, LedgerConfig, QueuedRequest, UsageAt,
-};
+use super::accounting::{ClientLedger, ClientQueue, ClientRecord, LedgerConfig, UsageAt};
 use super::accounts::{Accounts, Standing};
+use super::records::{self, ArrivalSeq};
 use super::{
     ClientSettings, MAX_CUSTOM_SHARES, PolicyError, PolicyKind, Request, ShareClass, UnitPolicy,
 };
@@ -229,7 +228,7 @@ struct Pool {
 pub struct SharePolicy {
     ledger: ClientLedger<ClientQueue>,
     window: ShareWindow,
-    next_seq: u64,
+    arrivals: ArrivalSeq,
     /// Clients the coordinator places (pooled while NORMAL).
     coordinated: BTreeSet<ClientId>,
     /// Which clients hold their shares together (one process's
@@ -242,7 +241,7 @@ impl SharePolicy {
         SharePolicy {
             ledger: ClientLedger::new(slots, window.ledger_config()),
             window,
-            next_seq: 0,
+            arrivals: ArrivalSeq::default(),
             coordinated: BTreeSet::new(),
             accounts: Accounts::default(),
         }
@@ -597,20 +596,11 @@ impl UnitPolicy for SharePolicy {
     fn remove_client(&mut self, client: ClientId, now: Ns) -> Vec<Request> {
         self.coordinated.remove(&client);
         self.accounts.remove(client);
-        self.ledger
-            .remove(client, now)
-            .map(|c| c.queue.into_iter().map(|q| q.request).collect())
-            .unwrap_or_default()
+        records::remove_queued(&mut self.ledger, client, now)
     }
 
     fn submit(&mut self, request: Request, now: Ns) {
-        let idx = self.ledger.ensure(request.client, now);
-        self.ledger.record_submit(idx, request.expected_ns, now);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.ledger.clients_mut()[idx]
-            .queue
-            .push_back(QueuedRequest { request, seq });
+        self.arrivals.submit(&mut self.ledger, request, now);
     }
 
     fn pick_next(&mut self, now: Ns) -> Option<Request> {
@@ -618,9 +608,7 @@ impl UnitPolicy for SharePolicy {
         let Choice::Run(idx) = self.choose(now) else {
             return None;
         };
-        let queued = self.ledger.clients_mut()[idx].queue.pop_front()?;
-        self.ledger.record_dispatch(idx, now);
-        Some(queued.request)
+        ArrivalSeq::dispatch(&mut self.ledger, idx, now)
     }
 
     fn complete(&mut self, client: ClientId, ran_ns: Ns, now: Ns) {

@@ -53,6 +53,28 @@ gated! {
     cuMemsetD32_v2(dst: CUdeviceptr, value: u32, n: usize);
 }
 
+// The per-thread-default-stream variants, governed alike.
+gated! {
+    cuLaunchKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
+        shared: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void);
+    cuLaunchKernelEx_ptsz(config: CUlaunchConfigPtr, f: CUfunction, params: *mut *mut c_void,
+        extra: *mut *mut c_void);
+    cuLaunchCooperativeKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32,
+        bz: u32, shared: u32, stream: CUstream, params: *mut *mut c_void);
+    cuGraphLaunch_ptsz(exec: CUgraphExec, stream: CUstream);
+    cuMemcpyHtoD_v2_ptds(dst: CUdeviceptr, src: *const c_void, bytes: usize);
+    cuMemcpyDtoH_v2_ptds(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+    cuMemcpyDtoD_v2_ptds(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize);
+    cuMemcpyHtoDAsync_v2_ptsz(dst: CUdeviceptr, src: *const c_void, bytes: usize,
+        stream: CUstream);
+    cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: CUdeviceptr, bytes: usize,
+        stream: CUstream);
+    cuMemcpy_ptds(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize);
+    cuMemcpyAsync_ptsz(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, stream: CUstream);
+    cuMemsetD8_v2_ptds(dst: CUdeviceptr, value: u8, n: usize);
+    cuMemsetD32_v2_ptds(dst: CUdeviceptr, value: u32, n: usize);
+}
+
 /// Exports each function under the driver's name: the real one, then the
 /// governor told that the program waited for its work.
 macro_rules! synchronizing {
@@ -75,4 +97,5 @@ synchronizing! {
     cuCtxSynchronize();
     cuStreamSynchronize(stream: CUstream);
     cuEventSynchronize(event: CUevent);
+    cuStreamSynchronize_ptsz(stream: CUstream);
 }

@@ -169,3 +169,42 @@ pub unsafe extern "C" fn cuMemFreeAsync(ptr: CUdeviceptr, stream: CUstream) -> C
     // SAFETY: the program's arguments, passed on unchanged.
     uncounted(ptr, || unsafe { real(ptr, stream) })
 }
+
+/// `cuMemAllocAsync_ptsz`: as [`cuMemAllocAsync`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
+    dptr: *mut CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult {
+    let Some(real) = driver().and_then(|d| d.cuMemAllocAsync_ptsz) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: the program's arguments, passed on unchanged.
+    unsafe { counted(dptr, bytes, || real(dptr, bytes, stream)) }
+}
+
+/// `cuMemAllocFromPoolAsync_ptsz`: as [`cuMemAllocFromPoolAsync`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
+    dptr: *mut CUdeviceptr,
+    bytes: usize,
+    pool: CUmemoryPool,
+    stream: CUstream,
+) -> CUresult {
+    let Some(real) = driver().and_then(|d| d.cuMemAllocFromPoolAsync_ptsz) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: the program's arguments, passed on unchanged.
+    unsafe { counted(dptr, bytes, || real(dptr, bytes, pool, stream)) }
+}
+
+/// `cuMemFreeAsync_ptsz`: as [`cuMemFreeAsync`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFreeAsync_ptsz(ptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    let Some(real) = driver().and_then(|d| d.cuMemFreeAsync_ptsz) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: the program's arguments, passed on unchanged.
+    uncounted(ptr, || unsafe { real(ptr, stream) })
+}

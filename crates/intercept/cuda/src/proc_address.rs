@@ -3,7 +3,10 @@
 //! the CUDA version it was built for. Each is forwarded; where the name
 //! and version ask for an ABI one of this library's functions has, and
 //! the driver answered with exactly the function that one forwards to,
-//! the answer is replaced by ours.
+//! the answer is replaced by ours. Asked with
+//! `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`, the driver answers
+//! with a name's per-thread-default-stream variant (`_ptsz`, `_ptds`)
+//! where it has one; those are ours too.
 
 use crate::devices::notice_once;
 use crate::real::{address_of, driver};
@@ -13,12 +16,14 @@ use std::sync::atomic::AtomicBool;
 
 /// One base name: from `since` (a `cudaVersion`, 1000 × major + 10 ×
 /// minor) up to `until` (excluded) it means the ABI of `export`, the
-/// driver symbol this library exports under the same name.
+/// driver symbol this library exports under the same name, or of
+/// `per_thread` when asked for the per-thread default stream.
 pub struct Mapping {
     pub base: &'static str,
     pub since: c_int,
     pub until: c_int,
     pub export: &'static CStr,
+    pub per_thread: Option<&'static CStr>,
 }
 
 const ALWAYS: c_int = c_int::MAX;
@@ -29,6 +34,23 @@ const fn map(base: &'static str, since: c_int, until: c_int, export: &'static CS
         since,
         until,
         export,
+        per_thread: None,
+    }
+}
+
+/// [`map`] for a name with a per-thread-default-stream variant.
+const fn map_pt(
+    base: &'static str,
+    since: c_int,
+    export: &'static CStr,
+    per_thread: &'static CStr,
+) -> Mapping {
+    Mapping {
+        base,
+        since,
+        until: ALWAYS,
+        export,
+        per_thread: Some(per_thread),
     }
 }
 
@@ -37,43 +59,107 @@ const fn map(base: &'static str, since: c_int, until: c_int, export: &'static CS
 /// CUDA 3.2 (64-bit sizes and device pointers); before that the names
 /// meant the 32-bit ABI, which is not intercepted.
 pub const MAPPINGS: &[Mapping] = &[
-    map("cuLaunchKernel", 4000, ALWAYS, c"cuLaunchKernel"),
-    map("cuLaunchKernelEx", 11060, ALWAYS, c"cuLaunchKernelEx"),
-    map(
+    map_pt(
+        "cuLaunchKernel",
+        4000,
+        c"cuLaunchKernel",
+        c"cuLaunchKernel_ptsz",
+    ),
+    map_pt(
+        "cuLaunchKernelEx",
+        11060,
+        c"cuLaunchKernelEx",
+        c"cuLaunchKernelEx_ptsz",
+    ),
+    map_pt(
         "cuLaunchCooperativeKernel",
         9000,
-        ALWAYS,
         c"cuLaunchCooperativeKernel",
+        c"cuLaunchCooperativeKernel_ptsz",
     ),
-    map("cuGraphLaunch", 10000, ALWAYS, c"cuGraphLaunch"),
+    map_pt(
+        "cuGraphLaunch",
+        10000,
+        c"cuGraphLaunch",
+        c"cuGraphLaunch_ptsz",
+    ),
     map("cuMemAlloc", 3020, ALWAYS, c"cuMemAlloc_v2"),
     map("cuMemAllocPitch", 3020, ALWAYS, c"cuMemAllocPitch_v2"),
     map("cuMemAllocManaged", 6000, ALWAYS, c"cuMemAllocManaged"),
-    map("cuMemAllocAsync", 11020, ALWAYS, c"cuMemAllocAsync"),
-    map(
+    map_pt(
+        "cuMemAllocAsync",
+        11020,
+        c"cuMemAllocAsync",
+        c"cuMemAllocAsync_ptsz",
+    ),
+    map_pt(
         "cuMemAllocFromPoolAsync",
         11020,
-        ALWAYS,
         c"cuMemAllocFromPoolAsync",
+        c"cuMemAllocFromPoolAsync_ptsz",
     ),
     map("cuMemFree", 3020, ALWAYS, c"cuMemFree_v2"),
-    map("cuMemFreeAsync", 11020, ALWAYS, c"cuMemFreeAsync"),
-    map("cuMemcpyHtoD", 3020, ALWAYS, c"cuMemcpyHtoD_v2"),
-    map("cuMemcpyDtoH", 3020, ALWAYS, c"cuMemcpyDtoH_v2"),
-    map("cuMemcpyDtoD", 3020, ALWAYS, c"cuMemcpyDtoD_v2"),
-    map("cuMemcpyHtoDAsync", 3020, ALWAYS, c"cuMemcpyHtoDAsync_v2"),
-    map("cuMemcpyDtoHAsync", 3020, ALWAYS, c"cuMemcpyDtoHAsync_v2"),
-    map("cuMemcpy", 4000, ALWAYS, c"cuMemcpy"),
-    map("cuMemcpyAsync", 4000, ALWAYS, c"cuMemcpyAsync"),
-    map("cuMemsetD8", 3020, ALWAYS, c"cuMemsetD8_v2"),
-    map("cuMemsetD32", 3020, ALWAYS, c"cuMemsetD32_v2"),
+    map_pt(
+        "cuMemFreeAsync",
+        11020,
+        c"cuMemFreeAsync",
+        c"cuMemFreeAsync_ptsz",
+    ),
+    map_pt(
+        "cuMemcpyHtoD",
+        3020,
+        c"cuMemcpyHtoD_v2",
+        c"cuMemcpyHtoD_v2_ptds",
+    ),
+    map_pt(
+        "cuMemcpyDtoH",
+        3020,
+        c"cuMemcpyDtoH_v2",
+        c"cuMemcpyDtoH_v2_ptds",
+    ),
+    map_pt(
+        "cuMemcpyDtoD",
+        3020,
+        c"cuMemcpyDtoD_v2",
+        c"cuMemcpyDtoD_v2_ptds",
+    ),
+    map_pt(
+        "cuMemcpyHtoDAsync",
+        3020,
+        c"cuMemcpyHtoDAsync_v2",
+        c"cuMemcpyHtoDAsync_v2_ptsz",
+    ),
+    map_pt(
+        "cuMemcpyDtoHAsync",
+        3020,
+        c"cuMemcpyDtoHAsync_v2",
+        c"cuMemcpyDtoHAsync_v2_ptsz",
+    ),
+    map_pt("cuMemcpy", 4000, c"cuMemcpy", c"cuMemcpy_ptds"),
+    map_pt(
+        "cuMemcpyAsync",
+        4000,
+        c"cuMemcpyAsync",
+        c"cuMemcpyAsync_ptsz",
+    ),
+    map_pt("cuMemsetD8", 3020, c"cuMemsetD8_v2", c"cuMemsetD8_v2_ptds"),
+    map_pt(
+        "cuMemsetD32",
+        3020,
+        c"cuMemsetD32_v2",
+        c"cuMemsetD32_v2_ptds",
+    ),
     map("cuCtxSynchronize", 2000, ALWAYS, c"cuCtxSynchronize"),
-    map("cuStreamSynchronize", 2000, ALWAYS, c"cuStreamSynchronize"),
+    map_pt(
+        "cuStreamSynchronize",
+        2000,
+        c"cuStreamSynchronize",
+        c"cuStreamSynchronize_ptsz",
+    ),
     map("cuEventSynchronize", 2000, ALWAYS, c"cuEventSynchronize"),
     map("cuGetProcAddress", 11030, 12000, c"cuGetProcAddress"),
     map("cuGetProcAddress", 12000, ALWAYS, c"cuGetProcAddress_v2"),
 ];
-
 /// This library's function exported as `export`, by the driver's exact
 /// symbol name; `None` for names it does not govern.
 pub fn ours(export: &[u8]) -> Option<*mut c_void> {
@@ -104,6 +190,23 @@ pub fn ours(export: &[u8]) -> Option<*mut c_void> {
         b"cuMemFreeAsync" => m::cuMemFreeAsync as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
+        b"cuLaunchKernel_ptsz" => l::cuLaunchKernel_ptsz as *mut c_void,
+        b"cuLaunchKernelEx_ptsz" => l::cuLaunchKernelEx_ptsz as *mut c_void,
+        b"cuLaunchCooperativeKernel_ptsz" => l::cuLaunchCooperativeKernel_ptsz as *mut c_void,
+        b"cuGraphLaunch_ptsz" => l::cuGraphLaunch_ptsz as *mut c_void,
+        b"cuMemcpyHtoD_v2_ptds" => l::cuMemcpyHtoD_v2_ptds as *mut c_void,
+        b"cuMemcpyDtoH_v2_ptds" => l::cuMemcpyDtoH_v2_ptds as *mut c_void,
+        b"cuMemcpyDtoD_v2_ptds" => l::cuMemcpyDtoD_v2_ptds as *mut c_void,
+        b"cuMemcpyHtoDAsync_v2_ptsz" => l::cuMemcpyHtoDAsync_v2_ptsz as *mut c_void,
+        b"cuMemcpyDtoHAsync_v2_ptsz" => l::cuMemcpyDtoHAsync_v2_ptsz as *mut c_void,
+        b"cuMemcpy_ptds" => l::cuMemcpy_ptds as *mut c_void,
+        b"cuMemcpyAsync_ptsz" => l::cuMemcpyAsync_ptsz as *mut c_void,
+        b"cuMemsetD8_v2_ptds" => l::cuMemsetD8_v2_ptds as *mut c_void,
+        b"cuMemsetD32_v2_ptds" => l::cuMemsetD32_v2_ptds as *mut c_void,
+        b"cuStreamSynchronize_ptsz" => l::cuStreamSynchronize_ptsz as *mut c_void,
+        b"cuMemAllocAsync_ptsz" => m::cuMemAllocAsync_ptsz as *mut c_void,
+        b"cuMemAllocFromPoolAsync_ptsz" => m::cuMemAllocFromPoolAsync_ptsz as *mut c_void,
+        b"cuMemFreeAsync_ptsz" => m::cuMemFreeAsync_ptsz as *mut c_void,
         _ => return None,
     };
     Some(p)
@@ -119,7 +222,10 @@ pub fn mapping(base: &[u8], version: c_int) -> Option<&'static Mapping> {
 static MISMATCH: AtomicBool = AtomicBool::new(false);
 
 /// What the program gets for `symbol`, given the driver's answer `found`:
-/// our function where it has the ABI asked for, else `found`.
+/// our function where it has the ABI asked for, else `found`. Asked for
+/// the per-thread default stream, the driver answers with the name's
+/// per-thread variant if it has one, else with the plain function: ours
+/// stands in for whichever of the two it is.
 ///
 /// # Safety
 /// `symbol` must be null or a NUL-terminated string.
@@ -129,11 +235,7 @@ unsafe fn substitute(
     version: c_int,
     flags: u64,
 ) -> *mut c_void {
-    if symbol.is_null()
-        || found.is_null()
-        || flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM != 0
-    {
-        // The per-thread-default-stream variants (`_ptsz`) are not ours.
+    if symbol.is_null() || found.is_null() {
         return found;
     }
     // SAFETY: the caller vouches for `symbol`.
@@ -141,12 +243,17 @@ unsafe fn substitute(
     let Some(m) = mapping(base, version) else {
         return found;
     };
-    let Some(our) = ours(m.export.to_bytes()) else {
-        return found;
-    };
-    // Our function forwards to the driver's `export`; the driver's answer
-    // must be that very function, or the ABI is not the one we have.
-    if address_of(m.export) != found {
+    let per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM != 0)
+        .then_some(m.per_thread)
+        .flatten();
+    // Our function forwards to the driver's export of the same name; the
+    // driver's answer must be that very function, or the ABI is not the
+    // one we have.
+    let export = per_thread
+        .into_iter()
+        .chain([m.export])
+        .find(|e| address_of(e) == found);
+    let Some(export) = export else {
         notice_once(&MISMATCH, || {
             format!(
                 "cuGetProcAddress({}, {version}) gave another function than the driver's {}; \
@@ -156,8 +263,8 @@ unsafe fn substitute(
             )
         });
         return found;
-    }
-    our
+    };
+    ours(export.to_bytes()).unwrap_or(found)
 }
 
 #[unsafe(no_mangle)]
@@ -208,6 +315,10 @@ mod tests {
     fn every_mapping_names_one_of_our_functions() {
         for m in MAPPINGS {
             assert!(ours(m.export.to_bytes()).is_some(), "{}", m.base);
+            if let Some(pt) = m.per_thread {
+                assert!(ours(pt.to_bytes()).is_some(), "{pt:?}");
+                assert!(pt.to_bytes().starts_with(m.export.to_bytes()), "{pt:?}");
+            }
             assert!(m.since < m.until);
         }
     }

@@ -123,6 +123,25 @@ driver! {
     cuMemsetD32_v2(CUdeviceptr, u32, usize);
     cuGetProcAddress(*const c_char, *mut *mut c_void, c_int, u64);
     cuGetProcAddress_v2(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int);
+    // The per-thread-default-stream variants (programs built with
+    // `--default-stream per-thread`, or asking cuGetProcAddress for them).
+    cuStreamSynchronize_ptsz(CUstream);
+    cuLaunchKernel_ptsz(CUfunction, u32, u32, u32, u32, u32, u32, u32, CUstream, *mut *mut c_void, *mut *mut c_void);
+    cuLaunchKernelEx_ptsz(CUlaunchConfigPtr, CUfunction, *mut *mut c_void, *mut *mut c_void);
+    cuLaunchCooperativeKernel_ptsz(CUfunction, u32, u32, u32, u32, u32, u32, u32, CUstream, *mut *mut c_void);
+    cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+    cuMemAllocAsync_ptsz(*mut CUdeviceptr, usize, CUstream);
+    cuMemAllocFromPoolAsync_ptsz(*mut CUdeviceptr, usize, CUmemoryPool, CUstream);
+    cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+    cuMemcpyHtoD_v2_ptds(CUdeviceptr, *const c_void, usize);
+    cuMemcpyDtoH_v2_ptds(*mut c_void, CUdeviceptr, usize);
+    cuMemcpyDtoD_v2_ptds(CUdeviceptr, CUdeviceptr, usize);
+    cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr, *const c_void, usize, CUstream);
+    cuMemcpyDtoHAsync_v2_ptsz(*mut c_void, CUdeviceptr, usize, CUstream);
+    cuMemcpy_ptds(CUdeviceptr, CUdeviceptr, usize);
+    cuMemcpyAsync_ptsz(CUdeviceptr, CUdeviceptr, usize, CUstream);
+    cuMemsetD8_v2_ptds(CUdeviceptr, u8, usize);
+    cuMemsetD32_v2_ptds(CUdeviceptr, u32, usize);
 }
 
 // SAFETY: the handle and the function pointers are process-wide and

@@ -28,6 +28,14 @@ fn without_a_daemon_every_call_passes_through_unchanged() {
         assert_eq!(counters(&plain), counters(&under), "{mode:?}");
         let c = counters(&under);
         assert_eq!((c["launches0"], c["launches1"]), (6, 2), "{mode:?}");
+        // The per-thread variants were the ones called (8 launches, two
+        // copies), through the interposer as without it.
+        let per_thread = if matches!(mode, Mode::ProcAddressPerThread) {
+            10
+        } else {
+            0
+        };
+        assert_eq!(c["per_thread"], per_thread, "{mode:?}");
         assert!(stderr_lines(&plain).is_empty());
         let lines = stderr_lines(&under);
         assert_eq!(lines.len(), 1, "{mode:?}: {lines:?}");

@@ -238,3 +238,8 @@ fn cu_get_proc_address_calls_are_governed() {
     governed_under_the_daemon(Mode::ProcAddress);
     governed_under_the_daemon(Mode::ProcAddressV1);
 }
+
+#[test]
+fn per_thread_default_stream_calls_are_governed() {
+    governed_under_the_daemon(Mode::ProcAddressPerThread);
+}

@@ -216,10 +216,17 @@ pub(crate) fn read(queue: &CommandQueue, buffer: &Buffer<u8>, out: &mut [u8]) ->
     Ok(Event::new(event))
 }
 
+/// A finished launch: its event, and the host time the enqueue call
+/// itself took.
+pub(crate) struct Launched {
+    pub event: Event,
+    pub submit_ns: u64,
+}
+
 /// Sets every argument of the kernel and runs it, returning once it has
 /// finished (or failed). Takes a [`ValidatedLaunch`], which only
 /// `Kernel::validate` can make, so the argument checks cannot be skipped.
-pub(crate) fn launch(queue: &CommandQueue, launch: ValidatedLaunch<'_>) -> Result<Event> {
+pub(crate) fn launch(queue: &CommandQueue, launch: ValidatedLaunch<'_>) -> Result<Launched> {
     let ValidatedLaunch {
         kernel,
         global,
@@ -267,6 +274,7 @@ pub(crate) fn launch(queue: &CommandQueue, launch: ValidatedLaunch<'_>) -> Resul
     // buffer after its owner could free it. What the kernel does inside its
     // buffers is the kernel author's responsibility, as with any code one
     // chooses to run: the source is trusted input (see `OpenClDevice::build`).
+    let submitted = std::time::Instant::now();
     let event = unsafe {
         queue.enqueue_nd_range_kernel(
             raw.get(),
@@ -278,11 +286,12 @@ pub(crate) fn launch(queue: &CommandQueue, launch: ValidatedLaunch<'_>) -> Resul
         )
     }
     .map_err(OpenClError::api("clEnqueueNDRangeKernel"))?;
+    let submit_ns = super::elapsed_ns(submitted);
     if let Err(e) = event.wait() {
         // The safety argument above needs the kernel finished before the
         // borrows end, whatever went wrong; drain the queue best-effort.
         let _ = queue.finish();
         return Err(OpenClError::api("clWaitForEvents")(e));
     }
-    Ok(event)
+    Ok(Launched { event, submit_ns })
 }

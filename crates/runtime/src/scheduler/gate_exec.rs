@@ -8,9 +8,11 @@
 //!
 //! One grant covers a *batch*: the calls queued on the unit, up to
 //! [`BATCH_NS`] of predicted work, so short kernels pay one round trip to
-//! the monitor per batch instead of one each. A caller that waits for
-//! each result before its next call is served by keeping the grant a
-//! moment ([`LINGER`]) for that call, when nobody else waits.
+//! the monitor per batch instead of one each. While nobody else waits for
+//! the unit, a grant is kept like the interposers' lease: batch after
+//! batch, up to [`GRANT_HOLD`], with no round trip between them; a caller
+//! that waits for each result before its next call is served the same
+//! way, the grant kept a moment ([`LINGER`]) for each next call.
 #![cfg_attr(not(feature = "opencl"), allow(dead_code))]
 
 use super::device_exec::{fail, spawn_failover};
@@ -28,11 +30,12 @@ use std::time::{Duration, Instant};
 pub(crate) const BATCH_NS: f64 = 2e6;
 /// Calls one grant may cover.
 pub(crate) const MAX_BATCH: usize = 64;
-/// How long one grant may be kept for calls that arrive after it (see
-/// [`LINGER`]).
-const BATCH_TIME: Duration = Duration::from_millis(2);
+/// How long one grant may be kept for calls that arrive after it, and for
+/// batch after batch, while nobody else waits: the daemon's default lease
+/// (`lease_us`), the slice an intercepted program gets.
+const GRANT_HOLD: Duration = Duration::from_millis(5);
 /// How long a worker keeps a grant after its last call for the next one.
-/// Others wait at most [`BATCH_TIME`] in all for it; the time is charged
+/// Others wait at most [`GRANT_HOLD`] in all for it; the time is charged
 /// to this client like the rest of the grant.
 const LINGER: Duration = Duration::from_micros(100);
 /// See [`patience`].
@@ -82,22 +85,26 @@ pub(crate) fn run_loop(
                 continue;
             }
         };
+        sched.lock().units[u].grants += 1;
         let granted_at = Instant::now();
         let (mut batch, mut next) = take_batch(sched, u);
         let mut device_ns = 0u64;
         loop {
-            if let Some(next_expected) = next {
-                ahead = Some(ask(sched, u, next_expected));
+            // With calls left beyond this batch, the next grant is asked
+            // for now, so that it is at the agent when this one ends;
+            // unless this grant may carry on with them.
+            if next.is_some() && !may_keep(sched, u, granted_at) {
+                ahead = next.map(|e| ask(sched, u, e));
             }
             for placed in batch {
                 device_ns =
                     device_ns.saturating_add(run_placed(sched, u, placed, &mut run).device_ns);
             }
-            // A caller that waits for each result before the next call
-            // would pay a round trip per call: keep the slot a moment for
-            // such a call, within the grant's budget, unless the next
-            // grant is asked for already or someone else waits.
-            if ahead.is_some() || granted_at.elapsed() >= BATCH_TIME || others_wait(sched, u) {
+            // The next batch under the same grant, or (for a caller that
+            // waits for each result before its next call) the next call
+            // within a moment: no round trip for either while the grant
+            // may be kept.
+            if ahead.is_some() || !may_keep(sched, u, granted_at) {
                 // Calls that arrived while the batch ran ask before the
                 // slot is given back, so the agent weighs them against
                 // the others by the policy.
@@ -147,11 +154,18 @@ pub(crate) fn run_granted<R>(
                 sched.units[u].name
             ),
         })?;
+    sched.lock().units[u].grants += 1;
     let started = Instant::now();
     let out = call();
     let ran_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     report_done(sched, grant, ran_ns);
     Ok(out)
+}
+
+/// Whether a grant taken at `granted_at` may be kept for more calls: held
+/// less than [`GRANT_HOLD`], and nobody else waits for unit `u`.
+fn may_keep(sched: &Scheduler, u: usize, granted_at: Instant) -> bool {
+    granted_at.elapsed() < GRANT_HOLD && !others_wait(sched, u)
 }
 
 /// Whether other clients' requests wait at the unit's agent (its page on

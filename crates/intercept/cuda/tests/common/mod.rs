@@ -115,13 +115,17 @@ pub enum Mode {
     Dlopen,
     ProcAddress,
     ProcAddressV1,
+    /// `cuGetProcAddress_v2` asked for the per-thread default stream: the
+    /// `_ptsz` / `_ptds` variants where the driver has them.
+    ProcAddressPerThread,
 }
 
-pub const ALL_MODES: [Mode; 4] = [
+pub const ALL_MODES: [Mode; 5] = [
     Mode::Linked,
     Mode::Dlopen,
     Mode::ProcAddress,
     Mode::ProcAddressV1,
+    Mode::ProcAddressPerThread,
 ];
 
 impl Mode {
@@ -131,6 +135,7 @@ impl Mode {
             Mode::Dlopen => ("prog", "dlopen"),
             Mode::ProcAddress => ("prog", "procaddr"),
             Mode::ProcAddressV1 => ("prog_linked", "procaddr1"),
+            Mode::ProcAddressPerThread => ("prog", "procaddr-pt"),
         }
     }
 }

@@ -1,10 +1,13 @@
 /* A CUDA driver-API program for the interposer's tests. It finds the
- * driver's functions one of four ways (argv[1]):
+ * driver's functions one of five ways (argv[1]):
  *   linked    - calls them by name (built with -DLINKED -lcuda);
  *   dlopen    - dlopen("libcuda.so.1") and dlsym on that handle;
  *   procaddr  - cuGetProcAddress_v2 (itself from dlsym on the handle),
  *               base names, cudaVersion 12000, as the CUDA runtime does;
- *   procaddr1 - the linked cuGetProcAddress (v1), cudaVersion 11080.
+ *   procaddr1 - the linked cuGetProcAddress (v1), cudaVersion 11080;
+ *   procaddr-pt - as procaddr, asking for the per-thread default stream
+ *               (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), as a
+ *               program built with --default-stream per-thread does.
  * then runs the operations in argv[2..] and prints one line for each:
  *   D<dev>  make a context on device <dev> current
  *   L<n>x<us> n kernels of <us> microseconds    E<us> K<us> G  other launches
@@ -82,6 +85,11 @@ int main(int argc, char **argv) {
         int st;
 #define GPA2(f, n) if (gpa(n, (void **)&cu.f, 12000, 0, &st)) must(0, n);
         BASES(GPA2)
+    } else if (!strcmp(mode, "procaddr-pt")) {
+        gpa2_t gpa = (gpa2_t)must(dlsym(h, "cuGetProcAddress_v2"), "cuGetProcAddress_v2");
+        int st;
+#define GPA2PT(f, n) if (gpa(n, (void **)&cu.f, 12000, 2, &st)) must(0, n);
+        BASES(GPA2PT)
 #ifdef LINKED
     } else if (!strcmp(mode, "procaddr1")) {
 #define GPA1(f, n) if (cuGetProcAddress(n, (void **)&cu.f, 11080, 0)) must(0, n);
@@ -140,6 +148,7 @@ int main(int argc, char **argv) {
     }
     long (*launches)(int) = (long (*)(int))must(dlsym(h, "standin_launches"), "standin_launches");
     long (*in_use)(void) = (long (*)(void))must(dlsym(h, "standin_bytes_in_use"), "standin_bytes_in_use");
-    printf("launches0=%ld launches1=%ld in_use=%ld\n", launches(0), launches(1), in_use());
+    long (*pt)(void) = (long (*)(void))must(dlsym(h, "standin_per_thread_calls"), "standin_per_thread_calls");
+    printf("launches0=%ld launches1=%ld in_use=%ld per_thread=%ld\n", launches(0), launches(1), in_use(), pt());
     return 0;
 }

@@ -1,8 +1,9 @@
 /* A stand-in for the CUDA driver (libcuda.so.1) for the interposer's
  * tests: two devices, contexts, "kernels" that busy-wait gridDimX
  * microseconds, host-memory allocations under an optional total limit
- * (STANDIN_MEMORY_LIMIT, bytes: the driver's own out-of-memory), and
- * counters the tests read. Built with -Wl,-Bsymbolic so that the
+ * (STANDIN_MEMORY_LIMIT, bytes: the driver's own out-of-memory), the
+ * per-thread-default-stream variants (_ptsz, _ptds) of the calls the
+ * tests make, which count their calls, and counters the tests read. Built with -Wl,-Bsymbolic so that the
  * addresses it hands out are its own functions, not the interposer's. */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -21,7 +22,7 @@ typedef struct { unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, bl
 static struct ctx contexts[NDEV] = {{0}, {1}};
 static __thread CUcontext stack[16];
 static __thread int depth;
-static atomic_long launches[NDEV], copies, syncs, in_use;
+static atomic_long launches[NDEV], copies, syncs, in_use, per_thread;
 
 /* Allocations: address -> size, for frees and the limit. */
 #define MAXA 4096
@@ -31,6 +32,7 @@ long standin_launches(int dev) { return dev >= 0 && dev < NDEV ? launches[dev] :
 long standin_copies(void) { return copies; }
 long standin_syncs(void) { return syncs; }
 long standin_bytes_in_use(void) { return in_use; }
+long standin_per_thread_calls(void) { return per_thread; }
 
 static CUcontext cur(void) { return depth ? stack[depth - 1] : 0; }
 
@@ -135,6 +137,26 @@ CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { (void)s; return cuMemFree_v
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); copies++; return 0; }
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); copies++; return 0; }
 
+/* Per-thread-default-stream variants: the same, counted. */
+#define PT(call) (per_thread++, (call))
+CUresult cuStreamSynchronize_ptsz(CUstream s) { return PT(cuStreamSynchronize(s)); }
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned sh, CUstream s, void **p, void **e) {
+    return PT(cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sh, s, p, e));
+}
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, void **e) {
+    return PT(cuLaunchKernelEx(c, f, p, e));
+}
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned sh, CUstream s, void **p) {
+    return PT(cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, sh, s, p));
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return PT(cuGraphLaunch(g, s)); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) { return PT(cuMemAllocAsync(d, n, s)); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { return PT(cuMemFreeAsync(d, s)); }
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return PT(cuMemcpyHtoD_v2(d, s, n)); }
+CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return PT(cuMemcpyDtoH_v2(d, s, n)); }
+
 static const struct { const char *name; int since; void *fn; } table[] = {
     {"cuInit", 2000, (void *)cuInit},
     {"cuDeviceGet", 2000, (void *)cuDeviceGet},
@@ -161,15 +183,31 @@ static const struct { const char *name; int since; void *fn; } table[] = {
     {"cuMemcpyDtoH", 3020, (void *)cuMemcpyDtoH_v2},
 };
 
+/* What CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM asks for instead. */
+static const struct { const char *name; void *fn; } per_thread_table[] = {
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize_ptsz},
+    {"cuLaunchKernel", (void *)cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx_ptsz},
+    {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel_ptsz},
+    {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz},
+    {"cuMemAllocAsync", (void *)cuMemAllocAsync_ptsz},
+    {"cuMemFreeAsync", (void *)cuMemFreeAsync_ptsz},
+    {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2_ptds},
+    {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2_ptds},
+};
+#define PER_THREAD_DEFAULT_STREAM 2ULL
+
 CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long flags, int *status) {
-    (void)flags;
     *pfn = 0;
     if (!strcmp(sym, "cuGetProcAddress")) {
         *pfn = version >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
     } else {
         for (size_t i = 0; i < sizeof table / sizeof *table; i++)
             if (!strcmp(sym, table[i].name) && version >= table[i].since) { *pfn = table[i].fn; break; }
+        if (*pfn && (flags & PER_THREAD_DEFAULT_STREAM))
+            for (size_t i = 0; i < sizeof per_thread_table / sizeof *per_thread_table; i++)
+                if (!strcmp(sym, per_thread_table[i].name)) { *pfn = per_thread_table[i].fn; break; }
     }
     if (status) *status = *pfn ? 0 : 1;
     return *pfn ? 0 : 500; /* CUDA_ERROR_NOT_FOUND */

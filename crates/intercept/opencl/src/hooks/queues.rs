@@ -61,7 +61,9 @@ unsafe extern "C" fn finish(queue: Handle) -> ClInt {
 unsafe extern "C" fn wait_for_events(count: ClUint, events: *const Handle) -> ClInt {
     type Next = unsafe extern "C" fn(ClUint, *const Handle) -> ClInt;
     let result = next!(d::WAIT_FOR_EVENTS, Next, CL_INVALID_VALUE, (count, events));
-    if result == CL_SUCCESS && count > 0 && !events.is_null() {
+    // Which queue the events are on costs the driver a query: asked only
+    // when some lease is due.
+    if result == CL_SUCCESS && count > 0 && !events.is_null() && governor().any_lease_due() {
         // SAFETY: the driver accepted `count` events at `events`.
         let first = unsafe { *events };
         let queue = devices::info_number::<usize>(d::GET_EVENT_INFO, first, CL_EVENT_COMMAND_QUEUE);
