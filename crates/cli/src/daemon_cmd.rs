@@ -267,32 +267,17 @@ pub fn units(args: UnitsArgs) -> Result<()> {
         })
         .map(|u| u.info())
         .collect();
-    // NVIDIA GPUs are driven by the runtime's CUDA executor, so they are
-    // listed beside the daemon's units (`gpus`), not among them; with
-    // `cuda_units = true` the daemon serves them too, under `served`.
-    #[cfg(feature = "cuda")]
-    let gpus = hetsched_platform::gpu::discover();
+    let gpus = crate::gpu_listing::discover()?;
     if args.json {
-        #[cfg(feature = "cuda")]
-        {
-            let mut v = hetsched_sim::output::versioned(&platform)?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("gpus".into(), serde_json::to_value(&gpus.gpus)?);
-                o.insert("gpu_notes".into(), serde_json::to_value(&gpus.notes)?);
-                o.insert("served".into(), serde_json::to_value(&served)?);
-                o.insert("devices".into(), serde_json::to_value(&devices)?);
+        let mut v = hetsched_sim::output::versioned(&platform)?;
+        if let Some(o) = v.as_object_mut() {
+            for (key, value) in gpus.json {
+                o.insert(key.into(), value);
             }
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            o.insert("served".into(), serde_json::to_value(&served)?);
+            o.insert("devices".into(), serde_json::to_value(&devices)?);
         }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let mut v = hetsched_sim::output::versioned(&platform)?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("served".into(), serde_json::to_value(&served)?);
-                o.insert("devices".into(), serde_json::to_value(&devices)?);
-            }
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", platform.summary_table());
         for u in &served {
@@ -313,8 +298,7 @@ pub fn units(args: UnitsArgs) -> Result<()> {
                 u.policy.name()
             );
         }
-        #[cfg(feature = "cuda")]
-        print!("{}", gpus.table());
+        print!("{}", gpus.table);
         if cfg.exclusive_devices {
             let serves = exclusive::Serves::of(&cfg, &setup.units);
             let what = match (serves.cuda, serves.opencl) {
@@ -328,7 +312,6 @@ pub fn units(args: UnitsArgs) -> Result<()> {
         for note in &platform.notes {
             println!("note: {note}");
         }
-        #[cfg(feature = "cuda")]
         for note in &gpus.notes {
             println!("note: {note}");
         }

@@ -125,7 +125,7 @@ pub fn run_spin(
     let (iterations, _) = spin_kernel::calibrate_iterations(DeviceRef::OpenCl(index), kernel_us)?;
     let device =
         OpenClDevice::open(index).with_context(|| format!("opening OpenCL device {index}"))?;
-    let kernel = device.build(spin_kernel::SOURCE, "spin")?;
+    let kernel = device.build(spin_kernel::opencl::SOURCE, "spin")?;
     let out = device.buffer(spin_kernel::WORK_ITEMS * 4)?;
     let calls = [SpinCall::new(iterations, 1), SpinCall::new(iterations, 2)];
     let wants = calls.map(|c| c.expected());

@@ -42,7 +42,7 @@ pub(crate) fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<
             }
             Some(counts.iter().flat_map(|c| c.to_le_bytes()).collect())
         }
-        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        #[cfg(feature = "devices")]
         Kernel::Aes128Ctr => {
             let key: [u8; 16] = aux[..16].try_into().ok()?;
             let iv: [u8; 16] = aux[16..32].try_into().ok()?;
@@ -53,7 +53,7 @@ pub(crate) fn reference(kernel: Kernel, input: &[u8], aux: &[u8]) -> Option<Vec<
             hetsched_cuda::reference::aes128_ctr(&key, &iv, &mut out);
             Some(out)
         }
-        #[cfg(not(any(feature = "opencl", feature = "cuda")))]
+        #[cfg(not(feature = "devices"))]
         Kernel::Aes128Ctr => {
             let _ = aux;
             None

@@ -8,9 +8,10 @@ mod balance_stop;
 mod bench;
 mod daemon_cmd;
 mod demo;
+mod gpu_listing;
 mod intercept_setup;
 mod load;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+#[cfg(feature = "devices")]
 mod load_direct;
 #[cfg(feature = "cuda")]
 mod load_direct_cuda;
@@ -18,7 +19,7 @@ mod load_kernel;
 mod pipeline_cmd;
 mod shown;
 mod sim_cmd;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+#[cfg(feature = "devices")]
 mod spin_kernel;
 mod status_csv;
 mod top;

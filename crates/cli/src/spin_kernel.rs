@@ -3,23 +3,9 @@
 //! work-item runs `iterations` rounds of an integer mix from a seed. The
 //! CPU computes the same rounds, so every result can be checked.
 
-use anyhow::{Context, Result, bail};
-#[cfg(feature = "opencl")]
-use hetsched_opencl::{KernelArg, OpenClDevice, OpenClError};
+use anyhow::{Result, bail};
 use hetsched_runtime::Task;
 use std::time::Instant;
-
-#[cfg(feature = "opencl")]
-pub(crate) const SOURCE: &str = r"
-__kernel void spin(__global uint *out, uint iterations, uint seed) {
-    uint x = seed ^ ((uint)get_global_id(0) * 2654435761u);
-    for (uint i = 0; i < iterations; i++) {
-        x = x * 1664525u + 1013904223u;
-        x ^= x >> 13;
-    }
-    out[get_global_id(0)] = x;
-}
-";
 
 /// Work-items per call.
 pub(crate) const WORK_ITEMS: usize = 1024;
@@ -62,38 +48,6 @@ impl SpinCall {
             })
             .collect()
     }
-
-    /// Runs the call on OpenCL `device` and reads its result back.
-    #[cfg(feature = "opencl")]
-    pub fn run(&self, device: &OpenClDevice) -> Result<Vec<u32>, OpenClError> {
-        let kernel = device.build(SOURCE, "spin")?;
-        let out = device.buffer(WORK_ITEMS * 4)?;
-        device.launch(
-            &kernel,
-            WORK_ITEMS,
-            None,
-            &[
-                KernelArg::Buffer(&out),
-                KernelArg::U32(self.iterations),
-                KernelArg::U32(self.seed),
-            ],
-        )?;
-        let mut bytes = vec![0u8; WORK_ITEMS * 4];
-        device.read(&out, &mut bytes)?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
-    }
-
-    /// Runs the call on CUDA `device` and reads its result back.
-    #[cfg(feature = "cuda")]
-    pub fn run_cuda(
-        &self,
-        device: &hetsched_runtime::cuda::CudaDevice,
-    ) -> Result<Vec<u32>, hetsched_runtime::cuda::CudaError> {
-        hetsched_runtime::cuda::kernels::spin(device, WORK_ITEMS as u32, self.iterations, self.seed)
-    }
 }
 
 /// The device behind a unit name.
@@ -106,6 +60,21 @@ pub enum DeviceRef {
 }
 
 impl DeviceRef {
+    /// The name of its API, as unit names start with it.
+    fn api(self) -> &'static str {
+        match self {
+            DeviceRef::OpenCl(_) => "opencl",
+            DeviceRef::Cuda(_) => "cuda",
+        }
+    }
+
+    /// Its index in its API's own numbering.
+    fn index(self) -> usize {
+        match self {
+            DeviceRef::OpenCl(i) | DeviceRef::Cuda(i) => i,
+        }
+    }
+
     /// The device behind unit name `opencl<N>` or `cuda<N>`.
     pub fn of_unit(unit: &str) -> Result<DeviceRef> {
         let index = |prefix: &str| unit.strip_prefix(prefix).and_then(|n| n.parse().ok());
@@ -119,19 +88,49 @@ impl DeviceRef {
     }
 }
 
+/// A device API the spin kernel runs on.
+trait SpinApi: Sync {
+    /// Its name ([`DeviceRef::api`]).
+    fn name(&self) -> &'static str;
+    /// `task` with this API's implementation of the spin kernel.
+    fn task(&self, task: Task<SpinCall, Vec<u32>>) -> Task<SpinCall, Vec<u32>>;
+    /// One call on device `index`, timed by the device where it can;
+    /// and the device's name.
+    fn timed_run(&self, index: usize) -> Result<(TimedRun, String)>;
+}
+
+/// The APIs of this build: one line each.
+const APIS: &[&dyn SpinApi] = &[
+    #[cfg(feature = "opencl")]
+    &opencl::OpenClSpin,
+    #[cfg(feature = "cuda")]
+    &cuda::CudaSpin,
+];
+
+// Paths from this file's folder, so that the tests that include this
+// file by its path find them too.
+#[cfg(feature = "opencl")]
+#[path = "spin_kernel/opencl.rs"]
+pub(crate) mod opencl;
+
+#[cfg(feature = "cuda")]
+#[path = "spin_kernel/cuda.rs"]
+mod cuda;
+
+/// The API of `device`, if this build has it.
+fn api_of(device: DeviceRef) -> Result<&'static dyn SpinApi> {
+    APIS.iter()
+        .copied()
+        .find(|a| a.name() == device.api())
+        .ok_or_else(|| anyhow::anyhow!("this hetsched was built without support for {device:?}"))
+}
+
 /// The task the benchmarks place: the spin kernel with one
 /// implementation, for `device`'s API, so calls go to its devices only.
 pub fn spin_task(device: DeviceRef) -> Result<Task<SpinCall, Vec<u32>>> {
     let task = Task::new("spin")
         .sizes(|call: &SpinCall| (u64::from(call.iterations), (WORK_ITEMS * 4) as u64));
-    match device {
-        #[cfg(feature = "opencl")]
-        DeviceRef::OpenCl(_) => Ok(task.opencl(|device, call: &SpinCall| call.run(device))),
-        #[cfg(feature = "cuda")]
-        DeviceRef::Cuda(_) => Ok(task.cuda(|device, call: &SpinCall| call.run_cuda(device))),
-        #[allow(unreachable_patterns)]
-        other => bail!("this hetsched was built without support for {other:?}"),
-    }
+    Ok(api_of(device)?.task(task))
 }
 
 /// Iterations that make one call take about `target_us` of device time on
@@ -156,7 +155,7 @@ type KernelTimer = Box<dyn FnMut(u32) -> Result<u64>>;
 
 /// One call on a device: its result, and the device time it measured
 /// (`None`: the device gave none).
-type TimedRun = Box<dyn Fn(&SpinCall) -> Result<(Vec<u32>, Option<u64>)>>;
+pub(crate) type TimedRun = Box<dyn Fn(&SpinCall) -> Result<(Vec<u32>, Option<u64>)>>;
 
 fn kernel_timer(device: DeviceRef) -> Result<(KernelTimer, String)> {
     let (run, name) = timed_run(device)?;
@@ -175,36 +174,7 @@ fn kernel_timer(device: DeviceRef) -> Result<(KernelTimer, String)> {
 }
 
 fn timed_run(device: DeviceRef) -> Result<(TimedRun, String)> {
-    match device {
-        #[cfg(feature = "opencl")]
-        DeviceRef::OpenCl(index) => {
-            let dev = OpenClDevice::open(index)
-                .with_context(|| format!("opening OpenCL device {index}"))?;
-            let name = dev.info().name.trim().to_string();
-            let run = move |call: &SpinCall| -> Result<(Vec<u32>, Option<u64>)> {
-                let before = dev.device_ns_total();
-                let got = call.run(&dev)?;
-                let spent = dev.device_ns_total() - before;
-                Ok((got, (spent > 0).then_some(spent)))
-            };
-            Ok((Box::new(run), name))
-        }
-        #[cfg(feature = "cuda")]
-        DeviceRef::Cuda(ordinal) => {
-            let dev = hetsched_runtime::cuda::CudaDevice::open(ordinal)
-                .with_context(|| format!("opening CUDA device {ordinal}"))?;
-            let name = dev.info().name.trim().to_string();
-            let run = move |call: &SpinCall| -> Result<(Vec<u32>, Option<u64>)> {
-                let _ = dev.take_times();
-                let got = call.run_cuda(&dev)?;
-                let t = dev.take_times()?;
-                Ok((got, (t.kernels > 0).then_some(t.kernel_ns as u64)))
-            };
-            Ok((Box::new(run), name))
-        }
-        #[allow(unreachable_patterns)]
-        other => bail!("this hetsched was built without support for {other:?}"),
-    }
+    api_of(device)?.timed_run(device.index())
 }
 
 /// Median device time of 9 calls with `iterations`, µs.
@@ -241,15 +211,5 @@ mod tests {
         assert_eq!(DeviceRef::of_unit("cuda0").unwrap(), DeviceRef::Cuda(0));
         assert!(DeviceRef::of_unit("openclx").is_err());
         assert!(DeviceRef::of_unit("cpu").is_err());
-    }
-
-    #[cfg(feature = "cuda")]
-    #[test]
-    fn the_cuda_reference_is_the_same_computation() {
-        let call = SpinCall::new(37, 5);
-        assert_eq!(
-            call.expected(),
-            hetsched_runtime::cuda::reference::spin(WORK_ITEMS as u32, 37, 5)
-        );
     }
 }

@@ -51,22 +51,11 @@ impl UnitSetup {
     pub fn info(&self) -> UnitInfo {
         let u = &self.unit;
         UnitInfo {
-            id: u.id,
-            name: u.name.clone(),
-            kind: self.kind_name.clone(),
-            class: u.class,
-            policy: self.policy,
-            slots: u.slots,
-            relative_speed: u.relative_speed,
-            caps: u.caps,
-            coherent: u.coherent,
-            copy_in: u.copy_in,
-            copy_out: u.copy_out,
-            dispatch_ns: u.dispatch_ns,
             emulated: self.emulated,
             kernels: self.kernels.iter().map(|k| k.name().to_string()).collect(),
             pus: self.pus.clone(),
             throttle: self.throttle.as_ref().map(|p| p.display().to_string()),
+            ..UnitInfo::from_unit(u, self.kind_name.clone(), self.policy)
         }
     }
 }

@@ -299,7 +299,40 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// A key that asks the daemon to serve one device API's devices, and the
+/// build that has the API.
+struct ServedApiKey {
+    key: &'static str,
+    label: &'static str,
+    feature: &'static str,
+}
+
+/// The keys of [`DaemonConfig::serves`].
+const SERVED_APIS: [ServedApiKey; 2] = [
+    ServedApiKey {
+        key: "opencl_units",
+        label: "OpenCL",
+        feature: "opencl",
+    },
+    ServedApiKey {
+        key: "cuda_units",
+        label: "CUDA",
+        feature: "cuda",
+    },
+];
+
 impl DaemonConfig {
+    /// Whether the configuration key `key` (`opencl_units`, `cuda_units`:
+    /// a device API's `config_key`) asks the daemon to serve that API's
+    /// devices.
+    pub fn serves(&self, key: &str) -> bool {
+        match key {
+            "opencl_units" => self.opencl_units,
+            "cuda_units" => self.cuda_units,
+            _ => false,
+        }
+    }
+
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -352,19 +385,17 @@ impl DaemonConfig {
                     .into(),
             ));
         }
-        if cfg.opencl_units && !cfg!(feature = "opencl") {
-            return Err(invalid(
-                "opencl_units = true, but this hetsched was built without OpenCL \
-                 (rebuild with `--features opencl`)"
-                    .into(),
-            ));
-        }
-        if cfg.cuda_units && !cfg!(feature = "cuda") {
-            return Err(invalid(
-                "cuda_units = true, but this hetsched was built without CUDA \
-                 (rebuild with `--features cuda`)"
-                    .into(),
-            ));
+        for wanted in SERVED_APIS.iter().filter(|w| cfg.serves(w.key)) {
+            let built = crate::kernel_exec::apis::all()
+                .iter()
+                .any(|a| a.config_key() == wanted.key);
+            if !built {
+                return Err(invalid(format!(
+                    "{} = true, but this hetsched was built without {} \
+                     (rebuild with `--features {}`)",
+                    wanted.key, wanted.label, wanted.feature
+                )));
+            }
         }
         cfg.check_metrics_listen().map_err(invalid)?;
         crate::domains::validate(&cfg.domains, online_cpus()).map_err(invalid)?;

@@ -22,74 +22,28 @@ pub struct RealDevice {
     pub class: UnitClass,
 }
 
-/// The unit name of OpenCL device `index` (of `hetsched_opencl::devices`).
-pub fn opencl_unit_name(index: usize) -> String {
-    format!("opencl{index}")
+/// The unit name of device `index` of API `api`
+/// ([`crate::kernel_exec::device_api::DeviceApi::name`]): `opencl0`.
+pub fn unit_name(api: &str, index: usize) -> String {
+    format!("{api}{index}")
 }
 
-/// The unit name of CUDA device `ordinal`.
-pub fn cuda_unit_name(ordinal: usize) -> String {
-    format!("cuda{ordinal}")
-}
-
-/// Every device this build can drive, OpenCL first. `note` receives one
+/// Every device this build can drive, API by API
+/// ([`crate::kernel_exec::apis::all`]: OpenCL first). `note` receives one
 /// line per API that offers none here.
 pub fn discover(note: &mut dyn FnMut(String)) -> Vec<RealDevice> {
-    let mut out = opencl(note);
-    out.extend(cuda(note));
+    let mut out = Vec::new();
+    for api in crate::kernel_exec::apis::all() {
+        match api.list() {
+            Ok(devices) => out.extend(devices.into_iter().map(|d| RealDevice {
+                name: unit_name(api.name(), d.index),
+                kind: format!("{}:{}", api.name(), d.name),
+                class: d.class,
+            })),
+            Err(e) => note(format!("no {} device units: {e}", api.label())),
+        }
+    }
     out
-}
-
-#[cfg(feature = "opencl")]
-fn opencl(note: &mut dyn FnMut(String)) -> Vec<RealDevice> {
-    use hetsched_opencl::DeviceKind;
-    match hetsched_opencl::devices() {
-        Ok(devices) => devices
-            .into_iter()
-            .map(|d| RealDevice {
-                name: opencl_unit_name(d.index),
-                kind: format!("opencl:{}", d.name.trim()),
-                class: if d.kind == DeviceKind::Gpu {
-                    UnitClass::Gpu
-                } else {
-                    UnitClass::Accelerator
-                },
-            })
-            .collect(),
-        Err(e) => {
-            note(format!("no OpenCL device units: {e}"));
-            Vec::new()
-        }
-    }
-}
-
-#[cfg(not(feature = "opencl"))]
-fn opencl(_note: &mut dyn FnMut(String)) -> Vec<RealDevice> {
-    Vec::new()
-}
-
-#[cfg(feature = "cuda")]
-fn cuda(note: &mut dyn FnMut(String)) -> Vec<RealDevice> {
-    match hetsched_cuda::device_names() {
-        Ok(names) => names
-            .into_iter()
-            .enumerate()
-            .map(|(ordinal, name)| RealDevice {
-                name: cuda_unit_name(ordinal),
-                kind: format!("cuda:{}", name.trim()),
-                class: UnitClass::Gpu,
-            })
-            .collect(),
-        Err(e) => {
-            note(format!("no CUDA device units: {e}"));
-            Vec::new()
-        }
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda(_note: &mut dyn FnMut(String)) -> Vec<RealDevice> {
-    Vec::new()
 }
 
 #[cfg(test)]
@@ -98,8 +52,8 @@ mod tests {
 
     #[test]
     fn names_follow_the_apis_own_numbering() {
-        assert_eq!(opencl_unit_name(0), "opencl0");
-        assert_eq!(cuda_unit_name(3), "cuda3");
+        assert_eq!(unit_name("opencl", 0), "opencl0");
+        assert_eq!(unit_name("cuda", 3), "cuda3");
     }
 
     #[test]
@@ -119,7 +73,7 @@ mod tests {
             assert!(d.kind.starts_with(api), "{d:?}");
         }
         // Without a device of either API, the reason is a note, not a panic.
-        if found.is_empty() && cfg!(any(feature = "opencl", feature = "cuda")) {
+        if found.is_empty() && !crate::kernel_exec::apis::all().is_empty() {
             assert!(!notes.is_empty());
         }
     }

@@ -19,7 +19,10 @@
 //!
 //! [`KernelBackend`] is what a device must do; the OpenCL one is
 //! `opencl::OpenClBackend` (feature `opencl`), the CUDA one
-//! `cuda::CudaBackend` (feature `cuda`).
+//! `cuda::CudaBackend` (feature `cuda`). Each API opens its devices
+//! through its [`device_api::DeviceApi`] (`OpenClApi`, `CudaApi`), one line
+//! each in [`apis::all`], and runs registered kernels through one
+//! skeleton (`user_device.rs`).
 
 pub use crate::user_kernels::Registered;
 use hetsched_core::ids::{ClientId, UnitId};
@@ -210,7 +213,9 @@ pub(crate) fn run_user_job(sandboxes: &mut Sandboxes, job: &KernelJob) -> (u64, 
     (started.elapsed().as_nanos() as u64, out)
 }
 
+pub mod apis;
 pub mod confine;
+pub mod device_api;
 pub mod executor_main;
 pub mod sandbox;
 pub mod wire;
@@ -219,8 +224,6 @@ pub use sandbox::{Outcome, Owner, SandboxSpec, Sandboxes};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
-#[cfg(feature = "cuda")]
-mod cuda_user;
 
 #[cfg(feature = "opencl")]
 pub mod opencl;
@@ -228,7 +231,9 @@ pub mod opencl;
 mod opencl_user;
 #[cfg(feature = "opencl")]
 mod region_memory;
-#[cfg(any(feature = "opencl", feature = "cuda", test))]
+#[cfg(feature = "devices")]
+mod user_device;
+#[cfg(any(feature = "devices", test))]
 mod user_store;
 
 #[cfg(test)]
@@ -359,7 +364,10 @@ mod tests {
         let mut none = Sandboxes::new("emu0".into(), None, SandboxSpec::default());
         let o = none.register(owner, "src", "f");
         assert!(o.result.unwrap_err().contains("only its built-in kernels"));
-        let spec = wire::DeviceSpec::OpenCl { index: 0 };
+        let spec = wire::DeviceSpec {
+            api: "opencl".into(),
+            index: 0,
+        };
         let mut embedded = Sandboxes::new("served0".into(), Some(spec), SandboxSpec::default());
         let o = embedded.register(owner, "src", "f");
         assert!(o.result.unwrap_err().contains("no kernel executor"));

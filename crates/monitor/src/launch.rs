@@ -5,6 +5,8 @@
 
 use crate::agent::UnitSetup;
 use crate::config::DaemonConfig;
+use crate::kernel_exec::KernelBackend;
+use crate::kernel_exec::device_api::DeviceApi;
 use crate::monitor::MonitorConfig;
 use crate::procfs;
 use crate::server::DaemonSetup;
@@ -96,7 +98,7 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
     };
     let mut units = platform_units(cfg, &platform, &throttles);
     let mut backends = Vec::new();
-    for (mut setup, backend) in devices.served {
+    for ServedUnit { mut setup, backend } in devices.served {
         setup.policy = device_policy(cfg, &setup.unit.name);
         backends.push((setup.unit.id, backend));
         units.push(setup);
@@ -149,18 +151,28 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
 /// the daemon serves (OpenCL, then CUDA; each with the backend that runs
 /// its kernels), then the gated ones clients drive themselves.
 struct DeviceUnits {
-    served: Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)>,
+    served: Vec<ServedUnit>,
     gated: Vec<UnitSetup>,
+}
+
+/// A unit the daemon serves, and the device behind it.
+struct ServedUnit {
+    setup: UnitSetup,
+    backend: Box<dyn KernelBackend>,
 }
 
 impl DeviceUnits {
     /// Opens them, numbered from `first_id` (one kind each, from
     /// `first_kind`).
     fn open(cfg: &DaemonConfig, first_id: usize, first_kind: usize) -> DeviceUnits {
-        let mut served = served_opencl_units(cfg, first_id, first_kind);
-        let cuda = served_cuda_units(cfg, first_id + served.len(), first_kind + served.len());
-        served.extend(cuda);
-        let served_kinds: Vec<String> = served.iter().map(|(s, _)| s.kind_name.clone()).collect();
+        let served = served_units(
+            crate::kernel_exec::apis::all(),
+            |api| cfg.serves(api.config_key()),
+            cfg.max_region_mb << 20,
+            first_id,
+            first_kind,
+        );
+        let served_kinds: Vec<String> = served.iter().map(|s| s.setup.kind_name.clone()).collect();
         let gated = gated_device_units(
             cfg,
             &served_kinds,
@@ -173,7 +185,7 @@ impl DeviceUnits {
     fn names(&self) -> impl Iterator<Item = &str> {
         self.served
             .iter()
-            .map(|(s, _)| s.unit.name.as_str())
+            .map(|s| s.setup.unit.name.as_str())
             .chain(self.gated.iter().map(|s| s.unit.name.as_str()))
     }
 }
@@ -390,114 +402,58 @@ fn served_unit(
     }
 }
 
-/// The units `opencl_units = true` adds: every OpenCL device that opens,
-/// numbered after the platform's `first_id` units (one kind each, after
-/// its `first_kind` kinds), with the backend that runs its kernels.
-#[cfg(feature = "opencl")]
-fn served_opencl_units(
-    cfg: &DaemonConfig,
+/// The units each device API of `apis` adds when `wanted` (the config,
+/// through `opencl_units = true`, `cuda_units = true`) asks the daemon to
+/// serve its devices, a client keeping up to `max_kept_bytes` on each: every
+/// device that opens, as `served-<api><N>`, numbered after the platform's
+/// `first_id` units (one kind each, after its `first_kind` kinds), with
+/// the backend that runs its kernels. Where an API's driver is absent,
+/// one line says why and it adds none: the daemon still starts.
+fn served_units(
+    apis: &[&dyn DeviceApi],
+    wanted: impl Fn(&dyn DeviceApi) -> bool,
+    max_kept_bytes: u64,
     first_id: usize,
     first_kind: usize,
-) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
-    use crate::kernel_exec::KernelBackend;
-    use hetsched_opencl::DeviceKind;
-    if !cfg.opencl_units {
-        return Vec::new();
-    }
-    let backends = match crate::kernel_exec::opencl::open_all() {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!("opencl_units = true, but no OpenCL device is served: {e}");
-            return Vec::new();
-        }
-    };
-    let mut out: Vec<(UnitSetup, Box<dyn KernelBackend>)> = Vec::new();
-    for (i, backend) in backends.into_iter().enumerate() {
-        let info = backend.info();
-        let class = if info.kind == DeviceKind::Gpu {
-            UnitClass::Gpu
-        } else {
-            UnitClass::Accelerator
+) -> Vec<ServedUnit> {
+    let mut out: Vec<ServedUnit> = Vec::new();
+    for api in apis.iter().copied().filter(|a| wanted(*a)) {
+        let devices = match api.open_served(max_kept_bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(
+                    "{} = true, but no {} device is served: {e}",
+                    api.config_key(),
+                    api.label()
+                );
+                continue;
+            }
         };
-        let setup = served_unit(
-            first_id + i,
-            first_kind + i,
-            format!("served-opencl{i}"),
-            class,
-            format!("opencl:{}", info.name.trim()),
-            backend.kernels(),
-        );
-        tracing::info!(
-            "serving OpenCL device {} as {}",
-            info.name.trim(),
-            setup.unit.name
-        );
-        out.push((setup, Box::new(backend)));
-    }
-    out
-}
-
-/// Without the `opencl` feature the config refuses `opencl_units`, so
-/// there is nothing to serve.
-#[cfg(not(feature = "opencl"))]
-fn served_opencl_units(
-    _cfg: &DaemonConfig,
-    _first_id: usize,
-    _first_kind: usize,
-) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
-    Vec::new()
-}
-
-/// The units `cuda_units = true` adds: every CUDA device that opens, as
-/// `served-cuda<N>` (class GPU), numbered after the units and kinds
-/// before them. Where CUDA is absent, one line says why and there are
-/// none: the daemon still starts.
-#[cfg(feature = "cuda")]
-fn served_cuda_units(
-    cfg: &DaemonConfig,
-    first_id: usize,
-    first_kind: usize,
-) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
-    use crate::kernel_exec::KernelBackend;
-    if !cfg.cuda_units {
-        return Vec::new();
-    }
-    let backends = match crate::kernel_exec::cuda::open_all(cfg.max_region_mb << 20) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!("cuda_units = true, but no CUDA device is served: {e}");
-            return Vec::new();
+        for (i, device) in devices.into_iter().enumerate() {
+            let n = out.len();
+            let setup = served_unit(
+                first_id + n,
+                first_kind + n,
+                format!("served-{}{i}", api.name()),
+                device.listed.class,
+                format!("{}:{}", api.name(), device.listed.name),
+                device.backend.kernels(),
+            );
+            tracing::info!(
+                "serving {} device {} ({}) as {}",
+                api.label(),
+                device.listed.index,
+                device.listed.name,
+                setup.unit.name
+            );
+            out.push(ServedUnit {
+                setup,
+                backend: device.backend,
+            });
         }
-    };
-    let mut out: Vec<(UnitSetup, Box<dyn KernelBackend>)> = Vec::new();
-    for (i, backend) in backends.into_iter().enumerate() {
-        let info = backend.info();
-        let setup = served_unit(
-            first_id + i,
-            first_kind + i,
-            format!("served-cuda{i}"),
-            UnitClass::Gpu,
-            format!("cuda:{}", info.name.trim()),
-            backend.kernels(),
-        );
-        tracing::info!(
-            "serving CUDA device {} ({}) as {}",
-            info.ordinal,
-            info.name.trim(),
-            setup.unit.name
-        );
-        out.push((setup, Box::new(backend)));
     }
     out
 }
 
-/// Without the `cuda` feature the config refuses `cuda_units`, so there
-/// is nothing to serve.
-#[cfg(not(feature = "cuda"))]
-fn served_cuda_units(
-    _cfg: &DaemonConfig,
-    _first_id: usize,
-    _first_kind: usize,
-) -> Vec<(UnitSetup, Box<dyn crate::kernel_exec::KernelBackend>)> {
-    Vec::new()
-}
+#[cfg(test)]
+mod tests;

@@ -20,6 +20,7 @@ pub mod ptx;
 mod socket;
 mod status_json;
 mod status_pages;
+mod unit_info;
 mod unit_view;
 pub mod user_kernel;
 

@@ -77,8 +77,7 @@ mod tests {
         UnitSelectionStatus, UnitStatus,
     };
     use hetsched_core::ids::UnitId;
-    use hetsched_core::policy::PolicyKind;
-    use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+    use hetsched_core::unit::UnitClass;
 
     fn client(id: u32) -> ClientStatus {
         ClientStatus {
@@ -118,24 +117,9 @@ mod tests {
                     socket: "s".into(),
                 },
                 units: vec![UnitStatus {
-                    info: UnitInfo {
-                        id: UnitId(0),
-                        name: "gpu0".into(),
-                        kind: "gpu".into(),
-                        class: UnitClass::Gpu,
-                        policy: PolicyKind::Fifo,
-                        slots: 1,
-                        relative_speed: 1.0,
-                        caps: Capabilities::empty(),
-                        coherent: false,
-                        copy_in: LinkCost::FREE,
-                        copy_out: LinkCost::FREE,
-                        dispatch_ns: 0,
-                        emulated: true,
-                        kernels: Vec::new(),
-                        pus: Vec::new(),
-                        throttle: None,
-                    },
+                    info: UnitInfo::new(UnitId(0), "gpu0", "gpu", UnitClass::Gpu)
+                        .with_coherent(false)
+                        .with_emulated(true),
                     view: Default::default(),
                     queued_by_class: [0; 3],
                     busy_ns_total: 0,

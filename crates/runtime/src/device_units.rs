@@ -2,13 +2,10 @@
 //! monitor's unit for the same device when the monitor arbitrates it (a
 //! daemon with `device_units`), so every call waits for that unit's agent;
 //! else a unit of this process's own, numbered after the monitor's.
-#![cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
 
 use crate::scheduler::Backend;
 use crate::scheduler::device_worker::DeviceWorker;
 use hetsched_core::ids::UnitId;
-use hetsched_core::policy::PolicyKind;
-use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
 use hetsched_protocol::UnitInfo;
 
 /// The units devices were given, for [`crate::scheduler::Scheduler::new`].
@@ -84,30 +81,6 @@ impl<'m> DeviceUnits<'m> {
     }
 }
 
-/// A device this process opens, as it describes it before it is given a
-/// unit: one call at a time, no copy cost (the implementation issues its
-/// own copies), numbered later ([`DeviceUnits::assign`]).
-pub(crate) fn own_device(name: String, kind: String, class: UnitClass) -> UnitInfo {
-    UnitInfo {
-        id: UnitId(0),
-        name,
-        kind,
-        class,
-        policy: PolicyKind::Fifo,
-        slots: 1,
-        relative_speed: 1.0,
-        caps: Capabilities::empty(),
-        coherent: true,
-        copy_in: LinkCost::FREE,
-        copy_out: LinkCost::FREE,
-        dispatch_ns: 0,
-        emulated: false,
-        kernels: Vec::new(),
-        pus: Vec::new(),
-        throttle: None,
-    }
-}
-
 /// Whether monitor unit `m` is the gate of the device `own` describes.
 fn arbitrates(m: &UnitInfo, own: &UnitInfo) -> bool {
     m.kind == own.kind && !m.emulated
@@ -116,16 +89,16 @@ fn arbitrates(m: &UnitInfo, own: &UnitInfo) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hetsched_core::policy::PolicyKind;
+    use hetsched_core::unit::UnitClass;
 
     fn info(id: u16, name: &str, kind: &str) -> UnitInfo {
-        UnitInfo {
-            id: UnitId(id),
-            ..own_device(name.into(), kind.into(), UnitClass::Accelerator)
-        }
+        UnitInfo::new(UnitId(id), name, kind, UnitClass::Accelerator)
     }
 
     fn opencl() -> Backend {
-        Backend::OpenCl {
+        Backend::Device {
+            api: "opencl",
             cpu_kind: Some(0),
             cores: 2,
             gated: false,
@@ -145,7 +118,8 @@ mod tests {
         // Its view is the monitor's page, not the CPU kind's.
         assert_eq!(
             *backend,
-            Backend::OpenCl {
+            Backend::Device {
+                api: "opencl",
                 cpu_kind: None,
                 cores: 2,
                 gated: true

@@ -5,6 +5,7 @@ use crate::handle::{Completer, RunInfo, TaskError};
 use crate::slot::TaskSlot;
 use crate::task::{CpuCtx, TaskDef};
 use hetsched_core::ids::UnitId;
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,12 +33,8 @@ pub(crate) trait Job: Send {
     fn device_cost(&self, kind: &str) -> Option<Duration>;
     /// The device finished: compute the result with the kind's kernel.
     fn finish_device(&mut self, kind: &str, unit: &str);
-    /// Runs the OpenCL implementation on `device`.
-    #[cfg(feature = "opencl")]
-    fn run_opencl(&mut self, device: &hetsched_opencl::OpenClDevice, unit: &str);
-    /// Runs the CUDA implementation on `device`.
-    #[cfg(feature = "cuda")]
-    fn run_cuda(&mut self, device: &crate::cuda::CudaDevice, unit: &str);
+    /// Runs the implementation for device backend `api` on `device`.
+    fn run_device(&mut self, api: &str, device: &dyn Any, unit: &str);
     /// Hands the outcome of the run to the caller.
     fn complete(self: Box<Self>, at: Where);
     /// The call will not run.
@@ -122,16 +119,14 @@ impl<A: Send + 'static, R: Send + 'static> Job for Call<A, R> {
         self.run(unit, |a| kernel.map(|k| Ok(k(a))));
     }
 
-    #[cfg(feature = "opencl")]
-    fn run_opencl(&mut self, device: &hetsched_opencl::OpenClDevice, unit: &str) {
-        let f = self.def.opencl.clone();
-        self.run(unit, |a| f.map(|f| f(device, a).map_err(|e| e.to_string())));
-    }
-
-    #[cfg(feature = "cuda")]
-    fn run_cuda(&mut self, device: &crate::cuda::CudaDevice, unit: &str) {
-        let f = self.def.cuda.clone();
-        self.run(unit, |a| f.map(|f| f(device, a).map_err(|e| e.to_string())));
+    fn run_device(&mut self, api: &str, device: &dyn Any, unit: &str) {
+        let f = self
+            .def
+            .devices
+            .iter()
+            .find(|i| i.api == api)
+            .map(|i| Arc::clone(&i.run));
+        self.run(unit, |a| f.map(|f| f(device, a)));
     }
 
     fn complete(self: Box<Self>, at: Where) {

@@ -38,10 +38,13 @@
 //! * `scheduler` — the central queue, short per-unit queues, placement;
 //! * `slot` — one task's model and placer in this runtime, as placement
 //!   reads them;
-//! * `cpu_exec`, `opencl_exec`, `cuda_exec` — executors (pinned CPU
-//!   workers per kind; OpenCL devices, feature `opencl`; CUDA devices,
-//!   feature `cuda`, with [`cuda`] its device layer and kernels), sharing
-//!   the scheduler's worker loop (`scheduler/worker.rs`); emulated devices
+//! * `cpu_exec` — pinned CPU workers per kind, on the scheduler's worker
+//!   loop (`scheduler/worker.rs`);
+//! * [`device_backend`] — what a kind of device this process drives
+//!   itself implements ([`DeviceBackend`]); `device_backends` lists the
+//!   built-in ones: OpenCL (`opencl_exec`, feature `opencl`) and CUDA
+//!   (`cuda/exec.rs`, feature `cuda`, with [`cuda`] its device layer and
+//!   kernels); `device_units` gives each device its unit; emulated devices
 //!   served by the monitor and devices behind the dispatch gate are the
 //!   scheduler's own (`scheduler/device_exec.rs`, `scheduler/gate_exec.rs`);
 //! * `link` — the connection to the monitor and failover (the embedded
@@ -54,18 +57,18 @@
 
 mod buffer;
 mod cpu_exec;
-/// The CUDA layer (crate `hetsched-cuda`), under its old path.
 #[cfg(feature = "cuda")]
-pub use hetsched_cuda as cuda;
-#[cfg(feature = "cuda")]
-mod cuda_exec;
+pub mod cuda;
+pub mod device_backend;
+mod device_backends;
 mod device_units;
 mod handle;
 mod job;
 mod link;
 pub mod logging;
 pub mod model_store;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+// What the built-in device backends say once per process.
+#[cfg_attr(not(feature = "opencl"), allow(dead_code))]
 mod notes;
 #[cfg(feature = "opencl")]
 mod opencl_exec;
@@ -78,6 +81,7 @@ mod slot;
 pub mod task;
 
 pub use buffer::Buffer;
+pub use device_backend::{DeviceBackend, DeviceCall, DeviceRunner, OpenedDevice, Ran};
 pub use handle::{Handle, TaskError};
 pub use optimizer::{Adjustment, GoalStatus, PerformanceGoal};
 pub use options::{MonitorMode, RuntimeOptions};

@@ -8,20 +8,31 @@
 //! implementation issues its own copies, so the unit is given no separate
 //! copy cost and placement does not count them twice.
 
-use crate::device_units::own_device;
-use crate::scheduler::device_worker::{DeviceWorker, spawn_device_workers};
-use crate::scheduler::worker::Ran;
-use crate::scheduler::{Backend, Scheduler};
+use crate::device_backend::{
+    DeviceBackend, DeviceCall, DeviceRunner, OPENCL_API, OpenedDevice, Ran,
+};
+use crate::task::Task;
 use hetsched_core::unit::UnitClass;
-use hetsched_opencl::{DeviceKind, OpenClDevice};
-use hetsched_protocol::UnitInfo;
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use hetsched_opencl::{DeviceKind, OpenClDevice, OpenClError};
 use std::time::Instant;
+
+/// OpenCL as a device backend of the runtime: every device of the ICD
+/// loader.
+pub(crate) struct OpenClBackend;
+
+impl DeviceBackend for OpenClBackend {
+    fn api(&self) -> &'static str {
+        OPENCL_API
+    }
+
+    fn open(&self) -> Vec<OpenedDevice> {
+        discover()
+    }
+}
 
 /// Opens every OpenCL device; none (with one log line saying why) where
 /// OpenCL is absent.
-pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
+fn discover() -> Vec<OpenedDevice> {
     let infos = match hetsched_opencl::devices() {
         Ok(d) => d,
         Err(e) => {
@@ -39,7 +50,7 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
             }
         };
         let on_cpu = info.kind == DeviceKind::Cpu;
-        let unit = own_device(
+        let mut opened = OpenedDevice::new(
             unit_name(info.index),
             format!("opencl:{}", info.name.trim()),
             if info.kind == DeviceKind::Gpu {
@@ -47,14 +58,12 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, OpenClDevice)> {
             } else {
                 UnitClass::Accelerator
             },
+            Box::new(OpenClRunner(device)),
         );
-        let backend = Backend::OpenCl {
-            // The first CPU kind: PoCL spreads its work over all host cores.
-            cpu_kind: on_cpu.then_some(0),
-            cores: info.compute_units.max(1),
-            gated: false,
-        };
-        out.push((unit, backend, device));
+        // The first CPU kind: PoCL spreads its work over all host cores.
+        opened.host_cpu_kind = on_cpu.then_some(0);
+        opened.cores = info.compute_units.max(1);
+        out.push(opened);
     }
     out
 }
@@ -71,19 +80,19 @@ pub(crate) fn device_index(unit: &str) -> Option<usize> {
     (unit_name(index) == unit).then_some(index)
 }
 
-/// Starts one worker per device. The model learns a call's wall time
-/// (copies included), except for a call that compiled its kernel; the
-/// monitor is told the device time of its copies and launches, from the
-/// profiling events.
-pub(crate) fn spawn_workers(
-    sched: &Arc<Scheduler>,
-    devices: Vec<DeviceWorker<OpenClDevice>>,
-) -> std::io::Result<Vec<JoinHandle<()>>> {
-    spawn_device_workers(sched, devices, |device, job, unit| {
+/// One OpenCL device, owned by its worker. The model learns a call's
+/// wall time (copies included), except for a call that compiled its
+/// kernel; the monitor is told the device time of its copies and
+/// launches, from the profiling events.
+struct OpenClRunner(OpenClDevice);
+
+impl DeviceRunner for OpenClRunner {
+    fn run(&mut self, call: &mut DeviceCall<'_>) -> Ran {
+        let device = &self.0;
         let device_before = device.device_ns_total();
         let programs_before = device.cached_programs();
         let start = Instant::now();
-        job.run_opencl(device, unit);
+        call.run_on(device);
         let wall = start.elapsed().as_nanos() as f64;
         // A call that built its program first (a task's first call on the
         // device) took the compiler's time too: the model skips it.
@@ -92,5 +101,19 @@ pub(crate) fn spawn_workers(
             exec_ns: if compiled { f64::NAN } else { wall },
             device_ns: device.device_ns_total().saturating_sub(device_before),
         }
-    })
+    }
+}
+
+impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
+    /// The implementation on OpenCL devices (feature `opencl`). It gets the
+    /// device and does its own explicit copies and launches; its wall time,
+    /// copies included, is what the model learns for the device.
+    pub fn opencl(
+        self,
+        f: impl Fn(&OpenClDevice, &A) -> Result<R, OpenClError> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_device(OPENCL_API, move |device: &OpenClDevice, a: &A| {
+            f(device, a).map_err(|e| e.to_string())
+        })
+    }
 }

@@ -1,8 +1,10 @@
 //! How a runtime starts: which monitor, which settings, where models live.
 
+use crate::device_backend::{AddedBackends, DeviceBackend};
 use hetsched_core::placement::{Goal, PlacementConfig};
 use hetsched_protocol::{SettingsRequest, default_socket_path, requested_settings_from_env};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where the monitor the runtime talks to lives.
@@ -56,6 +58,8 @@ pub struct RuntimeOptions {
     pub inflight_per_slot: u32,
     /// Use OpenCL devices as units (feature `opencl`).
     pub opencl: bool,
+    /// Device backends beyond the built-in ones ([`RuntimeOptions::backend`]).
+    pub backends: AddedBackends,
     /// Follow the daemon's proportional-fair targets when it publishes
     /// them (`coordination = "pf"` in its config); off with
     /// `HETSCHED_COORDINATION=off`.
@@ -86,12 +90,22 @@ impl RuntimeOptions {
             queue_per_slot: 2,
             inflight_per_slot: 2,
             opencl: true,
+            backends: AddedBackends::default(),
             follow_coordination: follow_coordination_from_env()?,
             native_unit: std::env::var("HETSCHED_NATIVE_UNIT")
                 .ok()
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty()),
         })
+    }
+
+    /// Adds a kind of device this runtime drives itself: its devices
+    /// become units after the built-in backends' (OpenCL, CUDA), and a
+    /// task runs there through its implementation for
+    /// [`DeviceBackend::api`] ([`crate::Task::on_device`]).
+    pub fn backend(mut self, backend: Arc<dyn DeviceBackend>) -> Self {
+        self.backends.0.push(backend);
+        self
     }
 
     /// The unit this application runs on without hetsched, by name.

@@ -1,5 +1,6 @@
 //! The application's handle on hetsched: connect, accelerate, wait.
 
+use crate::device_backend::OPENCL_API;
 use crate::device_units::DeviceUnits;
 use crate::handle::{Handle, TaskError, pair};
 use crate::job::Call;
@@ -7,6 +8,7 @@ use crate::link::{Link, LinkError, LinkKind};
 use crate::model_store;
 use crate::optimizer::{GoalStatus, OptimizerThread, PerformanceGoal};
 use crate::options::RuntimeOptions;
+use crate::scheduler::device_worker::spawn_device_workers;
 use crate::scheduler::{Backend, Scheduler};
 use crate::slot::{SlotModel, TaskSlot};
 use crate::task::Task;
@@ -107,23 +109,20 @@ impl Runtime {
     pub fn with_options(opts: RuntimeOptions) -> Result<Runtime, RuntimeError> {
         let link = Link::open(&opts)?;
         let monitor_infos = link.units().to_vec();
-        #[cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(unused_mut))]
         let mut devices = DeviceUnits::new(&monitor_infos);
-        #[cfg(feature = "opencl")]
-        let ocl_workers: Vec<_> = if opts.opencl {
-            crate::opencl_exec::discover()
-                .into_iter()
-                .map(|(info, backend, device)| devices.assign(info, backend, device))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        // CUDA units follow the OpenCL ones.
-        #[cfg(feature = "cuda")]
-        let cuda_workers: Vec<_> = crate::cuda_exec::discover()
-            .into_iter()
-            .map(|(info, backend, device)| devices.assign(info, backend, device))
-            .collect();
+        // Each backend's devices follow the previous backend's.
+        let mut device_workers = Vec::new();
+        for backend in crate::device_backends::registered(&opts) {
+            for opened in backend.open() {
+                let on = Backend::Device {
+                    api: backend.api(),
+                    cpu_kind: opened.host_cpu_kind,
+                    cores: opened.cores,
+                    gated: false,
+                };
+                device_workers.push(devices.assign(opened.info, on, opened.runner));
+            }
+        }
         let sched = Arc::new(Scheduler::new(link, &opts, devices.local, devices.gated));
         let (loaded, model_path) = if opts.persist_models {
             let path = model_store::model_path(&opts.resolved_model_dir(), &opts.name);
@@ -136,10 +135,7 @@ impl Runtime {
             (ModelSet::new(), None)
         };
         let mut workers = crate::cpu_exec::spawn_workers(&sched)?;
-        #[cfg(feature = "opencl")]
-        workers.extend(crate::opencl_exec::spawn_workers(&sched, ocl_workers)?);
-        #[cfg(feature = "cuda")]
-        workers.extend(crate::cuda_exec::spawn_workers(&sched, cuda_workers)?);
+        workers.extend(spawn_device_workers(&sched, device_workers)?);
         if opts.follow_coordination {
             workers.push(crate::scheduler::coordination::spawn(&sched)?);
         }
@@ -169,7 +165,15 @@ impl Runtime {
             .infos
             .iter()
             .zip(&self.sched.backends)
-            .filter(|(_, b)| matches!(b, Backend::OpenCl { .. }))
+            .filter(|(_, b)| {
+                matches!(
+                    b,
+                    Backend::Device {
+                        api: OPENCL_API,
+                        ..
+                    }
+                )
+            })
             .map(|(info, _)| info)
             .collect()
     }
@@ -359,14 +363,7 @@ impl Runtime {
             let has = match backend {
                 Backend::Cpu { .. } => task.def.cpu.is_some(),
                 Backend::Emulated => task.def.emulated.iter().any(|e| e.kind == info.kind),
-                #[cfg(feature = "opencl")]
-                Backend::OpenCl { .. } => task.def.opencl.is_some(),
-                #[cfg(not(feature = "opencl"))]
-                Backend::OpenCl { .. } => false,
-                #[cfg(feature = "cuda")]
-                Backend::Cuda { .. } => task.def.cuda.is_some(),
-                #[cfg(not(feature = "cuda"))]
-                Backend::Cuda { .. } => false,
+                Backend::Device { api, .. } => task.def.devices.iter().any(|d| d.api == *api),
                 Backend::None => false,
             };
             if has && (info.id.index()) < ImplSet::MAX_UNITS {

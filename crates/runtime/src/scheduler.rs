@@ -50,22 +50,19 @@ pub(crate) enum Backend {
     Cpu { kind: usize, cores: u32 },
     /// Served by the monitor (`SubmitDevice`).
     Emulated,
-    /// An OpenCL device this process drives with one worker thread. A
-    /// device on the host CPU (PoCL) that the monitor does not arbitrate
-    /// shares CPU kind `cpu_kind`'s cores with everything else, so its
-    /// view is that kind's. `gated`: the unit is the monitor's, each run
-    /// of calls waits for its agent ([`gate_exec`]), and its view
-    /// is the monitor's private page.
-    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
-    OpenCl {
+    /// A device this process drives with one worker thread, through the
+    /// device backend named `api` ([`crate::device_backend`]). A device
+    /// on the host CPU (PoCL) that the monitor does not arbitrate shares
+    /// CPU kind `cpu_kind`'s cores with everything else, so its view is
+    /// that kind's. `gated`: the unit is the monitor's, each run of calls
+    /// waits for its agent ([`gate_exec`]), and its view is the monitor's
+    /// private page.
+    Device {
+        api: &'static str,
         cpu_kind: Option<usize>,
         cores: u32,
         gated: bool,
     },
-    /// A CUDA device this process drives with one worker thread; `gated`
-    /// as for OpenCL.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    Cuda { gated: bool },
     /// A unit this runtime has no executor for yet.
     None,
 }
@@ -73,32 +70,26 @@ pub(crate) enum Backend {
 impl Backend {
     /// Whether worker threads of this process pull the unit's calls.
     pub fn has_workers(self) -> bool {
-        matches!(
-            self,
-            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda { .. }
-        )
+        matches!(self, Backend::Cpu { .. } | Backend::Device { .. })
     }
 
     /// The same device as a unit the monitor arbitrates: its view comes
     /// from the monitor's page.
     pub fn gated(self) -> Backend {
         match self {
-            Backend::OpenCl { cores, .. } => Backend::OpenCl {
+            Backend::Device { api, cores, .. } => Backend::Device {
+                api,
                 cpu_kind: None,
                 cores,
                 gated: true,
             },
-            Backend::Cuda { .. } => Backend::Cuda { gated: true },
             other => other,
         }
     }
 
     /// Whether the monitor's agent grants each run of this unit's calls.
     pub fn is_gated(self) -> bool {
-        matches!(
-            self,
-            Backend::OpenCl { gated: true, .. } | Backend::Cuda { gated: true }
-        )
+        matches!(self, Backend::Device { gated: true, .. })
     }
 }
 
@@ -181,8 +172,8 @@ pub(crate) struct Scheduler {
 }
 
 impl Scheduler {
-    /// `local` are units this process drives itself (OpenCL and CUDA
-    /// devices), numbered after the monitor's. `gated` are monitor units
+    /// `local` are units this process drives itself (devices of its
+    /// device backends), numbered after the monitor's. `gated` are monitor units
     /// this process runs calls on once their agent grants it (its own
     /// description of the device, with the monitor's id and policy).
     pub fn new(
@@ -298,9 +289,7 @@ impl Scheduler {
     fn capacity(&self, unit: usize) -> u32 {
         let slots = self.slots(unit);
         match self.backends[unit] {
-            Backend::Cpu { .. } | Backend::OpenCl { .. } | Backend::Cuda { .. } => {
-                slots * (1 + self.queue_per_slot)
-            }
+            Backend::Cpu { .. } | Backend::Device { .. } => slots * (1 + self.queue_per_slot),
             Backend::Emulated => slots * (self.inflight_per_slot + self.queue_per_slot),
             Backend::None => 0,
         }
@@ -556,7 +545,7 @@ impl Scheduler {
             };
             q.views[i] = match *backend {
                 Backend::Cpu { kind, cores }
-                | Backend::OpenCl {
+                | Backend::Device {
                     cpu_kind: Some(kind),
                     cores,
                     ..
@@ -566,10 +555,7 @@ impl Scheduler {
                         .map_or(0, |k| k.threads_by_nice.iter().sum());
                     cpu_view(runnable, cores, own)
                 }
-                Backend::Emulated
-                | Backend::OpenCl { .. }
-                | Backend::Cuda { .. }
-                | Backend::None => {
+                Backend::Emulated | Backend::Device { .. } | Backend::None => {
                     if !slot.implemented.contains(self.units[i].id) {
                         continue;
                     }

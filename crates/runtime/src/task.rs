@@ -6,6 +6,7 @@
 
 use crate::buffer::Buffer;
 use crate::slot::TaskSlot;
+use std::any::Any;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -25,19 +26,25 @@ pub(crate) type CostFn<A> = Arc<dyn Fn(&A) -> Duration + Send + Sync>;
 pub(crate) type KernelFn<A, R> = Arc<dyn Fn(&A) -> R + Send + Sync>;
 pub(crate) type DataFn<A> = Arc<dyn Fn(&A) -> Buffer + Send + Sync>;
 pub(crate) type SizeFn<A> = Arc<dyn Fn(&A) -> (u64, u64) + Send + Sync>;
-/// An OpenCL implementation: given the device (kernels built from source
-/// are cached by it), it moves the data, launches and reads back.
-#[cfg(feature = "opencl")]
-pub(crate) type OpenClFn<A, R> = Arc<
-    dyn Fn(&hetsched_opencl::OpenClDevice, &A) -> Result<R, hetsched_opencl::OpenClError>
-        + Send
-        + Sync,
->;
-/// A CUDA implementation: given the device (kernels built from source are
-/// cached by it), it uploads, launches and downloads on the device's stream.
-#[cfg(feature = "cuda")]
-pub(crate) type CudaFn<A, R> =
-    Arc<dyn Fn(&crate::cuda::CudaDevice, &A) -> Result<R, crate::cuda::CudaError> + Send + Sync>;
+/// An implementation on the devices of one device backend
+/// ([`crate::device_backend`]): given the device as its runner hands it,
+/// it moves the data, launches and reads back.
+pub(crate) type DeviceFn<A, R> = Arc<dyn Fn(&dyn Any, &A) -> Result<R, String> + Send + Sync>;
+
+/// A task's implementation for the devices of backend `api`.
+pub(crate) struct DeviceImpl<A, R> {
+    pub api: &'static str,
+    pub run: DeviceFn<A, R>,
+}
+
+impl<A, R> Clone for DeviceImpl<A, R> {
+    fn clone(&self) -> Self {
+        DeviceImpl {
+            api: self.api,
+            run: Arc::clone(&self.run),
+        }
+    }
+}
 
 /// An implementation on an emulated device kind.
 ///
@@ -68,10 +75,8 @@ pub(crate) struct TaskDef<A, R> {
     pub name: String,
     pub cpu: Option<CpuFn<A, R>>,
     pub emulated: Vec<EmulatedImpl<A, R>>,
-    #[cfg(feature = "opencl")]
-    pub opencl: Option<OpenClFn<A, R>>,
-    #[cfg(feature = "cuda")]
-    pub cuda: Option<CudaFn<A, R>>,
+    /// Implementations on devices, one per device backend.
+    pub devices: Vec<DeviceImpl<A, R>>,
     pub sizes: Option<SizeFn<A>>,
     pub data: Option<DataFn<A>>,
     pub model: Option<ModelFn>,
@@ -119,10 +124,7 @@ impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
                 name: name.into(),
                 cpu: None,
                 emulated: Vec::new(),
-                #[cfg(feature = "opencl")]
-                opencl: None,
-                #[cfg(feature = "cuda")]
-                cuda: None,
+                devices: Vec::new(),
                 sizes: None,
                 data: None,
                 model: None,
@@ -142,10 +144,7 @@ impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
                     name: old.name.clone(),
                     cpu: old.cpu.clone(),
                     emulated: old.emulated.clone(),
-                    #[cfg(feature = "opencl")]
-                    opencl: old.opencl.clone(),
-                    #[cfg(feature = "cuda")]
-                    cuda: old.cuda.clone(),
+                    devices: old.devices.clone(),
                     sizes: old.sizes.clone(),
                     data: old.data.clone(),
                     model: old.model.clone(),
@@ -190,34 +189,28 @@ impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
         })
     }
 
-    /// The implementation on OpenCL devices (feature `opencl`). It gets the
-    /// device and does its own explicit copies and launches; its wall time,
-    /// copies included, is what the model learns for the device.
-    #[cfg(feature = "opencl")]
-    pub fn opencl(
+    /// The implementation on the devices of device backend `api`
+    /// ([`crate::device_backend::DeviceBackend::api`]; OpenCL's and
+    /// CUDA's have their own builders, [`Task::opencl`] and
+    /// [`Task::cuda`]). `f` gets the device as that backend's runner
+    /// hands it, `&D`, and does its own copies and launches.
+    pub fn on_device<D: 'static>(
         self,
-        f: impl Fn(&hetsched_opencl::OpenClDevice, &A) -> Result<R, hetsched_opencl::OpenClError>
-        + Send
-        + Sync
-        + 'static,
+        api: &'static str,
+        f: impl Fn(&D, &A) -> Result<R, String> + Send + Sync + 'static,
     ) -> Self {
-        self.edit(|d| d.opencl = Some(Arc::new(f)))
-    }
-
-    /// The implementation on CUDA devices (feature `cuda`). It gets the
-    /// device and issues its own uploads, launches and downloads (see
-    /// [`crate::cuda::kernels`]); the device time of its kernels, from CUDA
-    /// events, is what the model learns, while the unit's calibrated launch
-    /// and copy costs cover the rest (so give [`Task::sizes`]).
-    #[cfg(feature = "cuda")]
-    pub fn cuda(
-        self,
-        f: impl Fn(&crate::cuda::CudaDevice, &A) -> Result<R, crate::cuda::CudaError>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self {
-        self.edit(|d| d.cuda = Some(Arc::new(f)))
+        let run: DeviceFn<A, R> = Arc::new(move |device: &dyn Any, a: &A| {
+            match device.downcast_ref::<D>() {
+                Some(d) => f(d, a),
+                None => Err(format!(
+                    "the {api} implementation takes another type of device than its backend runs"
+                )),
+            }
+        });
+        self.edit(|d| {
+            d.devices.retain(|i| i.api != api);
+            d.devices.push(DeviceImpl { api, run });
+        })
     }
 
     /// Input and output bytes of one call: the task model's variable and

@@ -789,26 +789,15 @@ mod tests {
     }
 
     fn unit(id: u16, name: &str, kind: &str, slots: u32) -> UnitStatus {
-        use hetsched_core::unit::{Capabilities, LinkCost, UnitClass};
+        use hetsched_core::unit::UnitClass;
         UnitStatus {
-            info: hetsched_protocol::UnitInfo {
-                id: hetsched_core::ids::UnitId(id),
-                name: name.into(),
-                kind: kind.into(),
-                class: UnitClass::Accelerator,
-                policy: hetsched_core::policy::PolicyKind::Fifo,
-                slots,
-                relative_speed: 1.0,
-                caps: Capabilities::empty(),
-                coherent: true,
-                copy_in: LinkCost::FREE,
-                copy_out: LinkCost::FREE,
-                dispatch_ns: 0,
-                emulated: false,
-                kernels: Vec::new(),
-                pus: Vec::new(),
-                throttle: None,
-            },
+            info: hetsched_protocol::UnitInfo::new(
+                hetsched_core::ids::UnitId(id),
+                name,
+                kind,
+                UnitClass::Accelerator,
+            )
+            .with_slots(slots),
             view: Default::default(),
             queued_by_class: [0; 3],
             busy_ns_total: 0,

@@ -7,7 +7,7 @@ pub(crate) mod balance;
 mod clients;
 mod common;
 mod connections;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+#[cfg(feature = "devices")]
 mod device;
 mod gate;
 #[cfg(feature = "cuda")]
@@ -16,10 +16,10 @@ mod gpu;
 mod intercept;
 #[cfg(feature = "opencl")]
 mod kernel;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+#[cfg(feature = "devices")]
 mod placement;
 mod process_shares;
-#[cfg(any(feature = "opencl", feature = "cuda"))]
+#[cfg(feature = "devices")]
 mod served;
 mod settings;
 
@@ -58,7 +58,7 @@ pub enum BenchCommand {
     /// Two client processes (CUSTOM 70 / 30 by default) running real
     /// OpenCL kernels through the runtime on a device the daemon
     /// arbitrates: each one's part of the device time.
-    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    #[cfg(feature = "devices")]
     DeviceShares(device::DeviceSharesArgs),
     /// Two unmodified OpenCL programs under `hetsched run` (CUSTOM 70 /
     /// 30) through the OpenCL layer: each one's part of the device time
@@ -68,14 +68,14 @@ pub enum BenchCommand {
     Intercept(intercept::InterceptArgs),
     /// What the dispatch gate costs per call of a real OpenCL kernel run
     /// through the runtime, one at a time and batched.
-    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    #[cfg(feature = "devices")]
     DeviceGate(device::DeviceGateArgs),
     /// Whether placement leaves a real device another process keeps busy,
     /// and how fast: where each call of a CPU-or-device task ran.
-    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    #[cfg(feature = "devices")]
     DevicePlacement(placement::DevicePlacementArgs),
     /// One client process of `device-shares`.
-    #[cfg(any(feature = "opencl", feature = "cuda"))]
+    #[cfg(feature = "devices")]
     #[command(hide = true)]
     DeviceClient(device::DeviceClientArgs),
     /// Launch, copy, task-model and serving costs of a CUDA device,
@@ -97,15 +97,15 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::HoldConnections(args) => connections::hold_connections(args),
         #[cfg(feature = "opencl")]
         BenchCommand::ServedKernel(args) => kernel::served_kernel(args),
-        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        #[cfg(feature = "devices")]
         BenchCommand::DeviceShares(args) => device::device_shares(args),
         #[cfg(feature = "opencl")]
         BenchCommand::Intercept(args) => intercept::intercept(args),
-        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        #[cfg(feature = "devices")]
         BenchCommand::DeviceGate(args) => device::device_gate(args),
-        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        #[cfg(feature = "devices")]
         BenchCommand::DevicePlacement(args) => placement::device_placement(args),
-        #[cfg(any(feature = "opencl", feature = "cuda"))]
+        #[cfg(feature = "devices")]
         BenchCommand::DeviceClient(args) => device::device_client(args),
         #[cfg(feature = "cuda")]
         BenchCommand::CudaCosts(args) => gpu::cuda_costs(args),

@@ -15,21 +15,25 @@
 //!   two references agree.
 //!
 //! Clients may also register their own kernels as PTX
-//! ([`super::cuda_user`]).
+//! ([`user`]).
 //!
 //! Every device command is timed by CUDA events; the daemon charges wall
 //! time (as for OpenCL), so each call drains those timings, or they would
 //! pile up for as long as the daemon runs.
 
-use super::cuda_user::PtxKernels;
+use super::device_api::{DeviceApi, ExecutorDevice, ListedDevice, ServedDevice};
 use super::{KernelBackend, Registered};
 use hetsched_core::ids::ClientId;
+use hetsched_core::unit::UnitClass;
 use hetsched_cuda::{CudaDevice, CudaDeviceInfo, kernels};
 use hetsched_platform::gpu;
 use hetsched_protocol::kernel_call::{AES_AUX_BYTES, Kernel};
 use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
 use std::sync::Arc;
+use user::PtxKernels;
+
+mod user;
 
 /// A served CUDA device: in the daemon, the built-in kernels; in a kernel
 /// executor process ([`CudaBackend::open_for_user_kernels`]), clients'
@@ -142,8 +146,9 @@ impl KernelBackend for CudaBackend {
     }
 
     fn device_spec(&self) -> Option<super::wire::DeviceSpec> {
-        Some(super::wire::DeviceSpec::Cuda {
-            ordinal: self.device.info().ordinal,
+        Some(super::wire::DeviceSpec {
+            api: CudaApi.name().into(),
+            index: self.device.info().ordinal,
         })
     }
 
@@ -203,6 +208,63 @@ pub fn open_all(max_kept_bytes: u64) -> Result<Vec<CudaBackend>, String> {
         }
     }
     Ok(out)
+}
+
+/// CUDA as a device API of the daemon (feature `cuda`): every device the
+/// driver reports, `cuda_units` to serve them, always of class GPU.
+pub struct CudaApi;
+
+fn listed(ordinal: usize, name: &str) -> ListedDevice {
+    ListedDevice {
+        index: ordinal,
+        name: name.trim().to_string(),
+        class: UnitClass::Gpu,
+    }
+}
+
+impl DeviceApi for CudaApi {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn label(&self) -> &'static str {
+        "CUDA"
+    }
+
+    fn config_key(&self) -> &'static str {
+        "cuda_units"
+    }
+
+    fn list(&self) -> Result<Vec<ListedDevice>, String> {
+        let names = hetsched_cuda::device_names()?;
+        Ok(names
+            .iter()
+            .enumerate()
+            .map(|(ordinal, name)| listed(ordinal, name))
+            .collect())
+    }
+
+    fn open_served(&self, max_kept_bytes: u64) -> Result<Vec<ServedDevice>, String> {
+        Ok(open_all(max_kept_bytes)?
+            .into_iter()
+            .map(|backend| ServedDevice {
+                listed: listed(backend.info().ordinal, &backend.info().name),
+                backend: Box::new(backend),
+            })
+            .collect())
+    }
+
+    fn open_for_executor(
+        &self,
+        index: usize,
+        max_kept_bytes: u64,
+    ) -> Result<ExecutorDevice, String> {
+        let backend = CudaBackend::open_for_user_kernels(index, max_kept_bytes)?;
+        Ok(ExecutorDevice {
+            name: backend.info().name.trim().to_string(),
+            backend: Box::new(backend),
+        })
+    }
 }
 
 #[cfg(test)]

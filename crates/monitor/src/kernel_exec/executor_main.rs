@@ -93,35 +93,13 @@ fn start(spec: &StartSpec) -> Result<(Box<dyn KernelBackend>, Reply), String> {
     Ok((backend, Reply::Ready { device, sandbox }))
 }
 
-#[cfg(feature = "opencl")]
-fn open_opencl(index: usize, max_kept: u64) -> Result<(Box<dyn KernelBackend>, String), String> {
-    let b = super::opencl::OpenClUserBackend::open(index, max_kept)?;
-    let name = b.name();
-    Ok((Box::new(b), name))
-}
-
-#[cfg(not(feature = "opencl"))]
-fn open_opencl(_: usize, _: u64) -> Result<(Box<dyn KernelBackend>, String), String> {
-    Err("this hetsched was built without OpenCL".into())
-}
-
-#[cfg(feature = "cuda")]
-fn open_cuda(ordinal: usize, max_kept: u64) -> Result<(Box<dyn KernelBackend>, String), String> {
-    let b = super::cuda::CudaBackend::open_for_user_kernels(ordinal, max_kept)?;
-    let name = b.info().name.trim().to_string();
-    Ok((Box::new(b), name))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn open_cuda(_: usize, _: u64) -> Result<(Box<dyn KernelBackend>, String), String> {
-    Err("this hetsched was built without CUDA".into())
-}
-
+/// Opens `device` through its API; a device of an API this build lacks
+/// is refused, saying so.
 fn open(device: &DeviceSpec, max_kept: u64) -> Result<(Box<dyn KernelBackend>, String), String> {
-    match *device {
-        DeviceSpec::OpenCl { index } => open_opencl(index, max_kept),
-        DeviceSpec::Cuda { ordinal } => open_cuda(ordinal, max_kept),
-    }
+    let api = super::apis::named(&device.api)
+        .ok_or_else(|| format!("this hetsched was built without {}", device.api))?;
+    let opened = api.open_for_executor(device.index, max_kept)?;
+    Ok((opened.backend, opened.name))
 }
 
 struct Executor {

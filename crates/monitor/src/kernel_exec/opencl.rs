@@ -2,12 +2,14 @@
 //! OpenCL driver elsewhere): the built-in kernels, and the kernels clients
 //! register ([`super::opencl_user`]).
 
+use super::device_api::{DeviceApi, ExecutorDevice, ListedDevice, ServedDevice};
 use super::opencl_user::UserKernels;
 use super::wire::DeviceSpec;
 use super::{KernelBackend, Registered};
 use hetsched_core::ids::ClientId;
+use hetsched_core::unit::UnitClass;
 use hetsched_opencl::kernels::{Aes128Ctr, Histogram};
-use hetsched_opencl::{DeviceInfo, OpenClDevice};
+use hetsched_opencl::{DeviceInfo, DeviceKind, OpenClDevice};
 use hetsched_protocol::kernel_call::Kernel;
 use hetsched_protocol::user_kernel::UserCall;
 use hetsched_views::data_region::DataRegion;
@@ -100,7 +102,8 @@ impl KernelBackend for OpenClBackend {
     }
 
     fn device_spec(&self) -> Option<DeviceSpec> {
-        Some(DeviceSpec::OpenCl {
+        Some(DeviceSpec {
+            api: OpenClApi.name().into(),
             index: self.device.info().index,
         })
     }
@@ -141,4 +144,69 @@ pub fn open_all() -> Result<Vec<OpenClBackend>, String> {
         }
     }
     Ok(out)
+}
+
+/// OpenCL as a device API of the daemon (feature `opencl`): every device
+/// of the ICD loader, `opencl_units` to serve them.
+pub struct OpenClApi;
+
+/// A GPU is a GPU; anything else OpenCL offers (a CPU device such as
+/// PoCL's, an accelerator) is an accelerator.
+fn class_of(info: &DeviceInfo) -> UnitClass {
+    if info.kind == DeviceKind::Gpu {
+        UnitClass::Gpu
+    } else {
+        UnitClass::Accelerator
+    }
+}
+
+fn listed(info: &DeviceInfo) -> ListedDevice {
+    ListedDevice {
+        index: info.index,
+        name: info.name.trim().to_string(),
+        class: class_of(info),
+    }
+}
+
+impl DeviceApi for OpenClApi {
+    fn name(&self) -> &'static str {
+        "opencl"
+    }
+
+    fn label(&self) -> &'static str {
+        "OpenCL"
+    }
+
+    fn config_key(&self) -> &'static str {
+        "opencl_units"
+    }
+
+    fn list(&self) -> Result<Vec<ListedDevice>, String> {
+        let devices = hetsched_opencl::devices().map_err(|e| e.to_string())?;
+        Ok(devices.iter().map(listed).collect())
+    }
+
+    /// Registered kernels run in executor processes, which open the
+    /// device themselves: the served backend keeps nothing for clients.
+    fn open_served(&self, _max_kept_bytes: u64) -> Result<Vec<ServedDevice>, String> {
+        Ok(open_all()?
+            .into_iter()
+            .map(|backend| ServedDevice {
+                listed: listed(backend.info()),
+                backend: Box::new(backend),
+            })
+            .collect())
+    }
+
+    fn open_for_executor(
+        &self,
+        index: usize,
+        max_kept_bytes: u64,
+    ) -> Result<ExecutorDevice, String> {
+        let backend = OpenClUserBackend::open(index, max_kept_bytes)?;
+        Ok(ExecutorDevice {
+            name: backend.name(),
+            backend: Box::new(backend),
+        })
+    }
 }

@@ -15,15 +15,15 @@
 //! instead of zeros; both are the client's own. A buffer neither copied in
 //! nor out is scratch space and still starts zeroed.
 
-use super::Registered;
 use super::region_memory::RegionMemory;
-use super::user_store::{BuiltKernels, CallBuffer, CallBuffers, DeviceBytes};
-use hetsched_core::ids::ClientId;
+use super::user_device::{RegisteredKernels, UserDevice};
+use super::user_store::{CallBuffer, DeviceBytes};
 use hetsched_opencl::{DeviceBuffer, HostMemory, Kernel, KernelArg, OpenClDevice, OpenClError};
 use hetsched_protocol::user_kernel::{
     KernelSignature, MAX_PARAMS, ParamKind, ParamSpec, UserArg, UserCall, flags,
 };
 use hetsched_views::data_region::DataRegion;
+use std::ops::Range;
 use std::sync::Arc;
 
 impl DeviceBytes for DeviceBuffer {
@@ -32,10 +32,8 @@ impl DeviceBytes for DeviceBuffer {
     }
 }
 
-pub(super) struct UserKernels {
-    built: BuiltKernels<Kernel>,
-    buffers: CallBuffers<DeviceBuffer>,
-}
+/// The kernels clients registered on an OpenCL device.
+pub(super) type UserKernels = RegisteredKernels<OpenClDevice>;
 
 /// Whether the buffer argument `i` of `args` can be the region's bytes
 /// used in place on a device that shares host memory: copied in or out,
@@ -99,22 +97,11 @@ fn scalar<'a>(kind: ParamKind, value: u64) -> KernelArg<'a> {
     }
 }
 
-impl UserKernels {
-    pub(super) fn new(max_kept_bytes: u64) -> UserKernels {
-        UserKernels {
-            built: BuiltKernels::new(),
-            buffers: CallBuffers::new(max_kept_bytes),
-        }
-    }
+impl UserDevice for OpenClDevice {
+    type Kernel = Kernel;
+    type Buffer = DeviceBuffer;
 
-    /// Builds `entry` of `source` on `device`, or finds it built.
-    pub(super) fn register(
-        &mut self,
-        device: &OpenClDevice,
-        client: ClientId,
-        source: &str,
-        entry: &str,
-    ) -> Result<Registered, String> {
+    fn check_entry(&self, entry: &str) -> Result<(), String> {
         if hetsched_protocol::ptx::is_declaration(entry) {
             return Err(format!(
                 "an OpenCL unit reads the kernel's parameters from its source: register it by \
@@ -122,65 +109,53 @@ impl UserKernels {
                 entry.chars().take(64).collect::<String>()
             ));
         }
-        self.built.register(client, source, entry, || {
-            let kernel = device.build(source, entry).map_err(|e| match e {
-                OpenClError::Build { device, log } => {
-                    format!("`{entry}` does not build on {device}; the compiler says:\n{log}")
-                }
-                other => other.to_string(),
-            })?;
-            let signature = signature_of(&kernel, entry)?;
-            Ok((kernel, signature))
+        Ok(())
+    }
+
+    fn build(&self, source: &str, entry: &str) -> Result<(Kernel, KernelSignature), String> {
+        let kernel = OpenClDevice::build(self, source, entry).map_err(|e| match e {
+            OpenClError::Build { device, log } => {
+                format!("`{entry}` does not build on {device}; the compiler says:\n{log}")
+            }
+            other => other.to_string(),
+        })?;
+        let signature = signature_of(&kernel, entry)?;
+        Ok((kernel, signature))
+    }
+
+    fn alloc(&self, len: u64) -> Result<DeviceBuffer, String> {
+        self.buffer(len as usize).map_err(|e| e.to_string())
+    }
+
+    /// On a device that shares host memory, a buffer copied in or out, not
+    /// kept and overlapping no other is the region itself.
+    fn in_place(
+        &self,
+        call: &UserCall,
+        region: &Arc<DataRegion>,
+        i: usize,
+        range: &Range<u64>,
+    ) -> Option<Result<DeviceBuffer, String>> {
+        (self.shares_host_memory() && in_place_candidate(&call.args, i)).then(|| {
+            let host: Arc<dyn HostMemory> = Arc::new(RegionMemory(Arc::clone(region)));
+            self.in_place_buffer(host, range.start as usize..range.end as usize)
+                .map_err(|e| e.to_string())
         })
     }
 
-    /// Runs `call` for `client`: buffers in, launch, buffers out.
-    pub(super) fn run(
-        &mut self,
-        device: &OpenClDevice,
-        client: ClientId,
-        call: &UserCall,
-        region: &Arc<DataRegion>,
-    ) -> Result<(), String> {
-        let entry = self.built.get(call.kernel)?.1.entry.clone();
-        let shares_host = device.shares_host_memory();
-        let mut memory: Option<Arc<dyn HostMemory>> = None;
-        let in_place = |i: usize, range: &std::ops::Range<u64>| {
-            (shares_host && in_place_candidate(&call.args, i)).then(|| {
-                let host = memory
-                    .get_or_insert_with(|| Arc::new(RegionMemory(Arc::clone(region))))
-                    .clone();
-                device
-                    .in_place_buffer(host, range.start as usize..range.end as usize)
-                    .map_err(|e| e.to_string())
-            })
-        };
-        let alloc = |len: u64| device.buffer(len as usize).map_err(|e| e.to_string());
-        let mut buffers = self
-            .buffers
-            .acquire(client, call, region, in_place, alloc)
-            .map_err(|e| format!("`{entry}`: {e}"))?;
-        let result = self
-            .copy_in_and_launch(device, call, region, &mut buffers)
-            .map_err(|e| format!("`{entry}`: {e}"));
-        self.buffers.release(client, buffers, region);
-        result
+    fn upload(&self, buffer: &mut DeviceBuffer, bytes: &[u8]) -> Result<(), String> {
+        self.write(buffer, bytes)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
-    fn copy_in_and_launch(
-        &mut self,
-        device: &OpenClDevice,
+    fn launch(
+        &self,
+        kernel: &Kernel,
+        signature: &KernelSignature,
         call: &UserCall,
-        region: &DataRegion,
-        buffers: &mut [CallBuffer<DeviceBuffer>],
+        buffers: &[CallBuffer<DeviceBuffer>],
     ) -> Result<(), String> {
-        self.buffers.copy_in(region, buffers, |b, bytes| {
-            device
-                .write(b, bytes)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })?;
-        let (kernel, signature) = self.built.get(call.kernel)?;
         let mut next_buffer = buffers.iter();
         let args: Vec<KernelArg<'_>> = call
             .args
@@ -194,39 +169,24 @@ impl UserKernels {
                 UserArg::Scalar(v) => scalar(param.kind, *v),
             })
             .collect();
-        device
-            .launch(
-                kernel,
-                call.global as usize,
-                call.local.map(|l| l as usize),
-                &args,
-            )
-            .map_err(|e| format!("the launch failed: {e}"))?;
+        OpenClDevice::launch(
+            self,
+            kernel,
+            call.global as usize,
+            call.local.map(|l| l as usize),
+            &args,
+        )
+        .map_err(|e| format!("the launch failed: {e}"))?;
         for b in buffers.iter().filter(|b| b.in_place) {
-            device.sync_in_place(&b.buffer).map_err(|e| e.to_string())?;
+            self.sync_in_place(&b.buffer).map_err(|e| e.to_string())?;
         }
-        self.buffers.copy_out(region, buffers, |b, out| {
-            device.read(b, out).map(|_| ()).map_err(|e| e.to_string())
-        })
+        Ok(())
     }
 
-    /// `client` left: its kept buffers go, and the kernels only it
-    /// registered.
-    pub(super) fn forget(&mut self, client: ClientId) {
-        self.buffers.forget(client);
-        self.built.release(client);
-    }
-
-    /// Bytes of `client`'s spare device buffers.
-    #[cfg(test)]
-    pub(super) fn spare_bytes(&self, client: ClientId) -> u64 {
-        self.buffers.spare_bytes(client)
-    }
-
-    /// Bytes `client` keeps on the device.
-    #[cfg(test)]
-    pub(super) fn kept_bytes(&self, client: ClientId) -> u64 {
-        self.buffers.kept_bytes(client)
+    fn download(&self, buffer: &DeviceBuffer, out: &mut [u8]) -> Result<(), String> {
+        self.read(buffer, out)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -236,6 +196,7 @@ impl UserKernels {
 mod tests {
     use super::super::user_store::{floats, write_floats};
     use super::*;
+    use hetsched_core::ids::ClientId;
     use hetsched_protocol::user_kernel::UserKernelId;
     use hetsched_protocol::user_kernel::flags::{COPY_IN, COPY_OUT, KEEP};
 

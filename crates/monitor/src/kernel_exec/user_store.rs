@@ -1,5 +1,5 @@
 //! What every device's registered kernels share, whatever the device
-//! (OpenCL's [`super::opencl_user`], CUDA's [`super::cuda_user`]): the
+//! (OpenCL's [`super::opencl_user`], CUDA's `cuda/user.rs`): the
 //! kernels a unit built, once per distinct (source, entry), and the device
 //! buffers of calls, kept and spare, generic over the device's buffer.
 //!

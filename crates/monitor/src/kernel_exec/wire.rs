@@ -23,13 +23,13 @@ pub const MAX_FRAME_BYTES: usize = 2 << 20;
 /// Most bytes of a compiler's log the executor sends back.
 pub const MAX_LOG_BYTES: usize = 64 << 10;
 
-/// The device an executor opens.
+/// The device an executor opens: device `index` of the device API named
+/// `api` ([`super::device_api::DeviceApi::name`]: `opencl`, `cuda`), in
+/// that API's own numbering.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DeviceSpec {
-    /// Device `index` of `hetsched_opencl::devices()`.
-    OpenCl { index: usize },
-    /// CUDA device `ordinal`.
-    Cuda { ordinal: usize },
+pub struct DeviceSpec {
+    pub api: String,
+    pub index: usize,
 }
 
 /// What the daemon asks.

@@ -4,6 +4,7 @@
 //! worker threads, and the contention views the controller re-plans with.
 
 use super::{PipelineError, Stage, StageFn};
+use crate::device_backend::OPENCL_API;
 use crate::scheduler::{Backend, Scheduler};
 use hetsched_core::ids::UnitId;
 use hetsched_core::pipeline_replan::{device_lane_view, lane_view};
@@ -96,7 +97,9 @@ impl<T: Clone + Send + 'static> Layout<T> {
                     ((cores as usize).min(cpu_lanes).min(stages.len()).max(1), 0)
                 }
                 Backend::Emulated => (1, 1),
-                Backend::OpenCl { .. } if cfg!(feature = "opencl") => (1, 2),
+                Backend::Device {
+                    api: OPENCL_API, ..
+                } if cfg!(feature = "opencl") => (1, 2),
                 _ => continue,
             };
             for lane in 0..n {
@@ -372,7 +375,7 @@ impl<T: Clone + Send + 'static> Layout<T> {
                     device_lane_view(published, own)
                 }
                 Lane::OpenCl { unit } => match self.sched.backends[unit] {
-                    Backend::OpenCl {
+                    Backend::Device {
                         cpu_kind: Some(kind),
                         cores,
                         ..

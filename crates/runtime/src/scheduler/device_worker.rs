@@ -1,14 +1,14 @@
-//! Worker threads for devices this process drives itself (OpenCL, CUDA):
-//! one per device, running the unit's calls through the plain worker loop,
-//! or through the dispatch gate when the monitor arbitrates the unit.
+//! Worker threads for devices this process drives itself (those of its
+//! device backends, [`crate::device_backend`]): one per device, running
+//! the unit's calls through the plain worker loop, or through the
+//! dispatch gate when the monitor arbitrates the unit.
 
-use super::{Scheduler, gate_exec, worker};
+use super::{Backend, Scheduler, gate_exec, worker};
+use crate::device_backend::{DeviceCall, DeviceRunner};
 use crate::job::Job;
 use std::sync::Arc;
-use worker::Ran;
 
-/// A device of a kind this process drives itself (OpenCL, CUDA), and the
-/// unit whose calls it runs.
+/// A device this process drives itself, and the unit whose calls it runs.
 pub(crate) struct DeviceWorker<D> {
     pub unit: usize,
     pub device: D,
@@ -17,23 +17,25 @@ pub(crate) struct DeviceWorker<D> {
     pub gated: bool,
 }
 
-/// Starts one worker thread per device; `run(device, job, unit)` runs one
-/// call.
-#[cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
-pub(crate) fn spawn_device_workers<D: Send + 'static>(
+/// Starts one worker thread per device, running each call through the
+/// device's runner.
+pub(crate) fn spawn_device_workers(
     sched: &Arc<Scheduler>,
-    devices: Vec<DeviceWorker<D>>,
-    run: impl Fn(&D, &mut dyn Job, &str) -> Ran + Clone + Send + 'static,
+    devices: Vec<DeviceWorker<Box<dyn DeviceRunner>>>,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let mut handles = Vec::new();
     for w in devices {
         let u = w.unit;
+        let Backend::Device { api, .. } = sched.backends[u] else {
+            unreachable!("a device's unit has a device backend");
+        };
         let sched = Arc::clone(sched);
-        let run = run.clone();
         let name = format!("hetsched-{}", sched.units[u].name);
         handles.push(std::thread::Builder::new().name(name).spawn(move || {
-            let device = w.device;
-            let run = |job: &mut dyn Job, unit: &str, _: f64| run(&device, job, unit);
+            let mut device = w.device;
+            let run = |job: &mut dyn Job, unit: &str, _: f64| {
+                device.run(&mut DeviceCall::new(api, unit, job))
+            };
             if w.gated {
                 gate_exec::run_loop(&sched, u, run);
             } else {

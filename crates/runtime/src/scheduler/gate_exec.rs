@@ -13,7 +13,7 @@
 //! batch, up to [`GRANT_HOLD`], with no round trip between them; a caller
 //! that waits for each result before its next call is served the same
 //! way, the grant kept a moment ([`LINGER`]) for each next call.
-#![cfg_attr(not(any(feature = "opencl", feature = "cuda")), allow(dead_code))]
+#![cfg_attr(not(feature = "opencl"), allow(dead_code))]
 
 use super::device_exec::{fail, spawn_failover};
 use super::worker::{Ran, run_placed};

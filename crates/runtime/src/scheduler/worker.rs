@@ -8,16 +8,7 @@ use super::{Finished, Placed, Scheduler, elapsed_ns};
 use crate::job::{Job, Where};
 use std::sync::Arc;
 
-/// What running one call cost.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Ran {
-    /// What the model learns, ns; NaN when the call's time says nothing
-    /// about the next one's (it compiled a kernel first).
-    pub exec_ns: f64,
-    /// The device's own measure of the work (profiling events), ns; 0 on
-    /// a CPU.
-    pub device_ns: u64,
-}
+pub use crate::device_backend::Ran;
 
 /// Runs calls of unit `u` until the runtime shuts down. `run` executes one
 /// call (given the unit's name and the call's predicted execution time,

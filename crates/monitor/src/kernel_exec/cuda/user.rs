@@ -4,7 +4,7 @@
 //! declaration) and shared by every client that registers the same. Calls
 //! run like OpenCL's registered kernels: the same packets and argument
 //! blocks, and the same bookkeeping of kept and spare buffers
-//! ([`super::user_store`]: zeroed buffers, `max_kept_bytes` per client,
+//! ([`super::super::user_store`]: zeroed buffers, `max_kept_bytes` per client,
 //! buffers tied to a client and its region).
 //!
 //! A launch is 1-D: `local` threads per block (256 where the call leaves
@@ -13,15 +13,12 @@
 //! device before it ends, so a kernel's fault fails its own call.
 //! Registering cubin is not built: PTX only.
 
-use super::Registered;
-use super::user_store::{BuiltKernels, CallBuffer, CallBuffers, DeviceBytes};
-use hetsched_core::ids::ClientId;
+use super::super::user_device::{RegisteredKernels, UserDevice};
+use super::super::user_store::{CallBuffer, DeviceBytes};
 use hetsched_cuda::cudarc::driver::CudaSlice;
 use hetsched_cuda::{CudaDevice, PtxArg, PtxKernel};
 use hetsched_protocol::ptx::{KINDS, is_declaration, ptx_signature};
 use hetsched_protocol::user_kernel::{KernelSignature, ParamKind, UserArg, UserCall};
-use hetsched_views::data_region::DataRegion;
-use std::sync::Arc;
 
 /// Threads per block of a call whose `local` is 0.
 pub const DEFAULT_BLOCK: u32 = 256;
@@ -83,75 +80,42 @@ fn block_of(call: &UserCall) -> Result<u32, String> {
     }
 }
 
-pub(super) struct PtxKernels {
-    built: BuiltKernels<PtxKernel>,
-    buffers: CallBuffers<CudaSlice<u8>>,
-}
+/// The kernels clients registered on a CUDA device.
+pub(super) type PtxKernels = RegisteredKernels<CudaDevice>;
 
-impl PtxKernels {
-    pub(super) fn new(max_kept_bytes: u64) -> PtxKernels {
-        PtxKernels {
-            built: BuiltKernels::new(),
-            buffers: CallBuffers::new(max_kept_bytes),
-        }
+impl UserDevice for CudaDevice {
+    type Kernel = PtxKernel;
+    type Buffer = CudaSlice<u8>;
+
+    /// Loads the kernel `entry` declares from PTX `source`.
+    fn build(&self, source: &str, entry: &str) -> Result<(PtxKernel, KernelSignature), String> {
+        let (signature, sizes) = ptx_plan(source, entry)?;
+        let kernel = self
+            .load_ptx(source, &signature.entry, sizes)
+            .map_err(|e| {
+                format!(
+                    "`{}`: the CUDA driver does not load this PTX: {e}",
+                    signature.entry
+                )
+            })?;
+        Ok((kernel, signature))
     }
 
-    /// Loads the kernel `entry` declares from PTX `source` on `device`,
-    /// or finds it loaded.
-    pub(super) fn register(
-        &mut self,
-        device: &CudaDevice,
-        client: ClientId,
-        source: &str,
-        entry: &str,
-    ) -> Result<Registered, String> {
-        self.built.register(client, source, entry, || {
-            let (signature, sizes) = ptx_plan(source, entry)?;
-            let kernel = device
-                .load_ptx(source, &signature.entry, sizes)
-                .map_err(|e| {
-                    format!(
-                        "`{}`: the CUDA driver does not load this PTX: {e}",
-                        signature.entry
-                    )
-                })?;
-            Ok((kernel, signature))
-        })
+    fn alloc(&self, len: u64) -> Result<CudaSlice<u8>, String> {
+        self.zeros::<u8>(len as usize).map_err(|e| e.to_string())
     }
 
-    /// Runs `call` for `client`: buffers in, launch, buffers out, and
-    /// waits for the device.
-    pub(super) fn run(
-        &mut self,
-        device: &CudaDevice,
-        client: ClientId,
+    fn upload(&self, buffer: &mut CudaSlice<u8>, bytes: &[u8]) -> Result<(), String> {
+        self.upload_into(bytes, buffer).map_err(|e| e.to_string())
+    }
+
+    fn launch(
+        &self,
+        kernel: &PtxKernel,
+        signature: &KernelSignature,
         call: &UserCall,
-        region: &Arc<DataRegion>,
+        buffers: &[CallBuffer<CudaSlice<u8>>],
     ) -> Result<(), String> {
-        let entry = self.built.get(call.kernel)?.1.entry.clone();
-        let alloc = |len: u64| device.zeros::<u8>(len as usize).map_err(|e| e.to_string());
-        let mut buffers = self
-            .buffers
-            .acquire(client, call, region, |_, _| None, alloc)
-            .map_err(|e| format!("`{entry}`: {e}"))?;
-        let result = self
-            .copy_in_and_launch(device, call, region, &mut buffers)
-            .map_err(|e| format!("`{entry}`: {e}"));
-        self.buffers.release(client, buffers, region);
-        result
-    }
-
-    fn copy_in_and_launch(
-        &mut self,
-        device: &CudaDevice,
-        call: &UserCall,
-        region: &DataRegion,
-        buffers: &mut [CallBuffer<CudaSlice<u8>>],
-    ) -> Result<(), String> {
-        self.buffers.copy_in(region, buffers, |b, bytes| {
-            device.upload_into(bytes, b).map_err(|e| e.to_string())
-        })?;
-        let (kernel, signature) = self.built.get(call.kernel)?;
         let mut next_buffer = buffers.iter();
         let args: Vec<PtxArg<'_>> = call
             .args
@@ -166,30 +130,28 @@ impl PtxKernels {
                 UserArg::Local(_) => PtxArg::U32(0),
             })
             .collect();
-        device
-            .launch_ptx(kernel, call.global, block_of(call)?, &args)
-            .map_err(|e| format!("the launch failed: {e}"))?;
-        self.buffers.copy_out(region, buffers, |b, out| {
-            device.download(b, out).map_err(|e| e.to_string())
-        })?;
-        // A fault shows when the device is waited for: it fails this call.
-        device
-            .take_times()
-            .map(|_| ())
-            .map_err(|e| format!("the kernel failed: {e}"))
+        self.launch_ptx(kernel, call.global, block_of(call)?, &args)
+            .map_err(|e| format!("the launch failed: {e}"))
     }
 
-    /// `client` left: its kept and spare buffers go.
-    pub(super) fn forget(&mut self, client: ClientId) {
-        self.buffers.forget(client);
-        self.built.release(client);
+    fn download(&self, buffer: &CudaSlice<u8>, out: &mut [u8]) -> Result<(), String> {
+        CudaDevice::download(self, buffer, out).map_err(|e| e.to_string())
+    }
+
+    /// A fault shows when the device is waited for: it fails this call.
+    fn finish(&self) -> Result<(), String> {
+        self.take_times()
+            .map(|_| ())
+            .map_err(|e| format!("the kernel failed: {e}"))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::user_store::{floats, write_floats};
+    use super::super::super::user_store::{floats, write_floats};
     use super::*;
+    use hetsched_core::ids::ClientId;
+    use std::sync::Arc;
 
     /// The example PTX kernel (`scale`, guarded by `n`).
     pub(crate) const SCALE_PTX: &str = hetsched_cuda::kernels::SCALE_PTX;

@@ -12,17 +12,29 @@
 //! Without the CUDA driver or NVRTC, or with `HETSCHED_CUDA=0`, there are
 //! no CUDA units, and one log line says why.
 
-use crate::cuda::CudaDevice;
-use crate::device_units::own_device;
-use crate::scheduler::device_worker::{DeviceWorker, spawn_device_workers};
-use crate::scheduler::worker::Ran;
-use crate::scheduler::{Backend, Scheduler};
+use super::{CudaDevice, CudaError};
+use crate::device_backend::{DeviceBackend, DeviceCall, DeviceRunner, OpenedDevice, Ran};
+use crate::task::Task;
 use hetsched_core::unit::{LinkCost, UnitClass};
 use hetsched_platform::gpu::{self, GpuCalibrationOptions};
-use hetsched_protocol::UnitInfo;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
+
+/// CUDA as a device backend of the runtime: every device the driver
+/// reports, calibrated as it opens.
+pub(crate) struct CudaBackend;
+
+impl DeviceBackend for CudaBackend {
+    fn api(&self) -> &'static str {
+        CUDA_API
+    }
+
+    fn open(&self) -> Vec<OpenedDevice> {
+        discover()
+    }
+}
+
+/// The name CUDA devices and their implementations go by.
+pub(crate) const CUDA_API: &str = "cuda";
 
 /// Set to `0` to leave CUDA devices out (e.g. to compare with a CPU-only run).
 pub(crate) const DISABLE_ENV: &str = "HETSCHED_CUDA";
@@ -34,14 +46,14 @@ pub(crate) fn unit_name(ordinal: usize) -> String {
 
 /// Opens and calibrates every CUDA device; none, with one log line saying
 /// why, where CUDA is unusable.
-pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
+fn discover() -> Vec<OpenedDevice> {
     if std::env::var(DISABLE_ENV).is_ok_and(|v| v == "0") {
         crate::notes::once("no-cuda", || {
             format!("no CUDA units: disabled by {DISABLE_ENV}=0")
         });
         return Vec::new();
     }
-    let count = match crate::cuda::probe() {
+    let count = match super::probe() {
         Ok(0) => {
             crate::notes::once("no-cuda", || {
                 "no CUDA units: the CUDA driver reports no device".into()
@@ -76,38 +88,37 @@ pub(crate) fn discover() -> Vec<(UnitInfo, Backend, CudaDevice)> {
                     (0, LinkCost::FREE, LinkCost::FREE)
                 }
             };
-        let info = device.info();
+        let kind = format!("cuda:{}", device.info().name.trim());
+        let mut opened = OpenedDevice::new(
+            unit_name(ordinal),
+            kind,
+            UnitClass::Gpu,
+            Box::new(CudaRunner(device)),
+        );
         // Copies and launches are timed apart from kernels here, so the
         // unit carries their calibrated costs.
-        let unit = UnitInfo {
-            coherent: false,
-            copy_in,
-            copy_out,
-            dispatch_ns,
-            ..own_device(
-                unit_name(ordinal),
-                format!("cuda:{}", info.name.trim()),
-                UnitClass::Gpu,
-            )
-        };
-        out.push((unit, Backend::Cuda { gated: false }, device));
+        opened.info = opened
+            .info
+            .with_coherent(false)
+            .with_costs(dispatch_ns, copy_in, copy_out);
+        out.push(opened);
     }
     out
 }
 
-/// Starts one worker per device. The model learns a call's kernel time
-/// (placement adds copies from the calibration); the monitor is told the
-/// device time of its kernels and copies, from CUDA events.
-pub(crate) fn spawn_workers(
-    sched: &Arc<Scheduler>,
-    devices: Vec<DeviceWorker<CudaDevice>>,
-) -> std::io::Result<Vec<JoinHandle<()>>> {
-    spawn_device_workers(sched, devices, |device, job, unit| {
+/// One CUDA device, owned by its worker. The model learns a call's kernel
+/// time (placement adds copies from the calibration); the monitor is told
+/// the device time of its kernels and copies, from CUDA events.
+struct CudaRunner(CudaDevice);
+
+impl DeviceRunner for CudaRunner {
+    fn run(&mut self, call: &mut DeviceCall<'_>) -> Ran {
+        let device = &self.0;
         // Times of commands a failed earlier call left behind are not
         // this call's.
         let _ = device.take_times();
         let start = Instant::now();
-        job.run_cuda(device, unit);
+        call.run_on(device);
         let wall = start.elapsed().as_nanos() as f64;
         match device.take_times() {
             Ok(t) if t.kernels > 0 => Ran {
@@ -121,5 +132,21 @@ pub(crate) fn spawn_workers(
                 device_ns: wall as u64,
             },
         }
-    })
+    }
+}
+
+impl<A: Send + 'static, R: Send + 'static> Task<A, R> {
+    /// The implementation on CUDA devices (feature `cuda`). It gets the
+    /// device and issues its own uploads, launches and downloads (see
+    /// [`crate::cuda::kernels`]); the device time of its kernels, from CUDA
+    /// events, is what the model learns, while the unit's calibrated launch
+    /// and copy costs cover the rest (so give [`Task::sizes`]).
+    pub fn cuda(
+        self,
+        f: impl Fn(&CudaDevice, &A) -> Result<R, CudaError> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_device(CUDA_API, move |device: &CudaDevice, a: &A| {
+            f(device, a).map_err(|e| e.to_string())
+        })
+    }
 }
