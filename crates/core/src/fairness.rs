@@ -17,7 +17,11 @@
 //! allocation that maximises `Σ_i ln r_i` (proportional fairness); its
 //! `system_speedup` is the geometric mean of the `r_i`.
 //!
-//! The problem is solved as an exponential-cone program with Clarabel, then
+//! The no-loser program of many apps without extra limits is solved by a
+//! structured barrier method ([`solve_no_loser_barrier`],
+//! `fairness/barrier.rs`) whose answer its own prices certify; everything
+//! else, and whatever the barrier method declines, is solved as an
+//! exponential-cone program with Clarabel, then
 //! checked independently by [`check`], which builds a Lagrangian dual bound
 //! from the returned prices so a caller can see how far from optimal the
 //! allocation can possibly be.
