@@ -9,8 +9,10 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
-    AppDemand, JudgeBudget, UnitSupply, solve_targets_replayed, solve_targets_waiting,
+    AppDemand, JudgeBudget, UnitSupply, native_estimate, problem, solve_targets_replayed,
+    solve_targets_waiting,
 };
+use hetsched_core::fairness::{solve_no_loser_conic, solve_no_loser_weighted};
 use hetsched_core::replay::{ReplayBudget, replay_native};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -156,6 +158,22 @@ fn solve_scaling(c: &mut Criterion) {
                 )
                 .unwrap()
             })
+        });
+    }
+    // The no-loser proportional-fair solve alone, as every candidate of
+    // the coordinator's solve makes it: floor 1.05, no extra limits (the
+    // barrier method from `BARRIER_MIN_APPS` apps on), and by Clarabel.
+    for (apps, units) in [(8, 5), (32, 5), (64, 9), (128, 9), (256, 9), (256, 16)] {
+        let (supply, demand) = mix(apps, units, 1);
+        let native = native_estimate(&demand, &supply);
+        let p = problem(&demand, &supply, &native);
+        let weights = vec![1.0; apps];
+        group.bench_function(format!("pf/{apps}x{units}"), |b| {
+            b.iter(|| solve_no_loser_weighted(black_box(&p), 1.05, &[], &weights).unwrap())
+        });
+        // Clarabel on the same problem, whatever the size.
+        group.bench_function(format!("pf_conic/{apps}x{units}"), |b| {
+            b.iter(|| solve_no_loser_conic(black_box(&p), 1.05, &[], &weights).unwrap())
         });
     }
     group.finish();

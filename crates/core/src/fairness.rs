@@ -17,10 +17,17 @@
 //! allocation that maximises `Σ_i ln r_i` (proportional fairness); its
 //! `system_speedup` is the geometric mean of the `r_i`.
 //!
-//! The problem is solved as an exponential-cone program with Clarabel, then
+//! The no-loser program of many apps without extra limits is solved by a
+//! structured barrier method ([`solve_no_loser_barrier`],
+//! `fairness/barrier.rs`) whose answer its own prices certify; everything
+//! else, and whatever the barrier method declines, is solved as an
+//! exponential-cone program with Clarabel, then
 //! checked independently by [`check`], which builds a Lagrangian dual bound
 //! from the returned prices so a caller can see how far from optimal the
 //! allocation can possibly be.
+
+mod barrier;
+mod newton;
 
 use clarabel::algebra::CscMatrix;
 use clarabel::solver::{DefaultSettings, DefaultSolver, IPSolver, SolverStatus, SupportedConeT};
@@ -718,12 +725,46 @@ pub fn solve_no_loser_limited(
 /// floor is split: at the optimum of a single shared unit, app `i`'s share
 /// is proportional to `w_i`. The floor is the same for every app. Weights
 /// must be finite and positive. [`check`] certifies unweighted solutions only.
+///
+/// Problems of [`BARRIER_MIN_APPS`] apps or more without extra limits are
+/// solved by the barrier method ([`solve_no_loser_barrier`]); the others,
+/// and any the barrier method fails on, by Clarabel
+/// ([`solve_no_loser_conic`]).
 pub fn solve_no_loser_weighted(
     p: &FairProblem,
     goal: f64,
     limits: &[LinearLimit],
     weights: &[f64],
 ) -> Result<NoLoserSolution, FairError> {
+    validate_no_loser(p, goal, weights)?;
+    if limits.is_empty()
+        && p.apps() >= BARRIER_MIN_APPS
+        && let Ok(s) = barrier::solve_no_loser_barrier(p, goal, weights)
+    {
+        return Ok(s);
+    }
+    solve_no_loser_conic(p, goal, limits, weights)
+}
+
+/// From this many apps on, [`solve_no_loser_weighted`] solves problems
+/// without extra limits by the barrier method. Below it Clarabel keeps
+/// solving them, so that the plans of the built-in scenarios (32 apps at
+/// most) stay bit for bit what they were; the two agree to the tolerance
+/// the properties in `tests/fairness_barrier.rs` check.
+pub const BARRIER_MIN_APPS: usize = 48;
+
+/// [`solve_no_loser_weighted`] without extra limits by the structured
+/// barrier method (`fairness/barrier.rs`), whatever the problem's size.
+pub fn solve_no_loser_barrier(
+    p: &FairProblem,
+    goal: f64,
+    weights: &[f64],
+) -> Result<NoLoserSolution, FairError> {
+    validate_no_loser(p, goal, weights)?;
+    barrier::solve_no_loser_barrier(p, goal, weights)
+}
+
+fn validate_no_loser(p: &FairProblem, goal: f64, weights: &[f64]) -> Result<(), FairError> {
     p.validate()?;
     if !weights.is_empty() {
         expect_len("weights", p.apps(), weights.len())?;
@@ -737,6 +778,17 @@ pub fn solve_no_loser_weighted(
     if !(goal.is_finite() && goal >= 0.0) {
         return Err(FairError::BadFloor { value: goal });
     }
+    Ok(())
+}
+
+/// [`solve_no_loser_weighted`] by Clarabel, whatever the problem's size.
+pub fn solve_no_loser_conic(
+    p: &FairProblem,
+    goal: f64,
+    limits: &[LinearLimit],
+    weights: &[f64],
+) -> Result<NoLoserSolution, FairError> {
+    validate_no_loser(p, goal, weights)?;
     let max_floor = max_common_floor_limited(p, limits)?;
     let floor_feasible = max_floor >= goal;
     let floor = goal.min(max_floor);

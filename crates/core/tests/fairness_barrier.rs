@@ -1,0 +1,218 @@
+//! The barrier solver of the no-loser proportional-fair problem against
+//! Clarabel (the reference) on random problems: where it answers (it
+//! declines, and `solve_no_loser_weighted` falls back to Clarabel, when its
+//! prices cannot certify the answer), the answer is feasible, on the floor,
+//! and within a stated tolerance of Clarabel's objective; and it answers
+//! the coordinator's problems of the criterion benchmark's mixes.
+
+use hetsched_core::coordination::{AppDemand, UnitSupply, native_estimate, problem};
+use hetsched_core::fairness::{
+    FairProblem, NoLoserSolution, solve_no_loser_barrier, solve_no_loser_conic,
+};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// `|barrier − Clarabel| ≤ OBJECTIVE_TOLERANCE · max(1, |Clarabel|)` for
+/// the weighted objective `Σ w_i ln r_i`.
+const OBJECTIVE_TOLERANCE: f64 = 1e-4;
+
+/// A random problem: some pairs unimplemented (rate 0), overheads
+/// (occupancy ≥ 1), fractional in-flight counts, capacities from a
+/// fraction of a slot to several. Each app has at least one usable pair.
+#[derive(Clone, Debug)]
+struct Case {
+    problem: FairProblem,
+    weights: Vec<f64>,
+    goal: f64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (2usize..=24, 1usize..=6).prop_flat_map(|(n, m)| {
+        (
+            prop::collection::vec(prop::collection::vec((0.1f64..1e4, 0.0f64..1.0), m), n),
+            prop::collection::vec(prop::collection::vec(1.0f64..4.0, m), n),
+            prop::collection::vec(0.2f64..4.0, m),
+            prop::collection::vec(0.5f64..4.0, n),
+            prop::collection::vec(0.05f64..2.0, n),
+            prop::collection::vec(0.25f64..4.0, n),
+            0.0f64..1.6,
+        )
+            .prop_map(
+                move |(pairs, occupancy, capacity, in_flight, native_share, weights, goal)| {
+                    let rate: Vec<Vec<f64>> = pairs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, row)| {
+                            row.iter()
+                                .enumerate()
+                                // A third of the pairs have no implementation,
+                                // but never the app's own unit `i % m`.
+                                .map(
+                                    |(u, (r, keep))| {
+                                        if u == i % m || *keep > 0.33 { *r } else { 0.0 }
+                                    },
+                                )
+                                .collect()
+                        })
+                        .collect();
+                    // Native: a share of what the app could do alone on its
+                    // best unit, so floors are sometimes feasible and
+                    // sometimes not.
+                    let native = (0..n)
+                        .map(|i| {
+                            let best = (0..m)
+                                .map(|u| {
+                                    rate[i][u] * capacity[u].min(in_flight[i] / occupancy[i][u])
+                                })
+                                .fold(0.0, f64::max);
+                            best * native_share[i] / n as f64 * 2.0
+                        })
+                        .collect();
+                    Case {
+                        problem: FairProblem {
+                            rate,
+                            occupancy,
+                            capacity,
+                            in_flight,
+                            native,
+                        },
+                        weights,
+                        goal,
+                    }
+                },
+            )
+    })
+}
+
+fn weighted_objective(s: &NoLoserSolution, weights: &[f64]) -> f64 {
+    s.solution
+        .relative
+        .iter()
+        .zip(weights)
+        .map(|(r, w)| w * r.ln())
+        .sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn barrier_matches_clarabel(c in case()) {
+        let p = &c.problem;
+        let reference = solve_no_loser_conic(p, c.goal, &[], &c.weights).unwrap();
+        // Declining is allowed: the caller then solves with Clarabel.
+        let Ok(fast) = solve_no_loser_barrier(p, c.goal, &c.weights) else {
+            return Ok(());
+        };
+        let (_, violation) = p.violation_of(&fast.solution.allocation).unwrap();
+        prop_assert!(violation <= 1e-9, "violation {violation}");
+        // The same largest common floor (the barrier's floor program stops
+        // at a 1e-5 relative gap), hence nearly the same floor held.
+        prop_assert!(
+            (fast.max_floor - reference.max_floor).abs() <= 1e-4 * reference.max_floor,
+            "max floor {} vs {}", fast.max_floor, reference.max_floor
+        );
+        prop_assert!((fast.floor - reference.floor).abs() <= 1e-4 * reference.floor.max(1e-9));
+        if (reference.max_floor - c.goal).abs() > 1e-4 * c.goal {
+            prop_assert_eq!(fast.floor_feasible, reference.floor_feasible);
+        }
+        // Every app on the floor (held a hair under t* when t* binds).
+        prop_assert!(
+            fast.solution.min_relative >= fast.floor * (1.0 - 2e-6),
+            "min {} floor {}", fast.solution.min_relative, fast.floor
+        );
+        let (a, b) = (weighted_objective(&fast, &c.weights), weighted_objective(&reference, &c.weights));
+        prop_assert!(
+            (a - b).abs() <= OBJECTIVE_TOLERANCE * b.abs().max(1.0),
+            "barrier {a} vs Clarabel {b}"
+        );
+    }
+}
+
+/// Two apps share one unit and each has one of its own; no floor. Each
+/// gets its own unit whole, and app 0 (weight 3) all of the shared one.
+#[test]
+fn weighted_split_of_a_shared_unit() {
+    let p = FairProblem::without_overheads(
+        vec![vec![1.0, 1.0, 0.0], vec![1.0, 0.0, 1.0]],
+        vec![1.0, 1.0, 1.0],
+        vec![10.0, 10.0],
+        vec![1.0, 1.0],
+    );
+    let s = solve_no_loser_barrier(&p, 0.0, &[3.0, 1.0]).unwrap();
+    let x = &s.solution.allocation;
+    // max 3 ln(1 + a) + ln(2 − a) over a ≤ 1: the derivative at a = 1 is
+    // 3/2 − 1 > 0, so app 0 takes all of the shared unit.
+    assert!((x[0][0] - 1.0).abs() < 1e-4, "{x:?}");
+    assert!(
+        (x[0][1] - 1.0).abs() < 1e-6 && (x[1][2] - 1.0).abs() < 1e-6,
+        "{x:?}"
+    );
+}
+
+/// The criterion benchmark's mixes (`benches/coordination.rs`, `mix`):
+/// `apps` apps on a two-core CPU group and `units − 1` devices of two
+/// kinds, one task in flight each.
+fn mix(apps: usize, units: usize, seed: u64) -> FairProblem {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut log_uniform = |lo: f64, hi: f64| {
+        let x: f64 = rng.random();
+        (lo.ln() + x * (hi.ln() - lo.ln())).exp()
+    };
+    let supply: Vec<UnitSupply> = std::iter::once(UnitSupply::processor_shared(2.0))
+        .chain((1..units).map(|_| UnitSupply::queue(1.0)))
+        .collect();
+    let demand: Vec<AppDemand> = (0..apps)
+        .map(|_| {
+            let cpu_ms = log_uniform(1.0, 100.0);
+            let speedup = log_uniform(0.5, 40.0);
+            let copy_ms = log_uniform(0.05, 2.0);
+            let exec_ns = (0..units)
+                .map(|u| {
+                    let kind = if u % 2 == 1 { 1.0 } else { 0.4 };
+                    let ms = if u == 0 {
+                        cpu_ms
+                    } else {
+                        cpu_ms / (speedup * kind)
+                    };
+                    Some(ms * 1e6)
+                })
+                .collect();
+            let overhead_ns = (0..units)
+                .map(|u| if u == 0 { 0.0 } else { copy_ms * 1e6 })
+                .collect();
+            AppDemand {
+                exec_ns,
+                overhead_ns,
+                in_flight: 1.0,
+                weight: 1.0,
+                declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
+            }
+        })
+        .collect();
+    let native = native_estimate(&demand, &supply);
+    problem(&demand, &supply, &native)
+}
+
+#[test]
+fn barrier_answers_the_benchmark_mixes() {
+    for (apps, units) in [(8, 5), (32, 5), (64, 9), (128, 9)] {
+        let p = mix(apps, units, 1);
+        let weights = vec![1.0; apps];
+        let fast = solve_no_loser_barrier(&p, 1.05, &weights)
+            .unwrap_or_else(|e| panic!("{apps}x{units}: {e}"));
+        let reference = solve_no_loser_conic(&p, 1.05, &[], &weights).unwrap();
+        let (a, b) = (fast.solution.objective, reference.solution.objective);
+        assert!(
+            (a - b).abs() <= OBJECTIVE_TOLERANCE * b.abs().max(1.0),
+            "{apps}x{units}: barrier {a} vs Clarabel {b}"
+        );
+        assert_eq!(
+            fast.floor_feasible, reference.floor_feasible,
+            "{apps}x{units}"
+        );
+    }
+}
