@@ -726,10 +726,10 @@ pub fn solve_no_loser_limited(
 /// is proportional to `w_i`. The floor is the same for every app. Weights
 /// must be finite and positive. [`check`] certifies unweighted solutions only.
 ///
-/// Problems of [`BARRIER_MIN_APPS`] apps or more without extra limits are
-/// solved by the barrier method ([`solve_no_loser_barrier`]); the others,
-/// and any the barrier method fails on, by Clarabel
-/// ([`solve_no_loser_conic`]).
+/// Problems of [`BARRIER_MIN_APPS`] to [`BARRIER_MAX_APPS`] apps without
+/// extra limits are solved by the barrier method
+/// ([`solve_no_loser_barrier`]); the others, and any the barrier method
+/// fails on, by Clarabel ([`solve_no_loser_conic`]).
 pub fn solve_no_loser_weighted(
     p: &FairProblem,
     goal: f64,
@@ -738,7 +738,7 @@ pub fn solve_no_loser_weighted(
 ) -> Result<NoLoserSolution, FairError> {
     validate_no_loser(p, goal, weights)?;
     if limits.is_empty()
-        && p.apps() >= BARRIER_MIN_APPS
+        && (BARRIER_MIN_APPS..=BARRIER_MAX_APPS).contains(&p.apps())
         && let Ok(s) = barrier::solve_no_loser_barrier(p, goal, weights)
     {
         return Ok(s);
@@ -752,6 +752,13 @@ pub fn solve_no_loser_weighted(
 /// most) stay bit for bit what they were; the two agree to the tolerance
 /// the properties in `tests/fairness_barrier.rs` check.
 pub const BARRIER_MIN_APPS: usize = 48;
+
+/// Up to this many apps [`solve_no_loser_weighted`] tries the barrier
+/// method. At 256 apps its rounding stops it short of the certificate it
+/// must give, and Clarabel then solves the problem after it (slower than
+/// Clarabel alone, `coordination/solve_scaling`), so larger problems go
+/// to Clarabel at once.
+pub const BARRIER_MAX_APPS: usize = 160;
 
 /// [`solve_no_loser_weighted`] without extra limits by the structured
 /// barrier method (`fairness/barrier.rs`), whatever the problem's size.
