@@ -32,8 +32,43 @@ pub fn device(slots: u32) -> UnitSetup {
     }
 }
 
+/// Process `pid` of user `uid`, its group the same number.
+#[allow(dead_code)] // not every test binary uses it
+pub fn peer(pid: u32, uid: u32) -> hetsched_monitor::privilege::Peer {
+    hetsched_monitor::privilege::Peer {
+        pid,
+        uid,
+        gid: uid,
+        groups: vec![],
+        start_time: 1,
+        ancestors: vec![],
+    }
+}
+
 /// Says hello for an application process `pid` of user `uid` (its group
-/// the same number) asking for `class`; its client id.
+/// the same number) asking for `class` (`None`: the default); its client
+/// id and the daemon's answer.
+#[allow(dead_code)] // not every test binary uses it
+pub fn hello(
+    m: &mut hetsched_monitor::monitor::Monitor,
+    pid: u32,
+    uid: u32,
+    class: Option<hetsched_protocol::WireClass>,
+) -> (hetsched_core::ids::ClientId, hetsched_protocol::DaemonMsg) {
+    let request = hetsched_protocol::SettingsRequest {
+        class,
+        priority: None,
+    };
+    m.hello(
+        peer(pid, uid),
+        format!("app{pid}"),
+        hetsched_protocol::Role::Application,
+        request,
+        0,
+    )
+}
+
+/// [`hello`] asking for `class`; its client id, whatever the answer.
 #[allow(dead_code)] // not every test binary uses it
 pub fn application(
     m: &mut hetsched_monitor::monitor::Monitor,
@@ -41,24 +76,20 @@ pub fn application(
     uid: u32,
     class: hetsched_protocol::WireClass,
 ) -> hetsched_core::ids::ClientId {
-    let peer = hetsched_monitor::privilege::Peer {
-        pid,
-        uid,
-        gid: uid,
-        groups: vec![],
-        start_time: 1,
-        ancestors: vec![],
-    };
-    let request = hetsched_protocol::SettingsRequest {
-        class: Some(class),
-        priority: None,
-    };
-    m.hello(
-        peer,
-        format!("app{pid}"),
-        hetsched_protocol::Role::Application,
-        request,
-        0,
-    )
-    .0
+    hello(m, pid, uid, Some(class)).0
+}
+
+/// [`hello`], which the daemon must answer with a welcome and no notice
+/// (the settings asked for applied); the client id.
+#[allow(dead_code)] // not every test binary uses it
+pub fn welcomed(
+    m: &mut hetsched_monitor::monitor::Monitor,
+    pid: u32,
+    uid: u32,
+    class: Option<hetsched_protocol::WireClass>,
+) -> hetsched_core::ids::ClientId {
+    match hello(m, pid, uid, class) {
+        (id, hetsched_protocol::DaemonMsg::Welcome { notice: None, .. }) => id,
+        (_, other) => panic!("{other:?}"),
+    }
 }
