@@ -269,10 +269,11 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
     assert!(err.contains("unknown unit 999"), "{err}");
 }
 
-/// CUSTOM shares (a guaranteed percentage) and NORMAL shares are both
-/// weights inside the coordination: both apps take part, with a rate.
+/// CUSTOM shares (a guaranteed percentage) are the agents' to enforce, so
+/// that app is left out; NORMAL shares are a weight inside the
+/// coordination, so that app takes part.
 #[test]
-fn custom_and_normal_shares_both_weigh_in_the_coordination() {
+fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start("coordination-custom", CONFIG);
     let models = daemon.dir.join("models");
@@ -283,7 +284,7 @@ fn custom_and_normal_shares_both_weigh_in_the_coordination() {
         }
         Reaped(
             cmd.args(["demo-app", "--app", name, "--policy", "hetsched-pf"])
-                .args(["--seconds", "6", "--socket"])
+                .args(["--seconds", "4", "--socket"])
                 .arg(&daemon.socket)
                 .arg("--model-dir")
                 .arg(&models)
@@ -296,7 +297,7 @@ fn custom_and_normal_shares_both_weigh_in_the_coordination() {
     let _plain = app("histogram", &[]);
     let _custom = app("dxt", &["--class", "custom", "--shares", "50"]);
     let _weighted = app("aes", &["--class", "normal", "--shares", "30"]);
-    let deadline = Instant::now() + Duration::from_secs(6);
+    let deadline = Instant::now() + Duration::from_secs(4);
     loop {
         let status = daemon.observer().unwrap().status().unwrap();
         let by_name = |n: &str| {
@@ -315,18 +316,16 @@ fn custom_and_normal_shares_both_weigh_in_the_coordination() {
             by_name("demo-aes"),
         ) && plain.rate.is_some()
             && weighted.rate.is_some()
-            && custom.rate.is_some()
         {
-            for app in [&plain, &custom, &weighted] {
-                assert!(app.coordinated, "{app:?}");
-                assert!(app.rate.is_some_and(|r| r > 0.0), "{app:?}");
-                assert_eq!(app.fractions.len(), status.units.len(), "{app:?}");
-            }
+            assert!(plain.coordinated, "{plain:?}");
+            assert!(weighted.coordinated, "{weighted:?}");
+            assert!(!custom.coordinated, "{custom:?}");
+            assert_eq!(custom.rate, None, "{custom:?}");
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "no targets for the plain, the CUSTOM and the weighted app: {:?}",
+            "no targets for the plain and the weighted app: {:?}",
             status.coordination
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -347,20 +346,6 @@ class = "gpu"
 speed = 30.0
 copy_gbps = 6.0
 "#;
-
-/// Device time (ns) the daemon has charged each of `pids` on unit 0.
-fn charged(status: &StatusReport, pids: &[u32]) -> Vec<u64> {
-    pids.iter()
-        .map(|pid| {
-            status
-                .clients
-                .iter()
-                .find(|c| c.pid == *pid)
-                .and_then(|c| c.units.first())
-                .map_or(0, |u| u.busy_ns_total)
-        })
-        .collect()
-}
 
 /// The coordination's entries for `pids`, if every one of them is
 /// coordinated and has targets.
@@ -403,53 +388,22 @@ fn wait_for_natives(
     }
 }
 
-/// Waits until the daemon has charged `pids` `device_ns` more device time
-/// between them, while they stay coordinated; returns what each got of it.
-fn charged_from_now(daemon: &TestDaemon, pids: &[u32], device_ns: f64) -> Vec<f64> {
-    let first = daemon.observer().unwrap().status().unwrap();
-    let start = charged(&first, pids);
-    let deadline = Instant::now() + Duration::from_secs(12);
-    loop {
-        let status = daemon.observer().unwrap().status().unwrap();
-        assert!(
-            coordinated(&status, pids).is_some(),
-            "an app left the coordination: {:?}",
-            status.coordination
-        );
-        let used: Vec<f64> = charged(&status, pids)
-            .iter()
-            .zip(&start)
-            .map(|(n, s)| n.saturating_sub(*s) as f64)
-            .collect();
-        let total: f64 = used.iter().sum();
-        if total >= device_ns {
-            return used.iter().map(|u| u / total).collect();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "only {total} ns of device time charged: {status:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Two identical apps at CUSTOM 70 and 30 on one share-policy device, both
-/// coordinated: the native estimate gives them 70 / 30 of the device (as
-/// its agent does), so the floor no longer holds them to their FIFO turns,
-/// and the device time the daemon charges them while their targets are in
-/// force splits 70 / 30 within 5 points. Swapping their shares with
+/// Two identical apps at NORMAL 70 and 30 shares on one share-policy
+/// device, both coordinated: the native estimate gives them 70 / 30 of the
+/// device, as its agent does when nobody coordinates them, rather than
+/// their turns in arrival order (about 1:1). Swapping their shares with
 /// `hetsched shares set` swaps their weights, keeps both coordinated, and
-/// swaps the split.
+/// swaps the estimate.
 #[test]
-fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
+fn normal_70_30_apps_are_estimated_by_their_shares_on_a_share_device() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
-    let daemon = TestDaemon::start("coordination-custom-split", SHARE_DEVICE);
+    let daemon = TestDaemon::start("coordination-share-native", SHARE_DEVICE);
     let models = daemon.dir.join("models");
     let app = |shares: &str| {
         Reaped(
             daemon
                 .cmd()
-                .args(["run", "--class", "custom", "--shares", shares, "--"])
+                .args(["run", "--class", "normal", "--shares", shares, "--"])
                 .arg(BIN)
                 .args(["demo-app", "--app", "dxt", "--policy", "native"])
                 .args(["--inflight", "4", "--seconds", "30", "--socket"])
@@ -465,24 +419,14 @@ fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
     // `hetsched run` execs the program: the child's pid is the client's.
     let apps = [app("70"), app("30")];
     let pids: Vec<u32> = apps.iter().map(|a| a.0.id()).collect();
-    // The native estimate splits the device by their weights (7:3), as
-    // the share policy does, rather than in turn (about 1:1).
     let by_weight = |n: &[f64]| n[0] > 1.8 * n[1];
-    wait_for_natives(&daemon, &pids, by_weight, "a 7:3 native estimate");
-    let split = charged_from_now(&daemon, &pids, 2e9);
-    eprintln!("CUSTOM 70 / 30, coordinated: device time {split:.3?}");
-    assert!(
-        (split[0] - 0.70).abs() <= 0.05,
-        "the CUSTOM 70 app held {:.3} of the device time",
-        split[0]
-    );
-
-    // Swapped: the first app to 30 (total 60), then the second to 70.
+    let native = wait_for_natives(&daemon, &pids, by_weight, "a 7:3 native estimate");
+    eprintln!("NORMAL 70 / 30, native estimates {native:.1?} calls/s");
     for (pid, shares) in [(pids[0], "30"), (pids[1], "70")] {
         let out = daemon
             .cmd()
             .args(["shares", "set", "--pid", &pid.to_string()])
-            .args(["--class", "custom", "--shares", shares])
+            .args(["--class", "normal", "--shares", shares])
             .output()
             .unwrap();
         assert!(
@@ -493,14 +437,4 @@ fn custom_70_30_apps_split_a_share_device_70_30_while_coordinated() {
     }
     let swapped = |n: &[f64]| n[1] > 1.8 * n[0];
     wait_for_natives(&daemon, &pids, swapped, "a 3:7 native estimate");
-    // The share policy's usage window (a few hundred ms) forgets the old
-    // split first.
-    charged_from_now(&daemon, &pids, 0.5e9);
-    let split = charged_from_now(&daemon, &pids, 2e9);
-    eprintln!("swapped to CUSTOM 30 / 70, coordinated: device time {split:.3?}");
-    assert!(
-        (split[1] - 0.70).abs() <= 0.05,
-        "the app set to CUSTOM 70 held {:.3} of the device time",
-        split[1]
-    );
 }

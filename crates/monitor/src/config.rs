@@ -84,11 +84,8 @@ pub struct DaemonConfig {
     /// Proportional-fair coordination of the applications' placement
     /// (issue 10): `"pf"` (the default) solves the allocation from
     /// measured task times and publishes per-client unit fractions and a
-    /// rate in the private views, for the applications that follow them
-    /// and have one class and shares (NORMAL, CUSTOM or BACKGROUND) on
-    /// every unit at the default priority, weighted by what the share
-    /// policy entitles them to (apps with a priority or per-unit shares
-    /// keep what their agents enforce); `"pf-replay"` does the same but
+    /// rate in the private views, for the applications with NORMAL shares
+    /// (their weights) that follow them; `"pf-replay"` does the same but
     /// judges the candidate allocations by replaying them (the
     /// simulator's `hetsched-pf`; see docs/sim.md for why it is not yet the
     /// daemon's default); `"off"` leaves every application to place for

@@ -478,11 +478,10 @@ pub struct CoordinatedApp {
     pub predicted_relative: Option<f64>,
     /// Reports in which it claimed more CPU time than its process used.
     pub over_reported: u64,
-    /// It takes part: it follows targets (sends `ReportDemand`) and has one
-    /// class and shares (NORMAL, CUSTOM or BACKGROUND), the same on every
-    /// unit, at the default priority (what the share policy entitles it to
-    /// weighs it). Others (a priority, per-unit shares) keep the standing
-    /// their agents enforce; their use is taken out of the shared supply.
+    /// It takes part: it follows targets (sends `ReportDemand`) and has
+    /// NORMAL shares, the same on every unit, at the default priority (its
+    /// shares weigh it). Others keep the standing their agents enforce;
+    /// their use is taken out of the shared supply.
     pub coordinated: bool,
 }
 

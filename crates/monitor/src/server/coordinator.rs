@@ -11,20 +11,17 @@
 //! targets that the timer thread publishes in the private pages.
 //!
 //! Coordinated are the applications that follow targets (they send
-//! `ReportDemand`: hetsched-runtime does) and whose standing is one class
-//! and shares (NORMAL, CUSTOM or BACKGROUND), the same on every unit, at
-//! the default priority. What the share policy entitles them to is their
-//! weight in Σ wᵢ ln rᵢ
+//! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
+//! shares, the same on every unit, at the default priority. Their shares
+//! are their weights in Σ wᵢ ln rᵢ
 //! (`hetsched_core::coordination::coordination_weights`): above the
-//! floor, an app with twice the shares gets twice the weight, and CUSTOM
-//! 70 / 30 weigh 70 / 30. On a unit whose agent runs the share policy the
-//! native estimate splits the unit's time by those weights
-//! ([`splits_by_entitlement`]), as the agent does, so the floor keeps a
-//! CUSTOM app at its percentage there. A class or shares changed while the
-//! app runs (`hetsched run`, `hetsched shares set`) changes its weight at
-//! the next tick. Priorities and shares that differ by unit are enforced
-//! by the units' agents ([`same_class_everywhere`] says why), and
-//! proportional fairness must not override them; those applications
+//! floor, an app with twice the shares gets twice the weight. On a unit
+//! whose agent runs the share policy the native estimate splits the
+//! unit's time by those weights ([`splits_by_entitlement`]), as the agent
+//! does natively. CUSTOM shares, BACKGROUND, priorities and shares that
+//! differ by unit are enforced by the units' agents ([`normal_everywhere`]
+//! says why), and proportional fairness must not override them; those
+//! applications
 //! place as they like, and what they use of each unit is taken out of the
 //! supply the others share. So is every application's host side on the
 //! CPU units ([`HostLoad`]: its process's CPU time beyond
@@ -217,12 +214,12 @@ fn gather(shared: &Shared) -> Gathered {
     // Weighed together (a CUSTOM percentage weighs against the others),
     // read afresh at every tick (`hetsched shares set` moves a weight); the
     // apps with one standing everywhere take part: see
-    // `same_class_everywhere`.
+    // `normal_everywhere`.
     let settings: Vec<&[ClientSettings]> = clients.iter().map(|c| c.settings.as_slice()).collect();
     let weights: Vec<Option<f64>> = coordination_weights(&settings)
         .into_iter()
         .zip(&settings)
-        .map(|(w, s)| w.filter(|_| same_class_everywhere(s)))
+        .map(|(w, s)| w.filter(|_| normal_everywhere(s)))
         .collect();
     let apps = clients
         .into_iter()
@@ -259,24 +256,22 @@ fn gather(shared: &Shared) -> Gathered {
     }
 }
 
-/// Whether an application's standing is one class and shares (NORMAL,
-/// CUSTOM or BACKGROUND), the same on every unit, at the default priority:
-/// only those take part in the daemon's coordination, weighted by what
-/// the share policy entitles them to (`coordination_weights`). The native
-/// estimate splits a unit whose agent enforces entitlements by those
-/// weights ([`splits_by_entitlement`]), so the floor keeps a CUSTOM 70 app
-/// at its 70 % there. A priority is a strict order on a unit, and settings
-/// that differ by unit weigh one way here and another there: those stay
-/// the agents' to enforce.
-fn same_class_everywhere(settings: &[ClientSettings]) -> bool {
+/// Whether an application's standing is NORMAL shares, the same on every
+/// unit, at the default priority: only those take part in the daemon's
+/// coordination, weighted by their shares (`coordination_weights`). A
+/// coordinated app paces itself to the call rate its targets give it; on
+/// a real device behind the dispatch gate that pacing held two CUSTOM
+/// 70 / 30 programs to 67 / 33 (PoCL, `hetsched bench device-shares`),
+/// where the share agent alone gives them 70 / 30. So CUSTOM and
+/// BACKGROUND stay the agents' to enforce, as do priorities (a strict
+/// order on a unit) and settings that differ by unit (they weigh one way
+/// here and another there). The simulator's hetsched-pf weighs every
+/// class.
+fn normal_everywhere(settings: &[ClientSettings]) -> bool {
     let Some(first) = settings.first() else {
         return false;
     };
-    let entitled = match first.class {
-        ShareClass::Normal { shares } | ShareClass::Custom { shares } => shares > 0,
-        ShareClass::Background => true,
-    };
-    entitled
+    matches!(first.class, ShareClass::Normal { shares } if shares > 0)
         && first.priority == ClientSettings::default().priority
         && settings.iter().all(|s| s == first)
 }

@@ -216,21 +216,23 @@ fn standing(class: ShareClass, priority: i32) -> ClientSettings {
 }
 
 #[test]
-fn one_class_and_shares_everywhere_at_the_default_priority_take_part() {
+fn normal_shares_everywhere_at_the_default_priority_take_part() {
     let default = ClientSettings::default().priority;
+    let normal = standing(ShareClass::Normal { shares: 30 }, default);
+    assert!(normal_everywhere(&[normal; 3]));
+    // CUSTOM and BACKGROUND (the agents enforce them), a priority,
+    // settings that differ by unit, no shares, no units.
     let custom = standing(ShareClass::Custom { shares: 70 }, default);
     let background = standing(ShareClass::Background, default);
-    let normal = standing(ShareClass::Normal { shares: 30 }, default);
-    for s in [custom, background, normal] {
-        assert!(same_class_everywhere(&[s; 3]), "{s:?}");
-    }
-    // A priority, settings that differ by unit, no shares, no units.
+    assert!(!normal_everywhere(&[custom; 2]));
+    assert!(!normal_everywhere(&[background; 2]));
     let urgent = standing(ShareClass::Normal { shares: 10 }, default + 1);
-    assert!(!same_class_everywhere(&[urgent; 2]));
-    assert!(!same_class_everywhere(&[custom, normal]));
-    let none = standing(ShareClass::Custom { shares: 0 }, default);
-    assert!(!same_class_everywhere(&[none]));
-    assert!(!same_class_everywhere(&[]));
+    assert!(!normal_everywhere(&[urgent; 2]));
+    let other = standing(ShareClass::Normal { shares: 10 }, default);
+    assert!(!normal_everywhere(&[normal, other]));
+    let none = standing(ShareClass::Normal { shares: 0 }, default);
+    assert!(!normal_everywhere(&[none]));
+    assert!(!normal_everywhere(&[]));
 }
 
 #[test]
