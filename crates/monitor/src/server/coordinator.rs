@@ -213,7 +213,7 @@ fn gather(shared: &Shared) -> Gathered {
         .collect();
     // Weighed together (a CUSTOM percentage weighs against the others),
     // read afresh at every tick (`hetsched shares set` moves a weight); the
-    // apps with one standing everywhere take part: see
+    // apps with NORMAL shares everywhere take part: see
     // `normal_everywhere`.
     let settings: Vec<&[ClientSettings]> = clients.iter().map(|c| c.settings.as_slice()).collect();
     let weights: Vec<Option<f64>> = coordination_weights(&settings)
