@@ -123,6 +123,43 @@ pub struct FairSolution {
     pub iterations: u32,
 }
 
+/// The dual prices a solver found, per unit and per app.
+struct Prices {
+    unit: Vec<f64>,
+    app: Vec<f64>,
+}
+
+impl FairSolution {
+    /// What `allocation` achieves on `p`, with the solver's prices and
+    /// how it ended.
+    fn of_allocation(
+        p: &FairProblem,
+        allocation: Vec<Vec<f64>>,
+        prices: Prices,
+        status: FairStatus,
+        iterations: u32,
+    ) -> FairSolution {
+        let throughput = p.throughput_unchecked(&allocation);
+        let relative: Vec<f64> = throughput
+            .iter()
+            .zip(&p.native)
+            .map(|(t, n)| t / n)
+            .collect();
+        FairSolution {
+            system_speedup: geometric_mean(&relative),
+            min_relative: relative.iter().copied().fold(f64::INFINITY, f64::min),
+            objective: relative.iter().map(|r| r.ln()).sum(),
+            allocation,
+            throughput,
+            relative,
+            unit_price: prices.unit,
+            app_price: prices.app,
+            status,
+            iterations,
+        }
+    }
+}
+
 /// Independent evidence about an allocation, from [`check`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FairCheck {
@@ -848,24 +885,16 @@ fn solve_with_floor_weighted(
     make_feasible(p, &mut allocation);
     let (unit_price, app_price) = prices(p, &conic, &sol.dual);
 
-    let throughput = p.throughput_unchecked(&allocation);
-    let relative: Vec<f64> = throughput
-        .iter()
-        .zip(&p.native)
-        .map(|(t, n)| t / n)
-        .collect();
-    Ok(FairSolution {
-        system_speedup: geometric_mean(&relative),
-        min_relative: relative.iter().copied().fold(f64::INFINITY, f64::min),
-        objective: relative.iter().map(|r| r.ln()).sum(),
+    Ok(FairSolution::of_allocation(
+        p,
         allocation,
-        throughput,
-        relative,
-        unit_price,
-        app_price,
-        status: sol.status,
-        iterations: sol.iterations,
-    })
+        Prices {
+            unit: unit_price,
+            app: app_price,
+        },
+        sol.status,
+        sol.iterations,
+    ))
 }
 
 /// Interior-point iterates satisfy the constraints only to ~1e-8, and may

@@ -30,8 +30,8 @@
 
 use super::newton::{Border, Coupling, RankOne, Shape, factor};
 use super::{
-    FairError, FairProblem, FairSolution, FairStatus, NoLoserSolution, geometric_mean,
-    make_feasible, throughput_scale,
+    FairError, FairProblem, FairSolution, FairStatus, NoLoserSolution, Prices, make_feasible,
+    throughput_scale,
 };
 
 /// Target bound on the objective's gap: `Σ w ln r` per app for the
@@ -650,12 +650,6 @@ pub(super) fn solve_no_loser_barrier(
         )));
     }
     let allocation = allocation(p, &l, &at.z);
-    let throughput = p.throughput_unchecked(&allocation);
-    let relative: Vec<f64> = throughput
-        .iter()
-        .zip(&p.native)
-        .map(|(t, n)| t / n)
-        .collect();
     let unit_price = (0..p.units())
         .map(|u| {
             if l.unit_used[u] {
@@ -669,18 +663,16 @@ pub(super) fn solve_no_loser_barrier(
         .map(|i| 1.0 / (tau * s.flight[i]) / p.in_flight[i])
         .collect();
     Ok(NoLoserSolution {
-        solution: FairSolution {
-            system_speedup: geometric_mean(&relative),
-            min_relative: relative.iter().copied().fold(f64::INFINITY, f64::min),
-            objective: relative.iter().map(|r| r.ln()).sum(),
+        solution: FairSolution::of_allocation(
+            p,
             allocation,
-            throughput,
-            relative,
-            unit_price,
-            app_price,
-            status: FairStatus::Solved,
-            iterations: steps,
-        },
+            Prices {
+                unit: unit_price,
+                app: app_price,
+            },
+            FairStatus::Solved,
+            steps,
+        ),
         floor,
         floor_feasible,
         max_floor,
