@@ -269,11 +269,11 @@ fn a_client_claiming_cpu_time_it_never_used_is_caught_and_capped() {
     assert!(err.contains("unknown unit 999"), "{err}");
 }
 
-/// CUSTOM shares (a guaranteed percentage) are the agents' to enforce, so
-/// that app is left out; NORMAL shares are a weight inside the
-/// coordination, so that app takes part.
+/// Class and shares are weights inside the coordination: an app at CUSTOM
+/// shares and one at NORMAL shares take part beside a plain one; an app at
+/// another priority is left to its agents' strict order.
 #[test]
-fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it() {
+fn custom_and_normal_shares_weigh_in_coordination_and_a_priority_leaves_it() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start("coordination-custom", CONFIG);
     let models = daemon.dir.join("models");
@@ -284,7 +284,7 @@ fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it(
         }
         Reaped(
             cmd.args(["demo-app", "--app", name, "--policy", "hetsched-pf"])
-                .args(["--seconds", "4", "--socket"])
+                .args(["--seconds", "6", "--socket"])
                 .arg(&daemon.socket)
                 .arg("--model-dir")
                 .arg(&models)
@@ -297,7 +297,8 @@ fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it(
     let _plain = app("histogram", &[]);
     let _custom = app("dxt", &["--class", "custom", "--shares", "50"]);
     let _weighted = app("aes", &["--class", "normal", "--shares", "30"]);
-    let deadline = Instant::now() + Duration::from_secs(4);
+    let _urgent = app("grep", &["--class", "normal", "--priority", "5"]);
+    let deadline = Instant::now() + Duration::from_secs(6);
     loop {
         let status = daemon.observer().unwrap().status().unwrap();
         let by_name = |n: &str| {
@@ -310,22 +311,25 @@ fn custom_shares_leave_an_app_out_of_coordination_and_normal_shares_weigh_in_it(
                 .find(|a| a.pid == pid)
                 .cloned()
         };
-        if let (Some(plain), Some(custom), Some(weighted)) = (
+        if let (Some(plain), Some(custom), Some(weighted), Some(urgent)) = (
             by_name("demo-histogram"),
             by_name("demo-dxt"),
             by_name("demo-aes"),
+            by_name("demo-grep"),
         ) && plain.rate.is_some()
+            && custom.rate.is_some()
             && weighted.rate.is_some()
         {
             assert!(plain.coordinated, "{plain:?}");
             assert!(weighted.coordinated, "{weighted:?}");
-            assert!(!custom.coordinated, "{custom:?}");
-            assert_eq!(custom.rate, None, "{custom:?}");
+            assert!(custom.coordinated, "{custom:?}");
+            assert!(!urgent.coordinated, "{urgent:?}");
+            assert_eq!(urgent.rate, None, "{urgent:?}");
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "no targets for the plain and the weighted app: {:?}",
+            "no targets for the plain, the CUSTOM and the weighted app: {:?}",
             status.coordination
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -437,4 +441,77 @@ fn normal_70_30_apps_are_estimated_by_their_shares_on_a_share_device() {
     }
     let swapped = |n: &[f64]| n[1] > 1.8 * n[0];
     wait_for_natives(&daemon, &pids, swapped, "a 3:7 native estimate");
+}
+
+/// Two identical apps at CUSTOM 70 and 30 on one share-policy device take
+/// part in the coordination and still split the device 70 / 30 (within 3
+/// points), as its agent splits it for apps nobody coordinates: their
+/// targets use only a unit that splits by entitlement, so they are not
+/// paced, and the agent holds each to its share.
+#[test]
+fn custom_70_30_apps_are_coordinated_and_keep_their_split() {
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let daemon = TestDaemon::start("coordination-custom-split", SHARE_DEVICE);
+    let models = daemon.dir.join("models");
+    let app = |shares: &str| {
+        Reaped(
+            daemon
+                .cmd()
+                .args(["run", "--class", "custom", "--shares", shares, "--"])
+                .arg(BIN)
+                .args(["demo-app", "--app", "dxt", "--policy", "hetsched-pf"])
+                .args(["--inflight", "4", "--seconds", "30", "--socket"])
+                .arg(&daemon.socket)
+                .arg("--model-dir")
+                .arg(&models)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let apps = [app("70"), app("30")];
+    let pids: Vec<u32> = apps.iter().map(|a| a.0.id()).collect();
+    wait_for_natives(&daemon, &pids, |n| n.iter().all(|x| *x > 0.0), "targets");
+    let busy = |status: &StatusReport| -> Vec<f64> {
+        pids.iter()
+            .map(|pid| {
+                status
+                    .clients
+                    .iter()
+                    .filter(|c| c.pid == *pid)
+                    .flat_map(|c| &c.units)
+                    .map(|u| u.busy_ns_total as f64)
+                    .sum()
+            })
+            .collect()
+    };
+    let mut observer = daemon.observer().unwrap();
+    let before = busy(&observer.status().unwrap());
+    // A measured window of at least 3 s of device time.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let used = loop {
+        let status = observer.status().unwrap();
+        assert!(
+            coordinated(&status, &pids).is_some(),
+            "an app left the coordination: {:?}",
+            status.coordination
+        );
+        let now = busy(&status);
+        let used: Vec<f64> = now.iter().zip(&before).map(|(a, b)| a - b).collect();
+        if used.iter().sum::<f64>() >= 3e9 {
+            break used;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the device stayed idle: {used:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let first = used[0] / (used[0] + used[1]);
+    eprintln!("CUSTOM 70 / 30 under coordination: {:.1} %", 100.0 * first);
+    assert!(
+        (first - 0.7).abs() <= 0.03,
+        "device split {first:.3}, want 0.70"
+    );
 }

@@ -11,18 +11,17 @@
 //! targets that the timer thread publishes in the private pages.
 //!
 //! Coordinated are the applications that follow targets (they send
-//! `ReportDemand`: hetsched-runtime does) and whose standing is NORMAL
-//! shares, the same on every unit, at the default priority. Their shares
-//! are their weights in Σ wᵢ ln rᵢ
-//! (`hetsched_core::coordination::coordination_weights`): above the
-//! floor, an app with twice the shares gets twice the weight. On a unit
-//! whose agent runs the share policy the native estimate splits the
-//! unit's time by those weights ([`splits_by_entitlement`]), as the agent
-//! does natively. CUSTOM shares, BACKGROUND, priorities and shares that
-//! differ by unit are enforced by the units' agents ([`normal_everywhere`]
-//! says why), and proportional fairness must not override them; those
-//! applications
-//! place as they like, and what they use of each unit is taken out of the
+//! `ReportDemand`: hetsched-runtime does), whatever their class and
+//! shares, at the default priority. Class and shares are their weights in
+//! Σ wᵢ ln rᵢ (`hetsched_core::coordination::coordination_weights`: a
+//! CUSTOM percentage weighs against the others, BACKGROUND the least):
+//! above the floor, an app with twice the shares gets twice the weight.
+//! On a unit whose agent runs the share policy the native estimate splits
+//! the unit's time by those weights ([`splits_by_entitlement`]), as the
+//! agent does natively, and an app whose targets use only such units is
+//! not paced ([`published_rate`] says why). An app at another priority
+//! is ordered strictly by its agents; it is left out, and like
+//! applications that do not follow targets it places as it likes, and what they use of each unit is taken out of the
 //! supply the others share. So is every application's host side on the
 //! CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
@@ -42,7 +41,7 @@ use crate::server::Shared;
 use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weights, supply_left};
 use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
-use hetsched_core::policy::{ClientSettings, PolicyKind, ShareClass};
+use hetsched_core::policy::{ClientSettings, PolicyKind};
 use hetsched_core::unit::UnitClass;
 use hetsched_protocol::{CoordinatedApp, CoordinationStatus, Role};
 use hetsched_views::Targets;
@@ -212,15 +211,11 @@ fn gather(shared: &Shared) -> Gathered {
         .filter(|c| c.role == Role::Application)
         .collect();
     // Weighed together (a CUSTOM percentage weighs against the others),
-    // read afresh at every tick (`hetsched shares set` moves a weight); the
-    // apps with NORMAL shares everywhere take part: see
-    // `normal_everywhere`.
+    // read afresh at every tick (`hetsched shares set` moves a weight).
+    // Apps at a non-default priority get no weight: their agents order
+    // them strictly.
     let settings: Vec<&[ClientSettings]> = clients.iter().map(|c| c.settings.as_slice()).collect();
-    let weights: Vec<Option<f64>> = coordination_weights(&settings)
-        .into_iter()
-        .zip(&settings)
-        .map(|(w, s)| w.filter(|_| normal_everywhere(s)))
-        .collect();
+    let weights: Vec<Option<f64>> = coordination_weights(&settings);
     let apps = clients
         .into_iter()
         .zip(weights)
@@ -256,25 +251,34 @@ fn gather(shared: &Shared) -> Gathered {
     }
 }
 
-/// Whether an application's standing is NORMAL shares, the same on every
-/// unit, at the default priority: only those take part in the daemon's
-/// coordination, weighted by their shares (`coordination_weights`). A
-/// coordinated app paces itself to the call rate its targets give it; on
-/// a real device behind the dispatch gate that pacing held two CUSTOM
-/// 70 / 30 programs to 67 / 33 (PoCL, `hetsched bench device-shares`),
-/// where the share agent alone gives them 70 / 30. So CUSTOM and
-/// BACKGROUND stay the agents' to enforce, as do priorities (a strict
-/// order on a unit) and settings that differ by unit (they weigh one way
-/// here and another there). The simulator's hetsched-pf weighs every
-/// class.
-fn normal_everywhere(settings: &[ClientSettings]) -> bool {
-    let Some(first) = settings.first() else {
-        return false;
-    };
-    matches!(first.class, ShareClass::Normal { shares } if shares > 0)
-        && first.priority == ClientSettings::default().priority
-        && settings.iter().all(|s| s == first)
+/// The call rate an app is told to pace itself to. Where every unit its
+/// targets send it to splits its time by entitlement (the share policy),
+/// the agent already holds each app to its entitlement whenever the unit
+/// is contended, and pacing to the coordinator's predicted rate can only
+/// hold it *below* that: the rate comes from the daemon's measured call
+/// times, and on a real device behind the dispatch gate they read a little
+/// long, which held two CUSTOM 70 / 30 programs on PoCL to 67 / 33
+/// (`hetsched bench device-shares`). Such an app is left unpaced
+/// ([`UNPACED_RATE`]) and follows only its fractions. Elsewhere (FIFO,
+/// short-first, credit policies, the CPUs) the predicted rate stands: no
+/// agent there keeps an app to the allocation.
+fn published_rate(rate: f64, fractions: &[f64], splits: &[bool]) -> f64 {
+    let only_splitting_units = fractions
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| **f > 0.0)
+        .all(|(u, _)| splits.get(u).copied().unwrap_or(false));
+    if only_splitting_units && fractions.iter().any(|f| *f > 0.0) {
+        UNPACED_RATE
+    } else {
+        rate
+    }
 }
+
+/// A rate that is published (so the client knows it has targets) but
+/// never binds its pacer: the runtime scales it by its headroom, which
+/// makes it infinite, and an infinite rate does not pace.
+const UNPACED_RATE: f64 = f64::MAX;
 
 /// Whether a unit's agent running `policy` splits the unit's time among
 /// its applications by their classes and shares, as
@@ -437,6 +441,11 @@ fn store(
             .filter_map(|u| u16::try_from(u).ok().map(UnitId))
             .collect(),
     };
+    let splits: Vec<bool> = coordinator
+        .supply()
+        .iter()
+        .map(|s| s.splits_by_weight)
+        .collect();
     let last_solve_ns = match solved_in {
         Some(d) => Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         None => shared.coordination.get().last_solve_ns,
@@ -446,6 +455,7 @@ fn store(
         targets: targets
             .into_iter()
             .map(|(id, (fractions, rate))| {
+                let rate = published_rate(rate, fractions, &splits);
                 let fractions = fractions.to_vec();
                 (id, Targets { rate, fractions })
             })

@@ -1,6 +1,7 @@
 use super::*;
 use hetsched_core::coordination::CoordinatorConfig;
 use hetsched_core::ids::UnitId;
+use hetsched_core::policy::ShareClass;
 use hetsched_protocol::UnitDemand;
 
 fn sources() -> Vec<Source> {
@@ -216,23 +217,44 @@ fn standing(class: ShareClass, priority: i32) -> ClientSettings {
 }
 
 #[test]
-fn normal_shares_everywhere_at_the_default_priority_take_part() {
+fn every_class_takes_part_at_the_default_priority() {
     let default = ClientSettings::default().priority;
-    let normal = standing(ShareClass::Normal { shares: 30 }, default);
-    assert!(normal_everywhere(&[normal; 3]));
-    // CUSTOM and BACKGROUND (the agents enforce them), a priority,
-    // settings that differ by unit, no shares, no units.
-    let custom = standing(ShareClass::Custom { shares: 70 }, default);
-    let background = standing(ShareClass::Background, default);
-    assert!(!normal_everywhere(&[custom; 2]));
-    assert!(!normal_everywhere(&[background; 2]));
-    let urgent = standing(ShareClass::Normal { shares: 10 }, default + 1);
-    assert!(!normal_everywhere(&[urgent; 2]));
-    let other = standing(ShareClass::Normal { shares: 10 }, default);
-    assert!(!normal_everywhere(&[normal, other]));
-    let none = standing(ShareClass::Normal { shares: 0 }, default);
-    assert!(!normal_everywhere(&[none]));
-    assert!(!normal_everywhere(&[]));
+    let custom = vec![standing(ShareClass::Custom { shares: 70 }, default); 2];
+    let background = vec![standing(ShareClass::Background, default); 2];
+    let mixed = vec![
+        standing(ShareClass::Normal { shares: 30 }, default),
+        standing(ShareClass::Custom { shares: 20 }, default),
+    ];
+    let urgent = vec![standing(ShareClass::Normal { shares: 10 }, default + 1); 2];
+    let w = coordination_weights(&[&custom, &background, &mixed, &urgent]);
+    assert!(w[0].is_some() && w[1].is_some() && w[2].is_some(), "{w:?}");
+    // A priority is a strict order its agents keep.
+    assert_eq!(w[3], None);
+}
+
+#[test]
+fn apps_on_splitting_units_only_are_not_paced() {
+    let splits = [true, false, true];
+    // Every unit it is sent to splits by entitlement: the agents hold it.
+    assert_eq!(
+        published_rate(120.0, &[0.7, 0.0, 0.3], &splits),
+        UNPACED_RATE
+    );
+    assert_eq!(
+        published_rate(120.0, &[1.0, 0.0, 0.0], &splits),
+        UNPACED_RATE
+    );
+    // A FIFO unit among its targets: the predicted rate stands.
+    assert_eq!(published_rate(120.0, &[0.5, 0.5, 0.0], &splits), 120.0);
+    // No fractions at all (nothing to follow): the rate as it is.
+    assert_eq!(published_rate(120.0, &[0.0, 0.0, 0.0], &splits), 120.0);
+    // An unpaced rate is still published (finite) and never binds a pacer
+    // scaled by its headroom.
+    assert!(UNPACED_RATE.is_finite());
+    let mut pacer = hetsched_core::coordination::Pacer::new();
+    for k in 0..1000 {
+        assert_eq!(pacer.take(k, UNPACED_RATE * 1.05, 2.0), Ok(()));
+    }
 }
 
 #[test]
