@@ -41,9 +41,14 @@ pub struct RandomArgs {
     /// Random seed: the same arguments give the same file.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Simulated seconds measured, after one second of warm-up.
-    #[arg(long, default_value_t = 5.0)]
-    duration_s: f64,
+    /// Simulated seconds measured, after the warm-up (default: 5 up to 32
+    /// applications, 5 per 32 above).
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Simulated seconds of warm-up (default: 1 up to 32 applications, 10
+    /// per 128 above).
+    #[arg(long)]
+    warmup_s: Option<f64>,
 }
 
 #[derive(Args)]
@@ -81,8 +86,9 @@ pub struct CommonArgs {
     #[arg(long, value_name = "FRACTION")]
     model_error: Option<f64>,
     /// Replayed events hetsched-pf's coordinator may spend on a solve's
-    /// optional candidates (the default bounds a solve at 32 applications;
-    /// 128 take about 8000000 to finish in minutes).
+    /// optional candidates (default: the scenario's
+    /// `replay_events_per_solve`, else the coordinator's, which bounds a
+    /// solve at 32 applications).
     #[arg(long, value_name = "EVENTS")]
     replay_events: Option<u64>,
 }
@@ -104,6 +110,7 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
             kinds: args.kinds,
             seed: args.seed,
             duration_s: args.duration_s,
+            warmup_s: args.warmup_s,
         })?),
         SimCommand::All(args) => {
             let mut reports = Vec::new();

@@ -25,6 +25,8 @@ pub const BUILTIN: &[(&str, &str)] = builtin!(
     "random-8apps-8gpus-2kinds-seed1",
     "random-32apps-4gpus-2kinds-seed1",
     "random-32apps-8gpus-2kinds-seed1",
+    "random-128apps-4gpus-2kinds-seed1",
+    "random-128apps-8gpus-2kinds-seed1",
 );
 
 /// Every built-in scenario's name: task placement (TOML), thread balance

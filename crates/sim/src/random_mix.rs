@@ -55,9 +55,46 @@ pub struct MixSpec {
     pub gpus: u32,
     pub kinds: u32,
     pub seed: u64,
-    /// Simulated seconds measured (after one second of warm-up).
-    pub duration_s: f64,
+    /// Simulated seconds measured, after the warm-up (`None`:
+    /// [`default_duration_s`]).
+    pub duration_s: Option<f64>,
+    /// Simulated seconds of warm-up (`None`: [`default_warmup_s`]).
+    pub warmup_s: Option<f64>,
 }
+
+/// Mixes up to this many applications keep the small defaults (5 s
+/// measured after 1 s of warm-up, the shipped 8- and 32-app mixes);
+/// larger ones scale them with the number of applications.
+pub const SMALL_MIX_APPS: u32 = 32;
+
+/// Seconds measured by default: 5, and above [`SMALL_MIX_APPS`] 5 per 32
+/// applications (20 s at 128). At 128 applications an app of long tasks
+/// completes about two a second natively, so 5 s would judge it on ten.
+pub fn default_duration_s(apps: u32) -> f64 {
+    if apps <= SMALL_MIX_APPS {
+        5.0
+    } else {
+        5.0 * f64::from(apps) / 32.0
+    }
+}
+
+/// Seconds of warm-up by default: 1, and above [`SMALL_MIX_APPS`] 10 per
+/// 128 applications. Every app first profiles every unit it can use, each
+/// behind the others' queues; at 128 applications on five units
+/// hetsched-pf measured 2.82× with a second of warm-up, most of it
+/// profiling placement, and 1.05× (native placement) once settled.
+pub fn default_warmup_s(apps: u32) -> f64 {
+    if apps <= SMALL_MIX_APPS {
+        1.0
+    } else {
+        10.0 * f64::from(apps) / 128.0
+    }
+}
+
+/// The coordinator's replay budget written into mixes above
+/// [`SMALL_MIX_APPS`]: its own default (64 M events a solve) lets one
+/// solve of 128 applications take seconds, and a run take most of an hour.
+pub const LARGE_MIX_REPLAY_EVENTS: u64 = 8_000_000;
 
 /// Why a mix cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +107,8 @@ pub enum MixError {
     Kinds { kinds: u32, gpus: u32 },
     #[error("--duration-s must be a positive number of seconds; got {0}")]
     Duration(f64),
+    #[error("--warmup-s must be zero or a positive number of seconds; got {0}")]
+    Warmup(f64),
     #[error("the generated scenario does not parse (a bug): {0}")]
     Invalid(#[from] ScenarioError),
 }
@@ -124,8 +163,15 @@ pub fn generate(spec: &MixSpec) -> Result<String, MixError> {
             gpus: spec.gpus,
         });
     }
-    if !(spec.duration_s.is_finite() && spec.duration_s > 0.0) {
-        return Err(MixError::Duration(spec.duration_s));
+    let duration_s = spec
+        .duration_s
+        .unwrap_or_else(|| default_duration_s(spec.apps));
+    if !(duration_s.is_finite() && duration_s > 0.0) {
+        return Err(MixError::Duration(duration_s));
+    }
+    let warmup_s = spec.warmup_s.unwrap_or_else(|| default_warmup_s(spec.apps));
+    if !(warmup_s.is_finite() && warmup_s >= 0.0) {
+        return Err(MixError::Warmup(warmup_s));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let kinds: Vec<Kind> = (0..spec.kinds)
@@ -156,8 +202,15 @@ pub fn generate(spec: &MixSpec) -> Result<String, MixError> {
         "description = \"{} random apps on a CPU and {} GPUs of {} kinds (seed {})\"",
         spec.apps, spec.gpus, spec.kinds, spec.seed
     );
-    let _ = writeln!(out, "duration_s = {}", spec.duration_s);
-    let _ = writeln!(out, "warmup_s = 1");
+    let _ = writeln!(out, "duration_s = {duration_s}");
+    let _ = writeln!(out, "warmup_s = {warmup_s}");
+    if spec.apps > SMALL_MIX_APPS {
+        let _ = writeln!(
+            out,
+            "# hetsched-pf's replay budget per solve (docs/sim.md, \"The solver at scale\")."
+        );
+        let _ = writeln!(out, "replay_events_per_solve = {LARGE_MIX_REPLAY_EVENTS}");
+    }
     let _ = writeln!(
         out,
         "policies = [\"native\", \"hetsched\", \"hetsched-pf\"]"
@@ -233,7 +286,8 @@ mod tests {
             gpus,
             kinds,
             seed,
-            duration_s: 5.0,
+            duration_s: None,
+            warmup_s: None,
         }
     }
 
@@ -256,8 +310,26 @@ mod tests {
             Err(MixError::Kinds { .. })
         ));
         let mut s = spec(8, 4, 2, 1);
-        s.duration_s = f64::NAN;
+        s.duration_s = Some(f64::NAN);
         assert!(matches!(generate(&s), Err(MixError::Duration(_))));
+        let mut s = spec(8, 4, 2, 1);
+        s.warmup_s = Some(-1.0);
+        assert!(matches!(generate(&s), Err(MixError::Warmup(_))));
+    }
+
+    #[test]
+    fn large_mixes_warm_up_longer_and_bound_the_replay() {
+        let small = generate(&spec(32, 4, 2, 1)).unwrap();
+        assert!(small.contains("duration_s = 5\nwarmup_s = 1\n"), "{small}");
+        assert!(!small.contains("replay_events_per_solve"));
+        let large = generate(&spec(128, 4, 2, 1)).unwrap();
+        assert!(
+            large.contains("duration_s = 20\nwarmup_s = 10\n"),
+            "{large}"
+        );
+        let sc = crate::scenario::parse("mix", &large).unwrap();
+        assert_eq!(sc.replay_events_per_solve, Some(LARGE_MIX_REPLAY_EVENTS));
+        assert_eq!(sc.warmup_ns, 10_000_000_000);
     }
 
     /// The mixes shipped under `scenarios/` are what the generator writes
@@ -283,7 +355,8 @@ mod tests {
                 gpus: number("gpus") as u32,
                 kinds: number("kinds") as u32,
                 seed: number("seed"),
-                duration_s: 5.0,
+                duration_s: None,
+                warmup_s: None,
             };
             assert_eq!(super::name(&spec), *name);
             assert_eq!(generate(&spec).unwrap(), *text, "{name}");

@@ -48,6 +48,10 @@ pub struct ScenarioFile {
     pub apps: Vec<AppSpec>,
     #[serde(default)]
     pub jitter: Vec<JitterSpec>,
+    /// Replayed events hetsched-pf's coordinator may spend per solve
+    /// (`--replay-events` overrides it; default: the coordinator's).
+    #[serde(default)]
+    pub replay_events_per_solve: Option<u64>,
 }
 
 fn default_warmup_s() -> f64 {
@@ -406,7 +410,7 @@ pub struct Scenario {
     pub model_error_sweep: Vec<f64>,
     pub timeline_ns: Ns,
     /// hetsched-pf's `replay_events_per_solve` (`None`: the coordinator's
-    /// default); set by `hetsched sim run --replay-events`, not by the file.
+    /// default): the file's, or `hetsched sim run --replay-events`.
     pub replay_events_per_solve: Option<u64>,
 }
 
@@ -488,6 +492,12 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         return Err(c.error(
             &[key("model_error_sweep"), Seg::Index(i)],
             "must be in [0, 1)",
+        ));
+    }
+    if raw.replay_events_per_solve == Some(0) {
+        return Err(c.error(
+            &[key("replay_events_per_solve")],
+            "must be positive (0 would judge no optional candidate)",
         ));
     }
     if raw.units.is_empty() {
@@ -572,7 +582,7 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         model_error: raw.model_error,
         model_error_sweep: raw.model_error_sweep,
         timeline_ns: ms_to_ns(raw.timeline_s * 1e3),
-        replay_events_per_solve: None,
+        replay_events_per_solve: raw.replay_events_per_solve,
     })
 }
 

@@ -112,6 +112,27 @@ fn negative_sizes_are_rejected() {
 }
 
 #[test]
+fn a_replay_budget_of_zero_is_rejected_and_a_positive_one_kept() {
+    let text = GOOD.replace(
+        "duration_s = 1",
+        "duration_s = 1\nreplay_events_per_solve = 0",
+    );
+    let e = err(&text);
+    assert_eq!(e.field, "replay_events_per_solve");
+    assert!(e.message.contains("positive"), "{e}");
+    let text = GOOD.replace(
+        "duration_s = 1",
+        "duration_s = 1\nreplay_events_per_solve = 500",
+    );
+    let sc = parse("good.toml", &text).unwrap();
+    assert_eq!(sc.replay_events_per_solve, Some(500));
+    assert_eq!(
+        parse("good.toml", GOOD).unwrap().replay_events_per_solve,
+        None
+    );
+}
+
+#[test]
 fn custom_shares_over_100_are_rejected_by_the_policy() {
     let text = GOOD.replace(
         "exec_ms = { gpu = 1.0 }",

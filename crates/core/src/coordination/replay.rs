@@ -25,9 +25,12 @@
 //! Pure and deterministic: simulated time and a seeded generator. The cost
 //! is bounded by an event budget, so the monitor can afford it per solve.
 
+mod counted;
+
 use super::{AppDemand, DeficitFollower, Pacer, UnitSupply};
 use crate::ids::Ns;
 use crate::policy::short_first_key;
+use counted::Counted;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -277,6 +280,8 @@ pub struct ReplayOutcome {
     pub wait_ns: Vec<Vec<Option<f64>>>,
     /// Events the replay processed: what it cost.
     pub events: u64,
+    /// Tasks each app completed in the counted window.
+    pub completed: Vec<u64>,
 }
 
 /// Tasks per second each app completes when its tasks go to the units
@@ -338,7 +343,7 @@ pub fn replay(
     }
     let warm_events = budget.events / 5;
     let mut warm_at: Option<f64> = None;
-    let mut completed = vec![0u64; n];
+    let mut completed = vec![Counted::default(); n];
     let active: Vec<bool> = (0..n)
         .map(|i| {
             fraction.get(i).is_some_and(|row| {
@@ -363,7 +368,7 @@ pub fn replay(
             Event::Arrive { app, unit } => r.arrive(app, unit, now),
             Event::Returned { app } => {
                 if warm_at.is_some() {
-                    completed[app] += 1;
+                    completed[app].complete(now);
                 }
                 r.schedule(now, Event::Issue { app });
             }
@@ -386,7 +391,7 @@ pub fn replay(
             r.schedule(now + back, Event::Returned { app });
         }
         if events >= budget.events {
-            let enough = (0..n).all(|i| !active[i] || completed[i] >= budget.min_tasks);
+            let enough = (0..n).all(|i| !active[i] || completed[i].tasks >= budget.min_tasks);
             if enough || events >= 4 * budget.events {
                 break;
             }
@@ -396,13 +401,7 @@ pub fn replay(
     ReplayOutcome {
         throughput: completed
             .iter()
-            .map(|&c| {
-                if span > 0.0 {
-                    c as f64 * 1e9 / span
-                } else {
-                    0.0
-                }
-            })
+            .map(|c| c.per_s(span, now, budget.min_tasks))
             .collect(),
         wait_ns: r
             .waited
@@ -414,6 +413,7 @@ pub fn replay(
             })
             .collect(),
         events: events as u64,
+        completed: completed.iter().map(|c| c.tasks).collect(),
     }
 }
 

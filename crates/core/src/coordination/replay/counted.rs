@@ -1,0 +1,116 @@
+//! An app's completions in a replay's counted window, and the throughput
+//! they give.
+//!
+//! Completions ÷ window length is off by up to one task per place in
+//! flight, depending on where the window's edges fall in the app's cycle:
+//! nothing for an app that completes hundreds of tasks, but at 128
+//! applications a replay ends (at its event cap) with apps that completed
+//! two or three long tasks, whose throughput it then misjudged by a third
+//! or more. Every plan but the native one (which replays its own estimate
+//! exactly) then seemed to push some app below the floor, and the
+//! coordinator kept native placement. Below [`super::ReplayBudget::min_tasks`]
+//! completions the rate is taken from the spacing of the completions
+//! instead, which does not depend on the window's phase.
+
+/// Completions of one app in the counted window: how many, the first and
+/// the last (replay time, ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Counted {
+    pub tasks: u64,
+    first: f64,
+    last: f64,
+}
+
+impl Counted {
+    pub fn complete(&mut self, now: f64) {
+        if self.tasks == 0 {
+            self.first = now;
+        }
+        self.last = now;
+        self.tasks += 1;
+    }
+
+    /// Tasks per second over a counted window of `span` ns that ended at
+    /// `end`. With `min_tasks` or more completions (or fewer than two):
+    /// completions ÷ span. Otherwise completions ÷ the time they take at
+    /// their mean spacing m, or ÷ the time since the first, if longer (an
+    /// app stalled since its last completion, for longer than m, is not
+    /// credited with the rate it had before): never above 1 ÷ m, never
+    /// below (completions − 1) ÷ span.
+    pub fn per_s(&self, span: f64, end: f64, min_tasks: u64) -> f64 {
+        if span <= 0.0 {
+            return 0.0;
+        }
+        let c = self.tasks as f64;
+        if self.tasks >= min_tasks || self.tasks < 2 || self.last <= self.first {
+            return c * 1e9 / span;
+        }
+        let spacing = (self.last - self.first) / (c - 1.0);
+        let took = (c * spacing).max(end - self.first);
+        c * 1e9 / took
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn counted(at: &[f64]) -> Counted {
+        let mut c = Counted::default();
+        at.iter().for_each(|t| c.complete(*t));
+        c
+    }
+
+    #[test]
+    fn many_completions_count_over_the_window() {
+        let c = counted(&(0..40).map(|k| 10.0 + 25.0 * k as f64).collect::<Vec<_>>());
+        assert_eq!(c.per_s(1000.0, 1000.0, 30), 40.0 * 1e9 / 1000.0);
+    }
+
+    #[test]
+    fn a_few_steady_completions_give_their_period_whatever_the_phase() {
+        // Period 450 ns, window 1000 ns: 3 completions counted (÷ span:
+        // 1/333 ns, a third too fast), or 2 for a later phase (1/500 ns).
+        for phase in [5.0, 50.0, 90.0] {
+            let at: Vec<f64> = (0..3)
+                .map(|k| phase + 450.0 * k as f64)
+                .filter(|t| *t < 1000.0)
+                .collect();
+            let got = counted(&at).per_s(1000.0, 1000.0, 30);
+            assert!((got - 1e9 / 450.0).abs() < 1e-6, "{phase}: {got}");
+        }
+    }
+
+    #[test]
+    fn a_stall_since_the_last_completion_is_not_credited() {
+        // Two quick completions, then nothing for the rest of the window.
+        let got = counted(&[50.0, 100.0]).per_s(1000.0, 1000.0, 30);
+        assert!((got - 2.0 * 1e9 / 950.0).abs() < 1e-6, "{got}");
+    }
+
+    proptest! {
+        #[test]
+        fn between_the_window_count_and_the_spacing(
+            gaps in proptest::collection::vec(1.0f64..500.0, 1..40),
+            start in 0.0f64..100.0,
+            tail in 0.0f64..500.0,
+        ) {
+            let mut at = vec![start];
+            for g in &gaps {
+                at.push(at.last().unwrap() + g);
+            }
+            let end = at.last().unwrap() + tail;
+            let c = counted(&at);
+            let got = c.per_s(end, end, 30);
+            let window = c.tasks as f64 * 1e9 / end;
+            let spacing = (at.last().unwrap() - at[0]) / (c.tasks as f64 - 1.0);
+            if c.tasks < 30 {
+                prop_assert!(got >= (c.tasks - 1) as f64 * 1e9 / end * (1.0 - 1e-12));
+                prop_assert!(got <= 1e9 / spacing * (1.0 + 1e-12));
+            } else {
+                prop_assert!((got - window).abs() <= window * 1e-12);
+            }
+        }
+    }
+}
