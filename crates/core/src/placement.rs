@@ -18,10 +18,17 @@
 
 use crate::ids::UnitId;
 use crate::task_model::PerformanceModel;
-use crate::turnaround::{TurnaroundInput, UnitLoad, turnaround};
+use crate::turnaround::view_turnaround;
 use crate::unit::Unit;
 use crate::view::ClientUnitView;
+use scan::{Scan, Scored};
 use serde::{Deserialize, Serialize};
+
+#[cfg(test)]
+mod oracle;
+mod scan;
+#[cfg(test)]
+mod tests;
 
 /// What an application optimises when it places a task.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -230,15 +237,9 @@ pub fn predict<M: PerformanceModel + ?Sized>(
     let copy_ns =
         copy_to_unit_ns(units, unit, task.bytes, task.data_at) + unit.copy_out_ns(task.out_bytes);
     let dispatch_ns = unit.dispatch_ns as f64;
-    // The one placement formula: crate::turnaround::turnaround.
-    let t = turnaround(&TurnaroundInput {
-        exec_ns,
-        dispatch_ns,
-        copy_ns,
-        ahead_ns: 0.0,
-        slots: unit.slots,
-        load: UnitLoad::View(*view),
-    })?;
+    // The one placement formula, crate::turnaround::turnaround, as the
+    // placer reads it.
+    let t = view_turnaround(exec_ns, dispatch_ns, copy_ns, view)?;
     Some(Prediction {
         unit: unit.id,
         exec_ns,
@@ -382,32 +383,19 @@ impl Placer {
             });
         }
 
-        let mut best: Option<(Score, Prediction)> = None;
-        let mut resident: Option<(Score, Prediction)> = None;
-        for (unit, view) in units.iter().zip(views) {
-            if !task.implemented.contains(unit.id) {
-                continue;
-            }
-            let Some(p) = predict(units, unit, view, model, task) else {
-                // Learn every implemented kind before trusting predictions.
-                return Ok(self.commit(unit.id, Reason::Profiling, f64::NAN, 1));
-            };
-            let turnaround = self.damped_turnaround(unit.id, p.turnaround_ns);
-            let s = score(&p, unit, task.goal, turnaround);
-            if best.is_none_or(|(b, _)| s.better_than(b)) {
-                best = Some((s, p));
-            }
-            if task.persistent
-                && holds_data(unit, task.data_at)
-                && resident.is_none_or(|(r, _)| s.better_than(r))
-            {
-                resident = Some((s, p));
-            }
-        }
+        let (best, resident) = match self.scan(units, views, model, task) {
+            // Learn every implemented kind before trusting predictions.
+            Scan::Profile(unit) => return Ok(self.commit(unit, Reason::Profiling, f64::NAN, 1)),
+            Scan::Predicted { best, resident } => (best, resident),
+        };
         self.decisions += 1;
-        let Some((_, best_p)) = best else {
+        let Some(Scored {
+            prediction: best_p, ..
+        }) = best
+        else {
             return Err(PlacementError::NoImplementation { units: units.len() });
         };
+        let resident = resident.map(|r| (r.score, r.prediction));
         let (chosen, reason) = match (resident, self.config.speedup_threshold) {
             (Some(stay), Some(threshold)) => {
                 self.apply_threshold(units, views, model, task, stay, threshold)
