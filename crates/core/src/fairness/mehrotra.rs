@@ -403,106 +403,124 @@ fn iterate(
             return Ok(());
         }
         *steps += 1;
-        let sl = row_slacks(&it.point, &s);
-        let (gap, rows) = it.duals.complementarity(&sl, l);
-        let mu = gap / rows as f64;
-        let (residual, residual_t) = dual_residual(l, goal, &it, &s);
-        let scale: Vec<f64> = it
-            .point
-            .z
-            .iter()
-            .zip(&it.duals.pair)
-            .map(|(z, lam)| (z / lam).sqrt())
-            .collect();
-        let system = System {
-            l,
-            goal,
-            slack: sl,
-            scale,
-            residual,
-            residual_t,
-        };
-        let terms = system.terms(&it, &s);
-        let rank_one = [
-            RankOne {
-                weight: &terms.flight_w,
-                vector: &terms.flight_v,
-            },
-            RankOne {
-                weight: &terms.thr_w,
-                vector: &terms.thr_v,
-            },
-        ];
-        let coupling = Coupling {
-            vector: &terms.unit_v,
-            inverse_weight: &terms.inverse_weight,
-        };
-        let m = factor(&l.shape, &rank_one, &coupling)
-            .ok_or_else(|| failed("singular Newton system"))?;
-        // Predictor: the pure Newton step towards complementarity zero.
-        let affine_rc = it.duals.zip_map(&system.slack, |lam, s| -lam * s);
-        let affine = system
-            .direction(&m, &terms, &it, &affine_rc)
-            .ok_or_else(|| failed("singular Newton system"))?;
-        let primal = to_boundary(&system.slack, &affine.ds, l)
-            .min(to_zero_throughput(l, &s, &affine.dz))
-            .min(1.0);
-        let dual = to_boundary(&it.duals, &affine.dl, l).min(1.0);
-        let moved_slack = system.slack.zip_map(&affine.ds, |s, d| s + primal * d);
-        let moved_duals = it.duals.zip_map(&affine.dl, |lam, d| lam + dual * d);
-        let (gap_affine, _) = moved_duals.complementarity(&moved_slack, l);
-        let sigma = (gap_affine / gap).clamp(0.0, 1.0).powi(3);
-        // Corrector: towards σμ, less the affine step's second-order term.
-        let cross = affine.ds.zip_map(&affine.dl, |a, b| a * b);
-        let rc = affine_rc.zip_map(&cross, |base, c| base + sigma * mu - c);
-        let dir = system
-            .direction(&m, &terms, &it, &rc)
-            .ok_or_else(|| failed("singular Newton system"))?;
-        let reach = to_boundary(&system.slack, &dir.ds, l)
-            .min(to_zero_throughput(l, &s, &dir.dz))
-            .min(to_boundary(&it.duals, &dir.dl, l));
-        let mut alpha = (TO_BOUNDARY * reach).min(1.0);
-        // Stay in a wide neighbourhood of the central path: no row's
-        // product below [`CENTRALITY`] of the mean. Far from it the
-        // Newton matrix's weights spread over more orders of magnitude
-        // than double precision holds near the optimum.
-        while alpha > MIN_STEP && !central(&system.slack, &it.duals, &dir, alpha, l) {
-            alpha *= 0.8;
-        }
-        let before = largest(&system.residual).max(system.residual_t.abs());
-        // The objective is not linear: a step the linearisation got wrong
-        // (rounding, near the optimum) raises the dual residual instead of
-        // lowering it, and is shortened until it does not.
-        let next = loop {
-            if alpha < MIN_STEP {
-                return Err(failed("the step stalled"));
-            }
-            let point = Point {
-                z: it
-                    .point
-                    .z
-                    .iter()
-                    .zip(&dir.dz)
-                    .map(|(z, d)| z + alpha * d)
-                    .collect(),
-                t: it.point.t + alpha * dir.dt,
-            };
-            let duals = it.duals.zip_map(&dir.dl, |lam, d| lam + alpha * d);
-            if let Some(ns) = slacks(l, goal, &point)
-                && duals.all().all(|x| *x >= 0.0)
-            {
-                let candidate = Iterate { point, duals };
-                let (r, r_t) = dual_residual(l, goal, &candidate, &ns);
-                let after = largest(&r).max(r_t.abs());
-                if after <= before.max(RESIDUAL_FLOOR * mu) * RESIDUAL_GROWTH {
-                    break candidate;
-                }
-            }
-            alpha *= 0.5;
-        };
-        it = next;
+        it = step(l, goal, &it, &s)?;
     }
     Err(failed("too many steps"))
+}
+
+/// One predictor–corrector step from `it` (with its slacks `s`).
+fn step(l: &Layout, goal: Goal<'_>, it: &Iterate, s: &Slacks) -> Result<Iterate, super::FairError> {
+    let sl = row_slacks(&it.point, s);
+    let (gap, rows) = it.duals.complementarity(&sl, l);
+    let mu = gap / rows as f64;
+    let (residual, residual_t) = dual_residual(l, goal, it, s);
+    let scale: Vec<f64> = it
+        .point
+        .z
+        .iter()
+        .zip(&it.duals.pair)
+        .map(|(z, lam)| (z / lam).sqrt())
+        .collect();
+    let system = System {
+        l,
+        goal,
+        slack: sl,
+        scale,
+        residual,
+        residual_t,
+    };
+    let terms = system.terms(it, s);
+    let rank_one = [
+        RankOne {
+            weight: &terms.flight_w,
+            vector: &terms.flight_v,
+        },
+        RankOne {
+            weight: &terms.thr_w,
+            vector: &terms.thr_v,
+        },
+    ];
+    let coupling = Coupling {
+        vector: &terms.unit_v,
+        inverse_weight: &terms.inverse_weight,
+    };
+    let m =
+        factor(&l.shape, &rank_one, &coupling).ok_or_else(|| failed("singular Newton system"))?;
+    // Predictor: the pure Newton step towards complementarity zero.
+    let affine_rc = it.duals.zip_map(&system.slack, |lam, s| -lam * s);
+    let affine = system
+        .direction(&m, &terms, it, &affine_rc)
+        .ok_or_else(|| failed("singular Newton system"))?;
+    let primal = to_boundary(&system.slack, &affine.ds, l)
+        .min(to_zero_throughput(l, s, &affine.dz))
+        .min(1.0);
+    let dual = to_boundary(&it.duals, &affine.dl, l).min(1.0);
+    let moved_slack = system.slack.zip_map(&affine.ds, |s, d| s + primal * d);
+    let moved_duals = it.duals.zip_map(&affine.dl, |lam, d| lam + dual * d);
+    let (gap_affine, _) = moved_duals.complementarity(&moved_slack, l);
+    let sigma = (gap_affine / gap).clamp(0.0, 1.0).powi(3);
+    // Corrector: towards σμ, less the affine step's second-order term.
+    let cross = affine.ds.zip_map(&affine.dl, |a, b| a * b);
+    let rc = affine_rc.zip_map(&cross, |base, c| base + sigma * mu - c);
+    let dir = system
+        .direction(&m, &terms, it, &rc)
+        .ok_or_else(|| failed("singular Newton system"))?;
+    advance(l, goal, it, s, &system, &dir, mu)
+}
+
+/// The step along `dir` from `it`: as long as the boundary, the central
+/// neighbourhood and the dual residual allow.
+fn advance(
+    l: &Layout,
+    goal: Goal<'_>,
+    it: &Iterate,
+    s: &Slacks,
+    system: &System<'_>,
+    dir: &Direction,
+    mu: f64,
+) -> Result<Iterate, super::FairError> {
+    let reach = to_boundary(&system.slack, &dir.ds, l)
+        .min(to_zero_throughput(l, s, &dir.dz))
+        .min(to_boundary(&it.duals, &dir.dl, l));
+    let mut alpha = (TO_BOUNDARY * reach).min(1.0);
+    // Stay in a wide neighbourhood of the central path: no row's
+    // product below [`CENTRALITY`] of the mean. Far from it the
+    // Newton matrix's weights spread over more orders of magnitude
+    // than double precision holds near the optimum.
+    while alpha > MIN_STEP && !central(&system.slack, &it.duals, dir, alpha, l) {
+        alpha *= 0.8;
+    }
+    let before = largest(&system.residual).max(system.residual_t.abs());
+    // The objective is not linear: a step the linearisation got wrong
+    // (rounding, near the optimum) raises the dual residual instead of
+    // lowering it, and is shortened until it does not.
+    loop {
+        if alpha < MIN_STEP {
+            return Err(failed("the step stalled"));
+        }
+        let point = Point {
+            z: it
+                .point
+                .z
+                .iter()
+                .zip(&dir.dz)
+                .map(|(z, d)| z + alpha * d)
+                .collect(),
+            t: it.point.t + alpha * dir.dt,
+        };
+        let duals = it.duals.zip_map(&dir.dl, |lam, d| lam + alpha * d);
+        if let Some(ns) = slacks(l, goal, &point)
+            && duals.all().all(|x| *x >= 0.0)
+        {
+            let candidate = Iterate { point, duals };
+            let (r, r_t) = dual_residual(l, goal, &candidate, &ns);
+            let after = largest(&r).max(r_t.abs());
+            if after <= before.max(RESIDUAL_FLOOR * mu) * RESIDUAL_GROWTH {
+                return Ok(candidate);
+            }
+        }
+        alpha *= 0.5;
+    }
 }
 
 /// `∇f − Σ_r λ_r ∇g_r`: in `z` per pair, and in `t`.
