@@ -24,7 +24,15 @@
 //! hands that program over to [`super::centring`] first.
 
 use super::barrier::{Goal, Layout, Point, Slacks, slacks};
-use super::newton::{Border, Coupling, Factored, RankOne, factor};
+use super::newton::{Border, Bordered, Coupling, Factored, RankOne, factor};
+
+/// The factored Newton matrix as a step solves with it: plain, or
+/// bordered by the floor program's `t` (its border prepared once for both
+/// of the step's solves).
+enum Solver<'a> {
+    Plain(&'a Factored<'a>),
+    Bordered(Bordered<'a>),
+}
 
 /// One value per row: the bounds `z_k ≥ 0`, the unit rows (zero for a
 /// unit without pairs), the in-flight rows and the floor rows (empty
@@ -202,13 +210,7 @@ impl System<'_> {
 
     /// The direction for the complementarity targets `rc`
     /// (`λ_r Δs_r + s_r Δλ_r = rc_r`).
-    fn direction(
-        &self,
-        m: &Factored<'_>,
-        terms: &Terms,
-        it: &Iterate,
-        rc: &Rows,
-    ) -> Option<Direction> {
+    fn direction(&self, m: &Solver<'_>, it: &Iterate, rc: &Rows) -> Option<Direction> {
         let l = self.l;
         let sl = &self.slack;
         // −r + Σ_r ∇g_r rc_r / s_r, then scaled by d.
@@ -234,15 +236,15 @@ impl System<'_> {
                 - (0..l.apps())
                     .map(|i| l.phi[i] * rc.floor[i] / sl.floor[i])
                     .sum::<f64>();
-            m.solve_bordered(
-                &Border {
-                    alpha: &terms.alpha,
-                },
-                &rhs,
-                rhs_t,
-            )?
+            match m {
+                Solver::Bordered(m) => m.solve(&rhs, rhs_t),
+                Solver::Plain(_) => return None,
+            }
         } else {
-            (m.solve(&rhs), 0.0)
+            match m {
+                Solver::Plain(m) => (m.solve(&rhs), 0.0),
+                Solver::Bordered(_) => return None,
+            }
         };
         let dz: Vec<f64> = delta.iter().zip(&self.scale).map(|(x, d)| x * d).collect();
         if !(dz.iter().all(|x| x.is_finite()) && dt.is_finite()) {
@@ -446,10 +448,19 @@ fn step(l: &Layout, goal: Goal<'_>, it: &Iterate, s: &Slacks) -> Result<Iterate,
     };
     let m =
         factor(&l.shape, &rank_one, &coupling).ok_or_else(|| failed("singular Newton system"))?;
+    let solver = match goal {
+        Goal::Floor => Solver::Bordered(
+            m.bordered(&Border {
+                alpha: &terms.alpha,
+            })
+            .ok_or_else(|| failed("singular Newton system"))?,
+        ),
+        Goal::Fair { .. } => Solver::Plain(&m),
+    };
     // Predictor: the pure Newton step towards complementarity zero.
     let affine_rc = it.duals.zip_map(&system.slack, |lam, s| -lam * s);
     let affine = system
-        .direction(&m, &terms, it, &affine_rc)
+        .direction(&solver, it, &affine_rc)
         .ok_or_else(|| failed("singular Newton system"))?;
     let primal = to_boundary(&system.slack, &affine.ds, l)
         .min(to_zero_throughput(l, s, &affine.dz))
@@ -463,7 +474,7 @@ fn step(l: &Layout, goal: Goal<'_>, it: &Iterate, s: &Slacks) -> Result<Iterate,
     let cross = affine.ds.zip_map(&affine.dl, |a, b| a * b);
     let rc = affine_rc.zip_map(&cross, |base, c| base + sigma * mu - c);
     let dir = system
-        .direction(&m, &terms, it, &rc)
+        .direction(&solver, it, &rc)
         .ok_or_else(|| failed("singular Newton system"))?;
     advance(l, goal, it, s, &system, &dir, mu)
 }
