@@ -1,8 +1,8 @@
 //! The centring of the plain log-barrier method: minimise
 //! `τ f₀ − Σ ln(slack)` by damped Newton steps for a growing `τ`, until
-//! `(number of inequalities) / τ`, a bound on the objective's gap, is
-//! below the goal's target. Every iterate is strictly feasible, and
-//! `1 / (τ · slack)` are the rows' prices.
+//! the caller accepts a centred point (its prices certify the gap). Every
+//! iterate is strictly feasible, and `1 / (τ · slack)` are the rows'
+//! prices.
 //!
 //! [`super::barrier`] finishes the proportional-fair program with it: the
 //! primal-dual iteration ([`super::mehrotra`]) gets there in fewer steps,
