@@ -163,7 +163,15 @@ fn solve_scaling(c: &mut Criterion) {
     // The no-loser proportional-fair solve alone, as every candidate of
     // the coordinator's solve makes it: floor 1.05, no extra limits (the
     // barrier method from `BARRIER_MIN_APPS` apps on), and by Clarabel.
-    for (apps, units) in [(8, 5), (32, 5), (64, 9), (128, 9), (256, 9), (256, 16)] {
+    for (apps, units) in [
+        (8, 5),
+        (32, 5),
+        (32, 9),
+        (64, 9),
+        (128, 9),
+        (256, 9),
+        (256, 16),
+    ] {
         let (supply, demand) = mix(apps, units, 1);
         let native = native_estimate(&demand, &supply);
         let p = problem(&demand, &supply, &native);

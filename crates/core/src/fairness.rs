@@ -27,6 +27,8 @@
 //! allocation can possibly be.
 
 mod barrier;
+mod centring;
+mod mehrotra;
 mod newton;
 
 use clarabel::algebra::CscMatrix;
@@ -791,10 +793,11 @@ pub fn solve_no_loser_weighted(
 pub const BARRIER_MIN_APPS: usize = 48;
 
 /// Up to this many apps [`solve_no_loser_weighted`] tries the barrier
-/// method. At 256 apps its rounding stops it short of the certificate it
-/// must give, and Clarabel then solves the problem after it (slower than
-/// Clarabel alone, `coordination/solve_scaling`), so larger problems go
-/// to Clarabel at once.
+/// method. At 256 apps × 16 units its rounding stops it short of the
+/// certificate it must give (256 × 9 it answers, in 73 steps), and
+/// Clarabel then solves the problem after it (slower than Clarabel alone,
+/// `coordination/solve_scaling`), so larger problems go to Clarabel at
+/// once.
 pub const BARRIER_MAX_APPS: usize = 160;
 
 /// [`solve_no_loser_weighted`] without extra limits by the structured

@@ -214,5 +214,16 @@ fn barrier_answers_the_benchmark_mixes() {
             fast.floor_feasible, reference.floor_feasible,
             "{apps}x{units}"
         );
+        // The primal-dual floor program and hand-over: the plain barrier
+        // method took about 125 Newton steps at 128 x 9.
+        assert!(
+            fast.solution.iterations <= MIXES_MOST_STEPS,
+            "{apps}x{units}: {} steps",
+            fast.solution.iterations
+        );
     }
 }
+
+/// The most interior-point steps (both programs together) a benchmark mix
+/// may take: about 50 at 128 x 9 today.
+const MIXES_MOST_STEPS: u32 = 70;

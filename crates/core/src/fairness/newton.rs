@@ -246,6 +246,36 @@ pub(super) fn factor<'a>(
     })
 }
 
+/// `M` bordered ([`Factored::bordered`]): `e`, `M⁻¹e` and the border's
+/// Schur complement.
+pub(super) struct Bordered<'a> {
+    m: &'a Factored<'a>,
+    e: Vec<f64>,
+    m_inv_e: Vec<f64>,
+    schur: f64,
+}
+
+impl Bordered<'_> {
+    /// `[x; x_t]` for the right-hand side `[rhs; rhs_t]`.
+    pub(super) fn solve(&self, rhs: &[f64], rhs_t: f64) -> (Vec<f64>, f64) {
+        let m_inv_rhs = self.m.solve(rhs);
+        let x_t = (rhs_t
+            - self
+                .e
+                .iter()
+                .zip(&m_inv_rhs)
+                .map(|(a, b)| a * b)
+                .sum::<f64>())
+            / self.schur;
+        let x = m_inv_rhs
+            .iter()
+            .zip(&self.m_inv_e)
+            .map(|(a, b)| a - b * x_t)
+            .collect();
+        (x, x_t)
+    }
+}
+
 /// A bordered variable (the floor program's `t`): term 1's row of block
 /// `b` is `(v_b, alpha[b])` over `(z_b, t)`, so the system gains the
 /// column `e_b = w_b α_b v_b` and the corner `Σ_b w_b α_b²`.
@@ -317,22 +347,30 @@ impl Factored<'_> {
     }
 
     /// Solves `[M e; eᵀ d] [x; x_t] = [rhs; rhs_t]` for `border`'s `e`
-    /// and `d`. Its Schur complement `d − eᵀM⁻¹e` is summed from
-    /// `α_b² (K_b⁻¹)₁₁` and `hᵀ S⁻¹ h` (`h = UᵀB⁻¹e`), both
-    /// non-negative: no difference of large numbers. `None` if it is not
-    /// positive.
+    /// and `d`. `None` if the border's Schur complement is not positive.
     pub(super) fn solve_bordered(
         &self,
         border: &Border<'_>,
         rhs: &[f64],
         rhs_t: f64,
     ) -> Option<(Vec<f64>, f64)> {
+        Some(self.bordered(border)?.solve(rhs, rhs_t))
+    }
+
+    /// `M` bordered by `border`'s `e` and `d`, ready for any number of
+    /// right-hand sides (the primal-dual iteration solves two per
+    /// factorisation). Its Schur complement `d − eᵀM⁻¹e` is summed from
+    /// `α_b² (K_b⁻¹)₁₁` and `hᵀ S⁻¹ h` (`h = UᵀB⁻¹e`), both
+    /// non-negative: no difference of large numbers. `None` if it is not
+    /// positive.
+    pub(super) fn bordered(&self, border: &Border<'_>) -> Option<Bordered<'_>> {
         let shape = self.shape;
         let term = &self.terms[1];
         let other = &self.terms[0];
-        let mut e = vec![0.0; rhs.len()];
+        let entries = shape.row_of.len();
+        let mut e = vec![0.0; entries];
         // B⁻¹e = α_b V K⁻¹ e₁, blockwise.
-        let mut b_inv_e = vec![0.0; rhs.len()];
+        let mut b_inv_e = vec![0.0; entries];
         let mut schur = 0.0;
         for (b, pairing) in self.pairings.iter().enumerate() {
             let (lo, hi) = (shape.starts[b], shape.starts[b + 1]);
@@ -354,15 +392,13 @@ impl Factored<'_> {
         if !(schur > 0.0 && schur.is_finite()) {
             return None;
         }
-        let m_inv_rhs = self.solve(rhs);
         let m_inv_e = self.solve(&e);
-        let x_t = (rhs_t - e.iter().zip(&m_inv_rhs).map(|(a, b)| a * b).sum::<f64>()) / schur;
-        let x = m_inv_rhs
-            .iter()
-            .zip(&m_inv_e)
-            .map(|(a, b)| a - b * x_t)
-            .collect();
-        Some((x, x_t))
+        Some(Bordered {
+            m: self,
+            e,
+            m_inv_e,
+            schur,
+        })
     }
 
     /// `out = B⁻¹ v`, blockwise in `O(k)`:
