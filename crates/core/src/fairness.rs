@@ -30,6 +30,7 @@ mod barrier;
 mod centring;
 mod mehrotra;
 mod newton;
+mod scaled;
 
 use clarabel::algebra::CscMatrix;
 use clarabel::solver::{DefaultSettings, DefaultSolver, IPSolver, SolverStatus, SupportedConeT};

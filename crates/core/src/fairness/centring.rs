@@ -12,8 +12,8 @@
 //! method give prices that certify the gap without a dual residual.
 
 use super::FairError;
-use super::barrier::{Goal, Layout, Point, Slacks, slacks};
 use super::newton::{Border, Coupling, RankOne, factor};
+use super::scaled::{Goal, Layout, Point, Slacks, slacks};
 
 /// Factor by which `τ` grows between centrings at first.
 const TAU_GROWTH: f64 = 10.0;

@@ -23,8 +23,8 @@
 //! centring's (the weights `λ_r / s_r` spread further), so the caller
 //! hands that program over to [`super::centring`] first.
 
-use super::barrier::{Goal, Layout, Point, Slacks, slacks};
 use super::newton::{Border, Bordered, Coupling, Factored, RankOne, factor};
+use super::scaled::{Goal, Layout, Point, Slacks, slacks};
 
 /// The factored Newton matrix as a step solves with it: plain, or
 /// bordered by the floor program's `t` (its border prepared once for both
