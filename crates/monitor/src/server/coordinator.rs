@@ -20,9 +20,9 @@
 //! the unit's time by those weights ([`splits_by_entitlement`]), as the
 //! agent does natively, and an app whose targets use only such units is
 //! not paced ([`published_rate`] says why). An app at another priority
-//! is ordered strictly by its agents; it is left out, and like
-//! applications that do not follow targets it places as it likes, and what they use of each unit is taken out of the
-//! supply the others share. So is every application's host side on the
+//! is ordered strictly by its agents and left out; it places as it
+//! likes, as do applications that do not follow targets, and what they
+//! use of each unit is taken out of the supply the others share. So is every application's host side on the
 //! CPU units ([`HostLoad`]: its process's CPU time beyond
 //! the CPU tasks it reports), which shares the cores with their tasks.
 //! And so is everything else that keeps the CPU units' cores busy: other
@@ -257,8 +257,8 @@ fn gather(shared: &Shared) -> Gathered {
 /// is contended, and pacing to the coordinator's predicted rate can only
 /// hold it *below* that: the rate comes from the daemon's measured call
 /// times, and on a real device behind the dispatch gate they read a little
-/// long, which held two CUSTOM 70 / 30 programs on PoCL to 67 / 33
-/// (`hetsched bench device-shares`). Such an app is left unpaced
+/// long, which held two CUSTOM 70 / 30 programs on PoCL to 66 / 34
+/// (`hetsched bench device-shares`; unpaced, 70.4 / 29.6). Such an app is left unpaced
 /// ([`UNPACED_RATE`]) and follows only its fractions. Elsewhere (FIFO,
 /// short-first, credit policies, the CPUs) the predicted rate stands: no
 /// agent there keeps an app to the allocation.
