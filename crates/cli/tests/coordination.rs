@@ -351,6 +351,27 @@ speed = 30.0
 copy_gbps = 6.0
 "#;
 
+/// A DXT demo app started by `hetsched run` at `class` and `shares`,
+/// placing by `policy`, four calls in flight for 30 s. `hetsched run`
+/// execs the program, so the child's pid is the client's.
+fn dxt_at(daemon: &TestDaemon, class: &str, shares: &str, policy: &str) -> Reaped {
+    Reaped(
+        daemon
+            .cmd()
+            .args(["run", "--class", class, "--shares", shares, "--"])
+            .arg(BIN)
+            .args(["demo-app", "--app", "dxt", "--policy", policy])
+            .args(["--inflight", "4", "--seconds", "30", "--socket"])
+            .arg(&daemon.socket)
+            .arg("--model-dir")
+            .arg(daemon.dir.join("models"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// The coordination's entries for `pids`, if every one of them is
 /// coordinated and has targets.
 fn coordinated(status: &StatusReport, pids: &[u32]) -> Option<Vec<CoordinatedApp>> {
@@ -402,25 +423,7 @@ fn wait_for_natives(
 fn normal_70_30_apps_are_estimated_by_their_shares_on_a_share_device() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start("coordination-share-native", SHARE_DEVICE);
-    let models = daemon.dir.join("models");
-    let app = |shares: &str| {
-        Reaped(
-            daemon
-                .cmd()
-                .args(["run", "--class", "normal", "--shares", shares, "--"])
-                .arg(BIN)
-                .args(["demo-app", "--app", "dxt", "--policy", "native"])
-                .args(["--inflight", "4", "--seconds", "30", "--socket"])
-                .arg(&daemon.socket)
-                .arg("--model-dir")
-                .arg(&models)
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap(),
-        )
-    };
-    // `hetsched run` execs the program: the child's pid is the client's.
+    let app = |shares: &str| dxt_at(&daemon, "normal", shares, "native");
     let apps = [app("70"), app("30")];
     let pids: Vec<u32> = apps.iter().map(|a| a.0.id()).collect();
     let by_weight = |n: &[f64]| n[0] > 1.8 * n[1];
@@ -452,24 +455,7 @@ fn normal_70_30_apps_are_estimated_by_their_shares_on_a_share_device() {
 fn custom_70_30_apps_are_coordinated_and_keep_their_split() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let daemon = TestDaemon::start("coordination-custom-split", SHARE_DEVICE);
-    let models = daemon.dir.join("models");
-    let app = |shares: &str| {
-        Reaped(
-            daemon
-                .cmd()
-                .args(["run", "--class", "custom", "--shares", shares, "--"])
-                .arg(BIN)
-                .args(["demo-app", "--app", "dxt", "--policy", "hetsched-pf"])
-                .args(["--inflight", "4", "--seconds", "30", "--socket"])
-                .arg(&daemon.socket)
-                .arg("--model-dir")
-                .arg(&models)
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let app = |shares: &str| dxt_at(&daemon, "custom", shares, "hetsched-pf");
     let apps = [app("70"), app("30")];
     let pids: Vec<u32> = apps.iter().map(|a| a.0.id()).collect();
     wait_for_natives(&daemon, &pids, |n| n.iter().all(|x| *x > 0.0), "targets");
