@@ -14,10 +14,12 @@ use hetsched_core::coordination::{
 };
 use hetsched_core::fairness::{solve_no_loser_conic, solve_no_loser_weighted};
 use hetsched_core::replay::{ReplayBudget, replay_native};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use std::hint::black_box;
 use std::time::Duration;
+
+#[path = "common/mix.rs"]
+mod mix;
+use mix::mix;
 
 fn machine() -> (Vec<UnitSupply>, Vec<AppDemand>) {
     let units = vec![
@@ -89,52 +91,6 @@ fn solves(c: &mut Criterion) {
     c.bench_function("coordination/replay_native_6x4", |b| {
         b.iter(|| replay_native(black_box(&apps), &units, ReplayBudget::default()))
     });
-}
-
-/// `apps` apps on a two-core CPU group and `units - 1` devices of two
-/// kinds: CPU ms log-uniform in [1, 100], speedups log-uniform in
-/// [0.5, 40] times a kind factor, copies 0.05–2 ms, one task in flight.
-fn mix(apps: usize, units: usize, seed: u64) -> (Vec<UnitSupply>, Vec<AppDemand>) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut log_uniform = |lo: f64, hi: f64| {
-        let x: f64 = rng.random();
-        (lo.ln() + x * (hi.ln() - lo.ln())).exp()
-    };
-    let supply = std::iter::once(UnitSupply::processor_shared(2.0))
-        .chain((1..units).map(|_| UnitSupply::queue(1.0)))
-        .collect();
-    let demand = (0..apps)
-        .map(|_| {
-            let cpu_ms = log_uniform(1.0, 100.0);
-            let speedup = log_uniform(0.5, 40.0);
-            let copy_ms = log_uniform(0.05, 2.0);
-            let exec_ns = (0..units)
-                .map(|u| {
-                    let kind = if u % 2 == 1 { 1.0 } else { 0.4 };
-                    Some(
-                        if u == 0 {
-                            cpu_ms
-                        } else {
-                            cpu_ms / (speedup * kind)
-                        } * 1e6,
-                    )
-                })
-                .collect();
-            let overhead_ns = (0..units)
-                .map(|u| if u == 0 { 0.0 } else { copy_ms * 1e6 })
-                .collect();
-            AppDemand {
-                exec_ns,
-                overhead_ns,
-                in_flight: 1.0,
-                weight: 1.0,
-                declared_native: None,
-                native_trusted: false,
-                native_in_flight: None,
-            }
-        })
-        .collect();
-    (supply, demand)
 }
 
 fn solve_scaling(c: &mut Criterion) {

@@ -5,13 +5,14 @@
 //! and within a stated tolerance of Clarabel's objective; and it answers
 //! the coordinator's problems of the criterion benchmark's mixes.
 
-use hetsched_core::coordination::{AppDemand, UnitSupply, native_estimate, problem};
+use hetsched_core::coordination::{native_estimate, problem};
 use hetsched_core::fairness::{
     FairProblem, NoLoserSolution, solve_no_loser_barrier, solve_no_loser_conic,
 };
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+
+#[path = "../benches/common/mix.rs"]
+mod bench_mix;
 
 /// `|barrier − Clarabel| ≤ OBJECTIVE_TOLERANCE · max(1, |Clarabel|)` for
 /// the weighted objective `Σ w_i ln r_i`.
@@ -151,48 +152,10 @@ fn weighted_split_of_a_shared_unit() {
     );
 }
 
-/// The criterion benchmark's mixes (`benches/coordination.rs`, `mix`):
-/// `apps` apps on a two-core CPU group and `units − 1` devices of two
-/// kinds, one task in flight each.
+/// The criterion benchmark's mixes as fair problems
+/// ([`bench_mix::mix`]).
 fn mix(apps: usize, units: usize, seed: u64) -> FairProblem {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut log_uniform = |lo: f64, hi: f64| {
-        let x: f64 = rng.random();
-        (lo.ln() + x * (hi.ln() - lo.ln())).exp()
-    };
-    let supply: Vec<UnitSupply> = std::iter::once(UnitSupply::processor_shared(2.0))
-        .chain((1..units).map(|_| UnitSupply::queue(1.0)))
-        .collect();
-    let demand: Vec<AppDemand> = (0..apps)
-        .map(|_| {
-            let cpu_ms = log_uniform(1.0, 100.0);
-            let speedup = log_uniform(0.5, 40.0);
-            let copy_ms = log_uniform(0.05, 2.0);
-            let exec_ns = (0..units)
-                .map(|u| {
-                    let kind = if u % 2 == 1 { 1.0 } else { 0.4 };
-                    let ms = if u == 0 {
-                        cpu_ms
-                    } else {
-                        cpu_ms / (speedup * kind)
-                    };
-                    Some(ms * 1e6)
-                })
-                .collect();
-            let overhead_ns = (0..units)
-                .map(|u| if u == 0 { 0.0 } else { copy_ms * 1e6 })
-                .collect();
-            AppDemand {
-                exec_ns,
-                overhead_ns,
-                in_flight: 1.0,
-                weight: 1.0,
-                declared_native: None,
-                native_trusted: false,
-                native_in_flight: None,
-            }
-        })
-        .collect();
+    let (supply, demand) = bench_mix::mix(apps, units, seed);
     let native = native_estimate(&demand, &supply);
     problem(&demand, &supply, &native)
 }
