@@ -30,14 +30,14 @@
 //! (what the units offer and the applications ask; [`native_split`], how
 //! a unit that enforces entitlements splits its time natively), [`outside_load`] (the
 //! CPU time other programs take from the supply), [`follow`] (the
-//! client's side), [`limits`] (queueing constraints), [`replay`] (task
+//! client's side), [`pacing`] (which rate a client is told), [`limits`] (queueing constraints), [`replay`] (task
 //! loops played out, to judge allocations), [`solve`] and
 //! [`solve_targets_replayed`] (finding the allocation), [`coordinator`]
 //! (the monitor's side).
 //!
 //! Without hetsched-core's `solver` feature (the runtime and the C API
 //! build it so) only what needs no solve is here: the client's side
-//! ([`follow`]), [`supply`], [`outside_load`], [`demand`] without `problem` and
+//! ([`follow`], [`pacing`]), [`supply`], [`outside_load`], [`demand`] without `problem` and
 //! `native_estimate_replayed`, and [`CoordinatorConfig`].
 
 #[cfg(feature = "solver")]
@@ -66,6 +66,7 @@ pub mod follow;
 pub mod limits;
 pub mod native_split;
 pub mod outside_load;
+pub mod pacing;
 #[cfg(feature = "solver")]
 pub mod replay;
 #[cfg(feature = "solver")]
@@ -81,6 +82,7 @@ pub use follow::*;
 #[cfg(feature = "solver")]
 pub use limits::*;
 pub use outside_load::*;
+pub use pacing::*;
 #[cfg(feature = "solver")]
 pub use solve::*;
 pub use supply::*;

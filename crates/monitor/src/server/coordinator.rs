@@ -38,7 +38,9 @@ use crate::demand_report::DemandReport;
 use crate::metrics::snapshot::CpuSupply;
 use crate::outside_load::OutsideLoadMeter;
 use crate::server::Shared;
-use hetsched_core::coordination::{Coordinator, UnitSupply, coordination_weights, supply_left};
+use hetsched_core::coordination::{
+    Coordinator, UnitSupply, coordination_weights, published_rate, supply_left,
+};
 use hetsched_core::demand_meter::{DemandMeter, HostLoad, Source, UnitUse};
 use hetsched_core::ids::{ClientId, Ns, UnitId};
 use hetsched_core::policy::{ClientSettings, PolicyKind};
@@ -251,35 +253,6 @@ fn gather(shared: &Shared) -> Gathered {
     }
 }
 
-/// The call rate an app is told to pace itself to. Where every unit its
-/// targets send it to splits its time by entitlement (the share policy),
-/// the agent already holds each app to its entitlement whenever the unit
-/// is contended, and pacing to the coordinator's predicted rate can only
-/// hold it *below* that: the rate comes from the daemon's measured call
-/// times, and on a real device behind the dispatch gate they read a little
-/// long, which held two CUSTOM 70 / 30 programs on PoCL to 66 / 34
-/// (`hetsched bench device-shares`; unpaced, 70.4 / 29.6). Such an app is left unpaced
-/// ([`UNPACED_RATE`]) and follows only its fractions. Elsewhere (FIFO,
-/// short-first, credit policies, the CPUs) the predicted rate stands: no
-/// agent there keeps an app to the allocation.
-fn published_rate(rate: f64, fractions: &[f64], splits: &[bool]) -> f64 {
-    let only_splitting_units = fractions
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| **f > 0.0)
-        .all(|(u, _)| splits.get(u).copied().unwrap_or(false));
-    if only_splitting_units && fractions.iter().any(|f| *f > 0.0) {
-        UNPACED_RATE
-    } else {
-        rate
-    }
-}
-
-/// A rate that is published (so the client knows it has targets) but
-/// never binds its pacer: the runtime scales it by its headroom, which
-/// makes it infinite, and an infinite rate does not pace.
-const UNPACED_RATE: f64 = f64::MAX;
-
 /// Whether a unit's agent running `policy` splits the unit's time among
 /// its applications by their classes and shares, as
 /// `coordination_weights` weighs them. Only the share policy does: FIFO,
@@ -441,11 +414,6 @@ fn store(
             .filter_map(|u| u16::try_from(u).ok().map(UnitId))
             .collect(),
     };
-    let splits: Vec<bool> = coordinator
-        .supply()
-        .iter()
-        .map(|s| s.splits_by_weight)
-        .collect();
     let last_solve_ns = match solved_in {
         Some(d) => Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         None => shared.coordination.get().last_solve_ns,
@@ -455,7 +423,7 @@ fn store(
         targets: targets
             .into_iter()
             .map(|(id, (fractions, rate))| {
-                let rate = published_rate(rate, fractions, &splits);
+                let rate = published_rate(rate, fractions, coordinator.supply());
                 let fractions = fractions.to_vec();
                 (id, Targets { rate, fractions })
             })

@@ -233,31 +233,6 @@ fn every_class_takes_part_at_the_default_priority() {
 }
 
 #[test]
-fn apps_on_splitting_units_only_are_not_paced() {
-    let splits = [true, false, true];
-    // Every unit it is sent to splits by entitlement: the agents hold it.
-    assert_eq!(
-        published_rate(120.0, &[0.7, 0.0, 0.3], &splits),
-        UNPACED_RATE
-    );
-    assert_eq!(
-        published_rate(120.0, &[1.0, 0.0, 0.0], &splits),
-        UNPACED_RATE
-    );
-    // A FIFO unit among its targets: the predicted rate stands.
-    assert_eq!(published_rate(120.0, &[0.5, 0.5, 0.0], &splits), 120.0);
-    // No fractions at all (nothing to follow): the rate as it is.
-    assert_eq!(published_rate(120.0, &[0.0, 0.0, 0.0], &splits), 120.0);
-    // An unpaced rate is still published (finite) and never binds a pacer
-    // scaled by its headroom.
-    assert!(UNPACED_RATE.is_finite());
-    let mut pacer = hetsched_core::coordination::Pacer::new();
-    for k in 0..1000 {
-        assert_eq!(pacer.take(k, UNPACED_RATE * 1.05, 2.0), Ok(()));
-    }
-}
-
-#[test]
 fn only_share_policy_units_split_by_entitlement() {
     assert!(splits_by_entitlement(PolicyKind::Share));
     for p in [
