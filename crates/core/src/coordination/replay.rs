@@ -280,8 +280,6 @@ pub struct ReplayOutcome {
     pub wait_ns: Vec<Vec<Option<f64>>>,
     /// Events the replay processed: what it cost.
     pub events: u64,
-    /// Tasks each app completed in the counted window.
-    pub completed: Vec<u64>,
 }
 
 /// Tasks per second each app completes when its tasks go to the units
@@ -413,7 +411,6 @@ pub fn replay(
             })
             .collect(),
         events: events as u64,
-        completed: completed.iter().map(|c| c.tasks).collect(),
     }
 }
 
