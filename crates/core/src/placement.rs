@@ -16,12 +16,12 @@
 //! The same [`Placer`] serves the runtime, the StarPU policy and the
 //! simulator; only where the views come from differs.
 
-use crate::ids::UnitId;
+use crate::ids::{UnitId, ns_as_f64};
 use crate::task_model::PerformanceModel;
 use crate::turnaround::view_turnaround;
 use crate::unit::Unit;
 use crate::view::ClientUnitView;
-use scan::{Scan, Scored};
+use scan::{Choice, Pick, Scan};
 use serde::{Deserialize, Serialize};
 
 #[cfg(test)]
@@ -236,7 +236,7 @@ pub fn predict<M: PerformanceModel + ?Sized>(
     let exec_ns = model.predict_ns(unit.kind, task.bytes)?;
     let copy_ns =
         copy_to_unit_ns(units, unit, task.bytes, task.data_at) + unit.copy_out_ns(task.out_bytes);
-    let dispatch_ns = unit.dispatch_ns as f64;
+    let dispatch_ns = ns_as_f64(unit.dispatch_ns);
     // The one placement formula, crate::turnaround::turnaround, as the
     // placer reads it.
     let t = view_turnaround(exec_ns, dispatch_ns, copy_ns, view)?;
@@ -276,7 +276,7 @@ fn score(p: &Prediction, unit: &Unit, goal: Goal, turnaround_ns: f64) -> Score {
         Goal::MaxThroughput => {
             // Pipelined tasks hide latencies; what limits throughput is the
             // unit time a task costs and the link bandwidth it uses.
-            p.stretched_ns + (p.copy_ns - unit.copy_in.latency_ns as f64).max(0.0)
+            p.stretched_ns + (p.copy_ns - ns_as_f64(unit.copy_in.latency_ns)).max(0.0)
         }
         Goal::Deadline { deadline_ns } if turnaround_ns > deadline_ns => {
             // Nobody may meet it: then the least late wins.
@@ -310,6 +310,12 @@ const USUAL_MISS_WEIGHT: f64 = 0.1;
 /// How many times the usual miss a prediction must be off to count as a surprise.
 const SURPRISE_OVER_USUAL: f64 = 3.0;
 
+/// [`Placer::damped_until`] of a state saved without it: damping may be on
+/// for any unit until further notice.
+fn damping_maybe_on() -> u64 {
+    u64::MAX
+}
+
 /// Placement state of one task type of one client.
 ///
 /// Allocation happens only in [`Placer::new`]; `decide` and `observe` are
@@ -318,6 +324,13 @@ const SURPRISE_OVER_USUAL: f64 = 3.0;
 pub struct Placer {
     config: PlacementConfig,
     damping: Vec<Damping>,
+    /// No unit is damped once `decisions` reaches this: the latest
+    /// [`Damping::until_decision`] set so far, kept so that a decision can
+    /// tell in one comparison that it may skip damping altogether. A state
+    /// saved without it reads as `u64::MAX` (look at every unit), which is
+    /// slower but never wrong.
+    #[serde(default = "damping_maybe_on")]
+    damped_until: u64,
     current: Option<UnitId>,
     group_left: u32,
     /// Decisions taken on predictions so far (the clock of damping).
@@ -332,6 +345,7 @@ impl Placer {
         Placer {
             config,
             damping: vec![Damping::default(); units],
+            damped_until: 0,
             current: None,
             group_left: 0,
             decisions: 0,
@@ -389,20 +403,16 @@ impl Placer {
             Scan::Predicted { best, resident } => (best, resident),
         };
         self.decisions += 1;
-        let Some(Scored {
-            prediction: best_p, ..
-        }) = best
-        else {
+        let Some(best) = best else {
             return Err(PlacementError::NoImplementation { units: units.len() });
         };
-        let resident = resident.map(|r| (r.score, r.prediction));
         let (chosen, reason) = match (resident, self.config.speedup_threshold) {
             (Some(stay), Some(threshold)) => {
                 self.apply_threshold(units, views, model, task, stay, threshold)
             }
-            _ => (best_p, Reason::Best),
+            _ => (best.choice, Reason::Best),
         };
-        let group = self.group_size(units, &chosen, task);
+        let group = self.group_size(units, chosen, task);
         Ok(self.commit(chosen.unit, reason, chosen.turnaround_ns, group))
     }
 
@@ -414,13 +424,16 @@ impl Placer {
         views: &[ClientUnitView],
         model: &M,
         task: &TaskRequest,
-        stay: (Score, Prediction),
+        stay: Pick,
         threshold: f64,
-    ) -> (Prediction, Reason) {
-        let (stay_score, stay_p) = stay;
+    ) -> (Choice, Reason) {
+        let Pick {
+            score: stay_score,
+            choice: stay_choice,
+        } = stay;
         let mut best: Option<(Score, Prediction)> = None;
         for (unit, view) in units.iter().zip(views) {
-            if unit.id == stay_p.unit || !task.implemented.contains(unit.id) {
+            if unit.id == stay_choice.unit || !task.implemented.contains(unit.id) {
                 continue;
             }
             let Some(p) = predict(units, unit, view, model, task) else {
@@ -441,26 +454,23 @@ impl Placer {
             }
         }
         let Some((other_score, other_p)) = best else {
-            return (stay_p, Reason::Best);
+            return (stay_choice, Reason::Best);
         };
         if !other_score.better_than(stay_score) {
-            return (stay_p, Reason::Best);
+            return (stay_choice, Reason::Best);
         }
         let gain = stay_score.value - other_score.value;
         let clear = stay_score.missed
             || (stay_score.value >= threshold * other_score.value
                 && gain * self.config.amortise_tasks >= other_p.copy_ns);
         if clear {
-            let turnaround_ns = other_p.turnaround_ns + other_p.copy_ns;
-            (
-                Prediction {
-                    turnaround_ns,
-                    ..other_p
-                },
-                Reason::Best,
-            )
+            let choice = Choice {
+                unit: other_p.unit,
+                turnaround_ns: other_p.turnaround_ns + other_p.copy_ns,
+            };
+            (choice, Reason::Best)
         } else {
-            (stay_p, Reason::Threshold)
+            (stay_choice, Reason::Threshold)
         }
     }
 
@@ -487,8 +497,16 @@ impl Placer {
             if miss > tolerance.ln_1p().max(SURPRISE_OVER_USUAL * usual) {
                 d.actual_ns = actual_ns;
                 d.until_decision = self.decisions + u64::from(self.config.damping_decisions);
+                self.damped_until = self.damped_until.max(d.until_decision);
             }
         }
+    }
+
+    /// Whether damping may be on for some unit in this decision; when not,
+    /// [`Self::damped_turnaround`] is the prediction for every unit.
+    #[inline]
+    fn damping_may_apply(&self) -> bool {
+        self.decisions < self.damped_until
     }
 
     /// The prediction, corrected by what the unit actually delivered last
@@ -502,14 +520,27 @@ impl Placer {
 
     /// Task aggregation: how many tasks this decision covers. Moving data
     /// that stays on a unit costs a copy out and a copy in; the dearer that
-    /// is relative to a task, the longer one decision holds.
-    fn group_size(&self, units: &[Unit], chosen: &Prediction, task: &TaskRequest) -> u32 {
-        let Some(factor) = self.config.aggregation_factor else {
-            return 1;
-        };
-        if !task.persistent {
-            return 1;
+    /// is relative to a task, the longer one decision holds. Fresh input
+    /// (or aggregation off) is one task per decision, answered inline: it
+    /// is every decision's path.
+    #[inline]
+    fn group_size(&self, units: &[Unit], chosen: Choice, task: &TaskRequest) -> u32 {
+        match self.config.aggregation_factor {
+            Some(factor) if task.persistent => {
+                self.persistent_group_size(units, chosen, task, factor)
+            }
+            _ => 1,
         }
+    }
+
+    /// [`Self::group_size`] for data that stays where the task runs.
+    fn persistent_group_size(
+        &self,
+        units: &[Unit],
+        chosen: Choice,
+        task: &TaskRequest,
+        factor: f64,
+    ) -> u32 {
         let unit = &units[chosen.unit.index()];
         let data_after = if unit.coherent {
             DataLocation::Host

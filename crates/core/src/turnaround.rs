@@ -133,6 +133,10 @@ pub struct ViewTurnaround {
     pub turnaround_ns: f64,
 }
 
+/// Largest execution time [`view_turnaround`] computes itself: up to here
+/// the stretched time, at most `max(exec, 1) × 10⁴`, cannot overflow.
+const VIEW_FAST_EXEC_NS: f64 = 1e300;
+
 /// [`turnaround`] with `ahead_ns = 0` and [`UnitLoad::View`]: the same
 /// `stretched_ns` and `turnaround_ns`, bit for bit, without computing the
 /// stretch and the rate, which cost a division each and which the placer,
@@ -143,8 +147,10 @@ pub struct ViewTurnaround {
 /// finite whenever `stretched_ns` is, and `0 × stretch` is then `+0`;
 /// adding `+0` to `dispatch + copy` changes nothing but a `−0` into `+0`,
 /// and either zero plus `stretched_ns` (≥ 1) is `stretched_ns`. Only an
-/// infinite `stretched_ns` (an execution time near `f64::MAX`) makes the
-/// term NaN; that case takes the full formula.
+/// infinite `stretched_ns` makes the term NaN, which takes an execution
+/// time near `f64::MAX`: every time above [`VIEW_FAST_EXEC_NS`] takes the
+/// full formula, as do the times it refuses (negative, NaN, infinite), so
+/// that one range check on the input replaces checking the output.
 #[inline(always)]
 pub fn view_turnaround(
     exec_ns: f64,
@@ -152,21 +158,19 @@ pub fn view_turnaround(
     copy_ns: f64,
     view: &ClientUnitView,
 ) -> Option<ViewTurnaround> {
-    // Finite and ≥ 0, as two comparisons (NaN fails both).
-    if !(0.0..=f64::MAX).contains(&exec_ns) {
-        return None;
-    }
-    let stretched_ns = view.stretched_ns(exec_ns);
-    if !stretched_ns.is_finite() {
+    // Two comparisons, which NaN fails.
+    if !(0.0..=VIEW_FAST_EXEC_NS).contains(&exec_ns) {
         return view_turnaround_by_formula(exec_ns, dispatch_ns, copy_ns, view);
     }
+    let stretched_ns = view.stretched_ns(exec_ns);
     Some(ViewTurnaround {
         stretched_ns,
         turnaround_ns: dispatch_ns + copy_ns + stretched_ns,
     })
 }
 
-/// [`view_turnaround`] by the full formula: its rare case, and its
+/// [`view_turnaround`] by the full formula: its rare cases (and `None`
+/// for an execution time that is not a finite number ≥ 0), and its
 /// reference in the tests.
 #[cold]
 pub fn view_turnaround_by_formula(

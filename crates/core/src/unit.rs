@@ -1,6 +1,6 @@
 //! Processing units and the machine they form.
 
-use crate::ids::{KindId, Ns, UnitId};
+use crate::ids::{KindId, Ns, UnitId, ns_as_f64};
 use serde::{Deserialize, Serialize};
 
 /// What sort of processing unit this is.
@@ -120,7 +120,7 @@ impl LinkCost {
         if bytes == 0 {
             return 0.0;
         }
-        self.latency_ns as f64 + bytes as f64 * self.ns_per_byte
+        ns_as_f64(self.latency_ns) + bytes as f64 * self.ns_per_byte
     }
 }
 

@@ -103,7 +103,9 @@ impl ClientUnitView {
     #[inline]
     pub fn stretched_ns(&self, exec_ns: f64) -> f64 {
         let exec = exec_ns.max(1.0);
-        let queued = if self.wait_ns.is_finite() {
+        // `if wait_ns.is_finite()` in one comparison: a wait of +∞ queues
+        // for ever either way (`exec + ∞`), and −∞ and NaN fail it.
+        let queued = if self.wait_ns > f64::NEG_INFINITY {
             exec + self.wait_ns.max(0.0)
         } else {
             f64::INFINITY
@@ -124,8 +126,24 @@ impl ClientUnitView {
         // `guaranteed` and the cap divide only when positive), so a plain
         // comparison gives the same number without `max`'s NaN handling.
         let slower = if bounded > capped { bounded } else { capped };
-        slower.clamp(exec, exec * (1.0 / MIN_UTILISATION))
+        clamp_unchecked(slower, exec, exec * (1.0 / MIN_UTILISATION))
     }
+}
+
+/// `value.clamp(low, high)` without its check that `low <= high` (true
+/// here: `high` is `low × 10⁴` with `low ≥ 1`), which the compiler cannot
+/// prove and keeps as a compare and a branch to a panic on every unit of
+/// every placement. Same steps as `f64::clamp`, so the same bits.
+#[inline(always)]
+fn clamp_unchecked(value: f64, low: f64, high: f64) -> f64 {
+    let mut v = value;
+    if v < low {
+        v = low;
+    }
+    if v > high {
+        v = high;
+    }
+    v
 }
 
 /// Work other clients placed on a unit since its views were published:
