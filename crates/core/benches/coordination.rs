@@ -5,7 +5,8 @@
 //! that may run short-first), and the replay alone; then the replay-judged
 //! solve against the number of applications and units (`solve_scaling`):
 //! 8 and 32 apps on a CPU group and 4 devices, the apps' times drawn
-//! from a seeded stream as `hetsched sim random` draws them.
+//! from a seeded stream as `hetsched sim random` draws them; the
+//! fluid-judged solve and the targets' program alone up to 256 apps.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
@@ -114,6 +115,14 @@ fn solve_scaling(c: &mut Criterion) {
                 )
                 .unwrap()
             })
+        });
+    }
+    // The fluid-judged pick (the daemon's `coordination = "pf"`), whose
+    // exclusion step solves up to `FLUID_EXCLUSION_CANDIDATES` candidates.
+    for (apps, units) in [(32, 9), (64, 9), (128, 9)] {
+        let (supply, demand) = mix(apps, units, 1);
+        group.bench_function(format!("fluid/{apps}x{units}"), |b| {
+            b.iter(|| solve_targets_waiting(black_box(&demand), &supply, 1.05, 3, true).unwrap())
         });
     }
     // The no-loser proportional-fair solve alone, as every candidate of

@@ -42,7 +42,7 @@
 
 #[cfg(feature = "solver")]
 use crate::fairness::{
-    FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
+    BARRIER_MIN_APPS, FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
 };
 #[cfg(feature = "solver")]
 use crate::ids::ClientId;

@@ -31,6 +31,7 @@
 //! sum matters), then the largest replayed `Σ w_i ln r_i`.
 
 use super::replay::{ReplayBudget, ReplayOutcome, replay};
+use super::solve::{CandidateSearch, Waits};
 use super::{
     AppDemand, DEFAULT_REPLAY_EVENTS, FairError, FairProblem, Targets, UnitSupply,
     exclusion_candidates, expected_wait_ns, fractions, native_estimate_replayed, problem,
@@ -447,13 +448,16 @@ pub fn solve_targets_replayed(
             &r.solution.solution.allocation,
             floor_goal,
             &judge.weights,
-            // Each candidate is a solve and a replay: count the solve as
-            // another replay. At most a quarter of the budget: the walks
-            // that follow gain more per replay where it binds.
-            judge
-                .plans_left()
-                .min(judge.plans_within(budget.replay_events / 4))
-                / 2,
+            CandidateSearch {
+                // Each candidate is a solve and a replay: count the solve
+                // as another replay. At most a quarter of the budget: the
+                // walks that follow gain more per replay where it binds.
+                max: judge
+                    .plans_left()
+                    .min(judge.plans_within(budget.replay_events / 4))
+                    / 2,
+                waits: Waits::for_apps(apps.len()),
+            },
         ) {
             let plan = Plan::of(&q, &next, &arrival);
             let judged = judge.judge(&plan);

@@ -237,7 +237,18 @@ pub(super) fn exclusion_step(
     weights: &[f64],
 ) -> Option<(NoLoserSolution, FairProblem)> {
     let mut pick: Option<(Score, NoLoserSolution, FairProblem)> = None;
-    for (next, q) in exclusion_candidates(base, p, units, x, floor_goal, weights, u64::MAX) {
+    for (next, q) in exclusion_candidates(
+        base,
+        p,
+        units,
+        x,
+        floor_goal,
+        weights,
+        CandidateSearch {
+            max: FLUID_EXCLUSION_CANDIDATES,
+            waits: Waits::for_apps(base.apps()),
+        },
+    ) {
         let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
         let current = pick.as_ref().map_or(kept, |c| c.0);
         let floor_gain = kept.floor < EXCLUSION_FLOOR_BELOW
@@ -250,10 +261,55 @@ pub(super) fn exclusion_step(
     pick.map(|(_, s, q)| (s, q))
 }
 
+/// How the exclusion step's candidates see the queue waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Waits {
+    /// As [`coupled_wait_limits`] of the others' allocation: what the
+    /// fluid-judged step needs to predict a candidate.
+    Coupled,
+    /// As the kept allocation's problem carries them, fixed. The coupled
+    /// rows are dense (an app's row has a term for every other app on each
+    /// queue it uses), so each candidate is a Clarabel solve that grows as
+    /// apps² × units: at 128 apps × 9 units 150–800 ms, which made the
+    /// exclusion step 80 % of a replay-judged solve. Without them the
+    /// barrier method solves a candidate in milliseconds, and the replay
+    /// judges it all the same.
+    Fixed,
+}
+
+impl Waits {
+    /// Coupled below [`BARRIER_MIN_APPS`] apps, where the solves are small
+    /// (and every plan below the barrier's size stays what it was), fixed
+    /// from there on.
+    pub(super) fn for_apps(apps: usize) -> Waits {
+        if apps < BARRIER_MIN_APPS {
+            Waits::Coupled
+        } else {
+            Waits::Fixed
+        }
+    }
+}
+
+/// The fluid-judged exclusion step solves at most this many candidates
+/// (the plan with no exclusion and the first moves). Every one was
+/// solved before: at 32 apps × 9 units that is about a hundred Clarabel
+/// solves with the coupled rows, 17 s, and at 128 × 9 eight minutes, a
+/// coordinator stalled for the whole time. A mix of 8 apps on 5 units has
+/// fewer moves than this, so its plans are what they were.
+pub const FLUID_EXCLUSION_CANDIDATES: u64 = 32;
+
+/// Which exclusion candidates are solved, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CandidateSearch {
+    /// At most this many: the plan with no exclusion first, then one move
+    /// per app and unit in order.
+    pub max: u64,
+    pub waits: Waits,
+}
+
 /// The candidates of the exclusion step (see [`exclusion_step`]), each
 /// with the problem it was solved on; those the solver fails on are left
-/// out. At most `max` are solved: the plan with no exclusion first, then
-/// one move per app and unit in order.
+/// out.
 pub(super) fn exclusion_candidates(
     base: &FairProblem,
     p: &FairProblem,
@@ -261,7 +317,7 @@ pub(super) fn exclusion_candidates(
     x: &[Vec<f64>],
     floor_goal: f64,
     weights: &[f64],
-    max: u64,
+    search: CandidateSearch,
 ) -> Vec<(NoLoserSolution, FairProblem)> {
     let (n, m) = (p.apps(), p.units());
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
@@ -284,7 +340,7 @@ pub(super) fn exclusion_candidates(
         }
     }
     let mut out = Vec::new();
-    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    let max = usize::try_from(search.max).unwrap_or(usize::MAX);
     for mv in moves.into_iter().take(max) {
         let mut q = on_units.clone();
         let mut x_ref = x.to_vec();
@@ -295,7 +351,10 @@ pub(super) fn exclusion_candidates(
                 continue;
             }
         }
-        let limits = coupled_wait_limits(&q, units, &x_ref);
+        let limits = match search.waits {
+            Waits::Coupled => coupled_wait_limits(&q, units, &x_ref),
+            Waits::Fixed => Vec::new(),
+        };
         if let Ok(next) = solve_no_loser_weighted(&q, floor_goal, &limits, weights) {
             out.push((next, q));
         }

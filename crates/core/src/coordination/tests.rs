@@ -603,3 +603,57 @@ fn a_changed_weight_re_solves_at_the_next_update() {
     assert!(c.update(2));
     assert!(c.rate(ClientId(1)).unwrap() > c.rate(ClientId(2)).unwrap());
 }
+
+#[test]
+fn exclusion_candidates_stop_at_their_cap_and_hold_waits_fixed_at_scale() {
+    // 48 apps on a CPU group and two queues, each app's tasks a different
+    // length: a mix where many (app, queue) pairs share a queue.
+    let units = [
+        UnitSupply::processor_shared(2.0),
+        UnitSupply::queue(1.0),
+        UnitSupply::queue(1.0),
+    ];
+    let apps: Vec<AppDemand> = (0..BARRIER_MIN_APPS)
+        .map(|i| {
+            let cpu = 1e6 * (1.0 + (i % 7) as f64);
+            AppDemand {
+                exec_ns: vec![
+                    Some(cpu),
+                    Some(cpu / (2.0 + (i % 5) as f64)),
+                    Some(cpu / 3.0),
+                ],
+                overhead_ns: vec![0.0, 1e5, 2e5],
+                in_flight: 1.0,
+                weight: 1.0,
+                declared_native: None,
+                native_trusted: false,
+                native_in_flight: None,
+            }
+        })
+        .collect();
+    assert_eq!(Waits::for_apps(apps.len() - 1), Waits::Coupled);
+    assert_eq!(Waits::for_apps(apps.len()), Waits::Fixed);
+    let base = problem(&apps, &units, &native_estimate(&apps, &units));
+    let weights = vec![1.0; apps.len()];
+    let s = solve_no_loser_weighted(&base, 1.05, &[], &weights).unwrap();
+    let search = CandidateSearch {
+        max: 5,
+        waits: Waits::for_apps(apps.len()),
+    };
+    let found = exclusion_candidates(
+        &base,
+        &base,
+        &units,
+        &s.solution.allocation,
+        1.05,
+        &weights,
+        search,
+    );
+    assert!((2..=5).contains(&found.len()), "{} candidates", found.len());
+    // Fixed waits: each candidate is its problem's plain solution, with no
+    // coupled rows.
+    for (next, q) in &found {
+        let plain = solve_no_loser_weighted(q, 1.05, &[], &weights).unwrap();
+        assert_eq!(plain.solution.allocation, next.solution.allocation);
+    }
+}
