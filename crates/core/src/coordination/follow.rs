@@ -27,23 +27,24 @@ impl DeficitFollower {
         if self.credit.len() != target.len() {
             self.credit = vec![0.0; target.len()];
         }
-        let usable: Vec<usize> = (0..target.len())
-            .filter(|&u| target[u] > 0.0 && target[u].is_finite() && allowed(u))
-            .collect();
-        let total: f64 = usable.iter().map(|&u| target[u]).sum();
-        if usable.is_empty() || total <= 0.0 {
+        // Allocation-free: the runtime and the replay pick once per task.
+        let usable = |u: usize| target[u] > 0.0 && target[u].is_finite() && allowed(u);
+        let total: f64 = (0..target.len())
+            .filter(|&u| usable(u))
+            .map(|u| target[u])
+            .sum();
+        if total <= 0.0 {
             return None;
         }
         for (u, c) in self.credit.iter_mut().enumerate() {
-            if usable.contains(&u) {
+            if usable(u) {
                 *c = (*c + target[u] / total).min(CREDIT_LIMIT);
             } else {
                 *c = 0.0;
             }
         }
-        let best = usable
-            .iter()
-            .copied()
+        let best = (0..target.len())
+            .filter(|&u| usable(u))
             .max_by(|&a, &b| self.credit[a].total_cmp(&self.credit[b]).then(b.cmp(&a)))?;
         self.credit[best] = (self.credit[best] - 1.0).max(-CREDIT_LIMIT);
         Some(best)

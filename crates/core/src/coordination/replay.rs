@@ -128,6 +128,8 @@ struct Replay<'a> {
     heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     follower: Vec<DeficitFollower>,
+    /// Per app and unit: whether the app can run there (a measured time).
+    usable: Vec<Vec<bool>>,
     pacer: Vec<Pacer>,
     /// Per app and unit: time spent waiting (queued, or slowed by sharing)
     /// and tasks, counted after the warm-up.
@@ -147,6 +149,13 @@ impl Replay<'_> {
     fn draw(&mut self, app: usize, unit: usize) -> f64 {
         let mean = self.exec(app, unit).unwrap_or(1.0);
         mean * (1.0 + JITTER * (2.0 * self.rng.random::<f64>() - 1.0))
+    }
+
+    /// A task of `app` finished on `unit` at `now`: its place comes back
+    /// after the second half of its overhead.
+    fn returning(&mut self, app: usize, unit: usize, now: f64) {
+        let back = self.overhead_half(app, unit);
+        self.schedule(now + back, Event::Returned { app });
     }
 
     fn overhead_half(&self, app: usize, unit: usize) -> f64 {
@@ -178,11 +187,9 @@ impl Replay<'_> {
             }
         }
         let target = &self.fraction[app];
-        let usable: Vec<bool> = (0..target.len())
-            .map(|u| self.exec(app, u).is_some())
-            .collect();
+        let usable = &self.usable[app];
         // No usable unit: the place stays idle (the app cannot run).
-        if let Some(unit) = self.follower[app].pick(target, |u| usable[u]) {
+        if let Some(unit) = self.follower[app].pick(target, |u| usable.get(u) == Some(&true)) {
             let overhead = self.overhead_half(app, unit);
             self.schedule(now + overhead, Event::Arrive { app, unit });
         }
@@ -325,11 +332,18 @@ pub fn replay(
         heap: BinaryHeap::new(),
         seq: 0,
         follower: vec![DeficitFollower::new(); n],
+        usable: Vec::new(),
         pacer: vec![Pacer::new(); n],
         waited: vec![vec![(0.0, 0); units.len()]; n],
         counting: false,
         rng: ChaCha8Rng::seed_from_u64(SEED),
     };
+    r.usable = (0..n)
+        .map(|i| {
+            let width = fraction.get(i).map_or(0, Vec::len);
+            (0..width).map(|u| r.exec(i, u).is_some()).collect()
+        })
+        .collect();
     for (i, app) in apps.iter().enumerate() {
         if fraction.get(i).is_none() {
             continue;
@@ -360,7 +374,6 @@ pub fn replay(
             warm_at = Some(now);
             r.counting = true;
         }
-        let mut finished: Vec<(usize, usize)> = Vec::new();
         match event {
             Event::Issue { app } => r.issue(app, now),
             Event::Arrive { app, unit } => r.arrive(app, unit, now),
@@ -372,21 +385,15 @@ pub fn replay(
             }
             Event::Done { app, unit } => {
                 r.next_queued(unit, now);
-                finished.push((app, unit));
+                r.returning(app, unit, now);
             }
             Event::Shared { unit, epoch } => {
                 if epoch == r.units[unit].epoch {
-                    finished = r
-                        .finish_shared(unit, now)
-                        .into_iter()
-                        .map(|app| (app, unit))
-                        .collect();
+                    for app in r.finish_shared(unit, now) {
+                        r.returning(app, unit, now);
+                    }
                 }
             }
-        }
-        for (app, unit) in finished {
-            let back = r.overhead_half(app, unit);
-            r.schedule(now + back, Event::Returned { app });
         }
         if events >= budget.events {
             let enough = (0..n).all(|i| !active[i] || completed[i].tasks >= budget.min_tasks);
