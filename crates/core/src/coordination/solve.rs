@@ -294,8 +294,9 @@ impl Waits {
 /// (the plan with no exclusion and the first moves). Every one was
 /// solved before: at 32 apps × 9 units that is about a hundred Clarabel
 /// solves with the coupled rows, 17 s, and at 128 × 9 eight minutes, a
-/// coordinator stalled for the whole time. A mix of 8 apps on 5 units has
-/// fewer moves than this, so its plans are what they were.
+/// coordinator stalled for the whole time. 8 apps on a CPU and 4 devices
+/// have 33 candidates only if every app uses every device; otherwise at
+/// most this many, and their plans are what they were.
 pub const FLUID_EXCLUSION_CANDIDATES: u64 = 32;
 
 /// Which exclusion candidates are solved, and how.
