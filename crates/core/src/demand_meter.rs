@@ -33,6 +33,14 @@ const EWMA_WEIGHT: f64 = 0.3;
 /// the app's concurrency shows within that.
 const PLACES_WINDOW: usize = 20;
 
+/// A mean in flight at most this far above a whole number of places counts
+/// as that number. A client that samples its outstanding calls can catch
+/// one too many now and then (a result wakes the app, which submits its
+/// next call, a moment before the finished one stops counting); rounded
+/// up, a mean of 2.02 would give an app of 2 places 3, and the others on
+/// its native unit a native estimate a third too low.
+const PLACES_ROUNDING_SLACK: f64 = 0.1;
+
 /// Slack allowed when comparing claimed CPU time with measured CPU time:
 /// the two are sampled at slightly different instants, and a process's
 /// measured time is in clock ticks (10 ms).
@@ -184,7 +192,7 @@ impl DemandMeter {
                 .iter()
                 .copied()
                 .reduce(f64::max)
-                .map(f64::ceil),
+                .map(|m| (m - PLACES_ROUNDING_SLACK).ceil().max(1.0)),
         }
     }
 
@@ -423,6 +431,18 @@ mod tests {
             m.reported(&[], 1.0, None, 8.0);
         }
         assert_eq!(m.demand().native_in_flight, Some(1.0));
+    }
+
+    #[test]
+    fn a_mean_just_above_the_places_is_sampling_noise_not_another_place() {
+        let mut m = meter();
+        for mean in [2.0, 2.04, 2.01] {
+            m.reported(&[], mean, None, 8.0);
+        }
+        assert_eq!(m.demand().native_in_flight, Some(2.0));
+        // Further above, a third place shows.
+        m.reported(&[], 2.3, None, 8.0);
+        assert_eq!(m.demand().native_in_flight, Some(3.0));
     }
 
     #[test]

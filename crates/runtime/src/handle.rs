@@ -170,35 +170,72 @@ impl<R> Handle<R> {
     }
 }
 
-/// Calls accepted and not finished, for `wait_all`.
+/// Calls accepted and not finished, for `wait_all`, and calls whose
+/// result the application does not have yet, for the places it is seen to
+/// keep in flight.
 #[derive(Default)]
 pub(crate) struct Outstanding {
-    count: Mutex<u64>,
+    count: Mutex<Counts>,
     zero: Condvar,
+}
+
+#[derive(Default)]
+struct Counts {
+    /// Accepted and not yet finished with: `wait_all` waits for zero.
+    accepted: u64,
+    /// Accepted and not yet delivered to the application. A result wakes
+    /// the application before the runtime is done with the call, and a
+    /// closed-loop application submits its next call at once, so
+    /// `accepted` briefly counts one place too many.
+    undelivered: u64,
 }
 
 impl Outstanding {
     pub fn add(&self) {
-        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        let mut c = self.lock();
+        c.accepted += 1;
+        c.undelivered += 1;
     }
 
-    pub fn done(&self) {
-        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        *c = c.saturating_sub(1);
-        if *c == 0 {
+    /// A call ends: `deliver` hands its result (or error) to the
+    /// application, then the call stops counting.
+    pub fn finish(&self, deliver: impl FnOnce()) {
+        {
+            let mut c = self.lock();
+            c.undelivered = c.undelivered.saturating_sub(1);
+        }
+        deliver();
+        let mut c = self.lock();
+        c.accepted = c.accepted.saturating_sub(1);
+        if c.accepted == 0 {
             self.zero.notify_all();
         }
     }
 
+    /// A call ends whose result was delivered already, or never will be.
+    pub fn done(&self) {
+        self.finish(|| {});
+    }
+
+    /// Calls accepted and not finished.
     pub fn get(&self) -> u64 {
-        *self.count.lock().unwrap_or_else(|p| p.into_inner())
+        self.lock().accepted
+    }
+
+    /// Calls the application is still waiting for.
+    pub fn in_flight(&self) -> u64 {
+        self.lock().undelivered
     }
 
     pub fn wait_zero(&self) {
-        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        while *c > 0 {
+        let mut c = self.lock();
+        while c.accepted > 0 {
             c = self.zero.wait(c).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.count.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -239,5 +276,25 @@ mod tests {
             handle.try_take().unwrap().unwrap_err(),
             TaskError::Cancelled { task: "t".into() }
         );
+    }
+
+    #[test]
+    fn a_call_stops_counting_in_flight_before_its_result_is_delivered() {
+        let out = Outstanding::default();
+        out.add();
+        out.add();
+        assert_eq!((out.get(), out.in_flight()), (2, 2));
+        // While the result is delivered (and the app may already submit
+        // its next call), the call still holds `wait_all` but no place.
+        out.finish(|| {
+            assert_eq!((out.get(), out.in_flight()), (2, 1));
+            out.add();
+            assert_eq!((out.get(), out.in_flight()), (3, 2));
+        });
+        assert_eq!((out.get(), out.in_flight()), (2, 2));
+        out.done();
+        out.done();
+        assert_eq!((out.get(), out.in_flight()), (0, 0));
+        out.wait_zero();
     }
 }

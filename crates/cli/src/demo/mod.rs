@@ -49,6 +49,11 @@ pub struct DemoArgs {
     /// given).
     #[arg(long)]
     coordination_floor: Option<f64>,
+    /// Keep each hetsched-pf run's daemon log, with the coordinator's
+    /// solves at debug level, as `daemon-hetsched-pf-runN.log` in `--out`
+    /// (each app's pid is listed at its end).
+    #[arg(long)]
+    daemon_logs: bool,
 }
 
 /// Native first (the other policies are measured against it); hetsched-pf
@@ -100,13 +105,31 @@ impl Drop for Reaped {
     }
 }
 
-fn start_daemon(exe: &Path, dir: &Path, config: &Path, socket: &Path) -> Result<Reaped> {
+/// The daemon's log, in the demo's scratch directory.
+fn daemon_log(dir: &Path) -> PathBuf {
+    dir.join("daemon.log")
+}
+
+fn start_daemon(
+    exe: &Path,
+    dir: &Path,
+    config: &Path,
+    socket: &Path,
+    debug_solves: bool,
+) -> Result<Reaped> {
     let _ = std::fs::remove_file(socket);
     // The daemon's start-up banner would drown the demo's table; it goes
     // to a log that is shown if the daemon fails to come up.
-    let log_path = dir.join("daemon.log");
+    let log_path = daemon_log(dir);
     let log = std::fs::File::create(&log_path)?;
-    let child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if debug_solves {
+        command.env(
+            "RUST_LOG",
+            "info,hetsched_monitor::server::coordinator=debug",
+        );
+    }
+    let child = command
         .arg("daemon")
         .arg("--config")
         .arg(config)
@@ -133,9 +156,16 @@ fn start_daemon(exe: &Path, dir: &Path, config: &Path, socket: &Path) -> Result<
     Ok(daemon)
 }
 
-fn run_policy(args: &DemoArgs, exe: &Path, dir: &Path, policy: &str) -> Result<Vec<AppReport>> {
+fn run_policy(
+    args: &DemoArgs,
+    exe: &Path,
+    dir: &Path,
+    policy: &str,
+    run: usize,
+) -> Result<Vec<AppReport>> {
     let socket = dir.join("hetsched.sock");
-    let _daemon = start_daemon(exe, dir, &config_file(dir, policy), &socket)?;
+    let keep_log = args.daemon_logs && policy == "hetsched-pf";
+    let daemon = start_daemon(exe, dir, &config_file(dir, policy), &socket, keep_log)?;
     let mut children = Vec::new();
     for app in apps::APPS {
         let child = Command::new(exe)
@@ -155,6 +185,10 @@ fn run_policy(args: &DemoArgs, exe: &Path, dir: &Path, policy: &str) -> Result<V
             .with_context(|| format!("cannot start demo app {}", app.name))?;
         children.push((app.name, Reaped(child)));
     }
+    let pids: Vec<String> = children
+        .iter()
+        .map(|(name, child)| format!("demo app {name}: pid {}", child.0.id()))
+        .collect();
     let mut reports = Vec::new();
     for (name, mut child) in children {
         let mut out = String::new();
@@ -169,6 +203,15 @@ fn run_policy(args: &DemoArgs, exe: &Path, dir: &Path, policy: &str) -> Result<V
         let report: AppReport = serde_json::from_str(line)
             .with_context(|| format!("demo app {name} printed no report: {out:?}"))?;
         reports.push(report);
+    }
+    drop(daemon);
+    if keep_log {
+        std::fs::create_dir_all(&args.out)?;
+        let kept = args.out.join(format!("daemon-{policy}-run{run}.log"));
+        let mut log = std::fs::read_to_string(daemon_log(dir))?;
+        log.push_str(&pids.join("\n"));
+        log.push('\n');
+        std::fs::write(&kept, log).with_context(|| format!("cannot write {}", kept.display()))?;
     }
     Ok(reports)
 }
@@ -210,7 +253,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     for run in 1..=args.runs {
         let mut by_policy = Vec::new();
         for policy in POLICIES {
-            let reports = run_policy(&args, &exe, dir.path(), policy)?;
+            let reports = run_policy(&args, &exe, dir.path(), policy, run)?;
             let summary = report::summarise(policy, &reports, args.warmup, args.seconds);
             println!("run {run}/{}: {}", args.runs, summary.one_line());
             by_policy.push((reports, summary));

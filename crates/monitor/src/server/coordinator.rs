@@ -190,6 +190,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
         let started = std::time::Instant::now();
         coordinator.update(now);
         let solved_in = (coordinator.solves() != solves).then(|| started.elapsed());
+        if let Some(took) = solved_in {
+            log_solve(&coordinator, &pids, &shared, took);
+        }
         store(&shared, &coordinator, &tracked, solved_in);
     }
 }
@@ -355,6 +358,50 @@ fn step(
     // Every app's host side runs on the same cores as the CPU units' tasks.
     let host: f64 = tracked.values().map(|t| t.host.slots()).sum();
     coordinator.set_supply(supply_left(supply, &reserved, host));
+}
+
+/// One debug line per coordinated app after each solve: what it was
+/// given and what the solve expects of it, so that an operator (or `hetsched
+/// demo --daemon-logs`) can follow why an app ends up where it does.
+fn log_solve(
+    coordinator: &Coordinator,
+    pids: &[(ClientId, u32)],
+    shared: &Shared,
+    took: std::time::Duration,
+) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let names: Vec<&str> = shared
+        .setup
+        .units
+        .iter()
+        .map(|u| u.unit.name.as_str())
+        .collect();
+    tracing::debug!(
+        "coordination: solve {} took {:.1} ms, floor {:?}",
+        coordinator.solves(),
+        took.as_secs_f64() * 1e3,
+        coordinator.floor()
+    );
+    for &(id, pid) in pids {
+        let (Some(fractions), Some(rate)) = (coordinator.target(id), coordinator.rate(id)) else {
+            continue;
+        };
+        let split: Vec<String> = names
+            .iter()
+            .zip(fractions)
+            .filter(|(_, f)| **f > 0.0)
+            .map(|(n, f)| format!("{n} {f:.3}"))
+            .collect();
+        let (native, predicted) = coordinator.estimate(id).unwrap_or((f64::NAN, f64::NAN));
+        tracing::debug!(
+            "coordination: client {} (pid {pid}) native {native:.1}/s predicted {predicted:.3}x \
+             rate {rate:.1}/s on {}",
+            id.0,
+            split.join(", ")
+        );
+    }
 }
 
 /// Tells the monitor which clients are coordinated and which units run

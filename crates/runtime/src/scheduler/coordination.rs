@@ -169,7 +169,7 @@ fn run(sched: &Arc<Scheduler>) {
             return;
         }
         let now = Instant::now();
-        let outstanding = sched.outstanding.get();
+        let outstanding = sched.outstanding.in_flight();
         let Some(f) = q.follow.as_mut() else {
             return;
         };

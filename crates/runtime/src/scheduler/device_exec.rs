@@ -187,22 +187,24 @@ fn finish(sched: &Arc<Scheduler>, u: usize, placed: Placed, t: Transfer, done: D
     let mut q = sched.lock();
     sched.release(&mut q, &finished);
     drop(q);
-    job.complete(Where {
-        unit: unit.id,
-        unit_name: Arc::clone(&sched.unit_names[u]),
-        accepted_at: placed.accepted_at,
+    sched.outstanding.finish(|| {
+        job.complete(Where {
+            unit: unit.id,
+            unit_name: Arc::clone(&sched.unit_names[u]),
+            accepted_at: placed.accepted_at,
+        })
     });
-    sched.outstanding.done();
 }
 
 pub(crate) fn fail(sched: &Arc<Scheduler>, u: usize, placed: Placed, why: String) {
     let task = placed.job.slot().name.clone();
-    placed.job.fail(TaskError::Unplaceable { task, why });
+    let exec_ns = placed.exec_ns;
+    sched
+        .outstanding
+        .finish(|| placed.job.fail(TaskError::Unplaceable { task, why }));
     let mut q = sched.lock();
     q.units[u].running = q.units[u].running.saturating_sub(1);
-    q.units[u].pending_ns =
-        (q.units[u].pending_ns - super::finite_or_zero(placed.exec_ns)).max(0.0);
-    sched.outstanding.done();
+    q.units[u].pending_ns = (q.units[u].pending_ns - super::finite_or_zero(exec_ns)).max(0.0);
     sched.pump(&mut q);
 }
 

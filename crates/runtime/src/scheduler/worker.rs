@@ -76,11 +76,12 @@ pub(crate) fn run_placed(
     let mut q = sched.lock();
     sched.release(&mut q, &finished);
     drop(q);
-    job.complete(Where {
-        unit: unit_id,
-        unit_name: Arc::clone(unit_name),
-        accepted_at: placed.accepted_at,
+    sched.outstanding.finish(|| {
+        job.complete(Where {
+            unit: unit_id,
+            unit_name: Arc::clone(unit_name),
+            accepted_at: placed.accepted_at,
+        })
     });
-    sched.outstanding.done();
     ran
 }
