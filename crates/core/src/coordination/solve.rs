@@ -267,7 +267,11 @@ pub(super) enum Waits {
     /// As [`coupled_wait_limits`] of the others' allocation: what the
     /// fluid-judged step needs to predict a candidate.
     Coupled,
-    /// As the kept allocation's problem carries them, fixed. The coupled
+    /// Left out: the candidates keep the kept round's processor-sharing
+    /// waits but charge no queue wait (the rounds' queue waits are what the
+    /// coupled rows stand in for; kept in the occupancies instead, the
+    /// candidates shunned the queues, and `random-128apps-4gpus-2kinds-seed1`
+    /// fell from 4.43× to 1.60× with an app at 0.90). The coupled
     /// rows are dense (an app's row has a term for every other app on each
     /// queue it uses), so each candidate is a Clarabel solve that grows as
     /// apps² × units: at 128 apps × 9 units 150–800 ms, which made the
