@@ -425,8 +425,40 @@ struct Conic {
     cones: Vec<SupportedConeT<f64>>,
     /// Row of each unit's capacity constraint, if the unit has pairs.
     unit_row: Vec<Option<usize>>,
-    /// Row of each app's in-flight constraint.
-    app_row: Vec<usize>,
+    /// Row of each app's in-flight constraint (`None`: left out, as one
+    /// that cannot bind; see [`Rows`]).
+    app_row: Vec<Option<usize>>,
+}
+
+/// Which in-flight rows a program carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rows {
+    /// Every app's.
+    All,
+    /// Only those that can bind: an app whose places could not fill even
+    /// if it held every unit it can use whole (`Σ_u occ_iu · cap_u ≤
+    /// in_flight_i`) has a row no allocation the unit rows allow reaches.
+    /// Such rows leave the optimum as it is but can stall Clarabel (a unit
+    /// of a twentieth of a slot beside apps of hundreds of places stopped
+    /// it with InsufficientProgress), so a program it fails on is tried
+    /// again without them.
+    Binding,
+}
+
+impl Rows {
+    fn keeps(self, p: &FairProblem, pairs: &[Pair], app: usize) -> bool {
+        match self {
+            Rows::All => true,
+            Rows::Binding => {
+                let most: f64 = pairs
+                    .iter()
+                    .filter(|pr| pr.app == app)
+                    .map(|pr| p.occupancy[app][pr.unit] * p.capacity[pr.unit])
+                    .sum();
+                most > p.in_flight[app]
+            }
+        }
+    }
 }
 
 /// Sparse-matrix triplets collected row by row.
@@ -480,8 +512,9 @@ fn limit_rows(pairs: &[Pair], limits: &[LinearLimit], tr: &mut Triplets) {
 fn linear_rows(
     p: &FairProblem,
     pairs: &[Pair],
+    rows: Rows,
     tr: &mut Triplets,
-) -> (Vec<Option<usize>>, Vec<usize>) {
+) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
     // z_k ≥ 0  (s = z_k).
     for col in 0..pairs.len() {
         let r = tr.row(0.0);
@@ -494,10 +527,14 @@ fn linear_rows(
         tr.put(r, col, pair.bound / p.capacity[pair.unit]);
     }
     // Σ_u occ·x[i][u] ≤ in_flight_i, divided by in_flight_i.
-    let app_row: Vec<usize> = (0..p.apps()).map(|_| tr.row(1.0)).collect();
+    let app_row: Vec<Option<usize>> = (0..p.apps())
+        .map(|i| rows.keeps(p, pairs, i).then(|| tr.row(1.0)))
+        .collect();
     for (col, pair) in pairs.iter().enumerate() {
-        let coef = p.occupancy[pair.app][pair.unit] * pair.bound / p.in_flight[pair.app];
-        tr.put(app_row[pair.app], col, coef);
+        if let Some(r) = app_row[pair.app] {
+            let coef = p.occupancy[pair.app][pair.unit] * pair.bound / p.in_flight[pair.app];
+            tr.put(r, col, coef);
+        }
     }
     (unit_row, app_row)
 }
@@ -527,11 +564,12 @@ fn build_conic(
     floor: Option<f64>,
     limits: &[LinearLimit],
     weights: &[f64],
+    rows: Rows,
 ) -> Conic {
     let (n, k) = (p.apps(), pairs.len());
     let t_col = |i: usize| k + i;
     let mut tr = Triplets::default();
-    let (unit_row, app_row) = linear_rows(p, pairs, &mut tr);
+    let (unit_row, app_row) = linear_rows(p, pairs, rows, &mut tr);
     let (log_scale, coef) = throughput_scale(p, pairs);
     if let Some(floor) = floor {
         let floor_row: Vec<usize> = (0..n)
@@ -579,10 +617,10 @@ fn build_conic(
 /// The linear program behind [`max_common_floor`]: variables `[z_k, t]`,
 /// maximise `t` subject to the shared rows and `t · native_i / scale_i ≤
 /// Σ_k c_k z_k` for every app.
-fn build_floor_lp(p: &FairProblem, pairs: &[Pair], limits: &[LinearLimit]) -> Conic {
+fn build_floor_lp(p: &FairProblem, pairs: &[Pair], limits: &[LinearLimit], rows: Rows) -> Conic {
     let (n, k) = (p.apps(), pairs.len());
     let mut tr = Triplets::default();
-    let (unit_row, app_row) = linear_rows(p, pairs, &mut tr);
+    let (unit_row, app_row) = linear_rows(p, pairs, rows, &mut tr);
     let (log_scale, coef) = throughput_scale(p, pairs);
     let floor_row: Vec<usize> = (0..n).map(|_| tr.row(0.0)).collect();
     for (i, &r) in floor_row.iter().enumerate() {
@@ -673,6 +711,29 @@ fn solve_tight_then_default(conic: &Conic) -> Result<ConicResult, FairError> {
     }
 }
 
+/// [`solve_tight_then_default`] on the program `build` makes with every
+/// row, then, if Clarabel fails on it, without the in-flight rows that
+/// cannot bind ([`Rows::Binding`]; the same optimum). Returns the program
+/// solved and its answer.
+fn solve_dropping_idle_rows(
+    build: impl Fn(Rows) -> Conic,
+) -> Result<(Conic, ConicResult), FairError> {
+    let conic = build(Rows::All);
+    // If the tight tolerances stall on an awkward instance, the default
+    // ones still give a usable (and `check`-able) bound.
+    match solve_tight_then_default(&conic) {
+        Ok(sol) => Ok((conic, sol)),
+        Err(first) => {
+            let fewer = build(Rows::Binding);
+            if fewer.app_row == conic.app_row {
+                return Err(first);
+            }
+            let sol = solve_tight_then_default(&fewer)?;
+            Ok((fewer, sol))
+        }
+    }
+}
+
 /// Solves the proportional-fair bound. See the module docs for the model.
 pub fn solve_proportional_fair(p: &FairProblem) -> Result<FairSolution, FairError> {
     p.validate()?;
@@ -705,8 +766,7 @@ pub fn max_common_floor(p: &FairProblem) -> Result<f64, FairError> {
 pub fn max_common_floor_limited(p: &FairProblem, limits: &[LinearLimit]) -> Result<f64, FairError> {
     p.validate()?;
     let pairs = p.pairs();
-    let conic = build_floor_lp(p, &pairs, limits);
-    let sol = solve_tight_then_default(&conic)?;
+    let (_, sol) = solve_dropping_idle_rows(|rows| build_floor_lp(p, &pairs, limits, rows))?;
     // Re-evaluate the floor from the (made feasible) allocation rather than
     // trusting the solver's `t`, so the floor is one an allocation reaches.
     let mut allocation = vec![vec![0.0; p.units()]; p.apps()];
@@ -877,10 +937,8 @@ fn solve_with_floor_weighted(
     weights: &[f64],
 ) -> Result<FairSolution, FairError> {
     let pairs = p.pairs();
-    let conic = build_conic(p, &pairs, floor, limits, weights);
-    // If the tight tolerances stall on an awkward instance, the default
-    // ones still give a usable (and `check`-able) bound.
-    let sol = solve_tight_then_default(&conic)?;
+    let (conic, sol) =
+        solve_dropping_idle_rows(|rows| build_conic(p, &pairs, floor, limits, weights, rows))?;
 
     let mut allocation = vec![vec![0.0; p.units()]; p.apps()];
     for (pair, z) in pairs.iter().zip(&sol.primal) {
@@ -940,7 +998,7 @@ fn prices(p: &FairProblem, conic: &Conic, z: &[f64]) -> (Vec<f64>, Vec<f64>) {
         .app_row
         .iter()
         .zip(&p.in_flight)
-        .map(|(&r, f)| z[r].max(0.0) / f)
+        .map(|(row, f)| row.map_or(0.0, |r| z[r].max(0.0) / f))
         .collect();
     (unit_price, app_price)
 }

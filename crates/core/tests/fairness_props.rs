@@ -248,6 +248,42 @@ fn badly_scaled_rates_still_solve() {
     assert_eq!(s.status, FairStatus::Solved);
 }
 
+/// Found by `wide_ranges_still_solve_to_a_certified_optimum`: one unit with
+/// a twentieth of a slot, six apps of which five have tens to hundreds of
+/// places in flight they could never fill there. Clarabel stopped with
+/// InsufficientProgress on it; the optimum is the even split.
+#[test]
+fn places_that_can_never_fill_do_not_stall_the_solver() {
+    let p = FairProblem {
+        rate: vec![vec![1.0]; 6],
+        occupancy: vec![
+            vec![48.96909341456384],
+            vec![48.53781399407312],
+            vec![67.9746857386204],
+            vec![50.150299069599136],
+            vec![6.475924796031316],
+            vec![5.161936826662334],
+        ],
+        capacity: vec![0.04983646759687661],
+        in_flight: vec![
+            1.0292853768715569,
+            46.346992712257205,
+            392.8957847495301,
+            106.48006890368194,
+            12.790885255103278,
+            11.670580467702047,
+        ],
+        native: vec![1.0; 6],
+    };
+    let s = solve_proportional_fair(&p).expect("solvable");
+    let c = check(&p, &s).expect("checkable");
+    assert!(c.max_relative_violation <= FEAS_TOL, "{c:?}");
+    assert!(c.duality_gap.abs() <= 1e-6, "{c:?}");
+    for row in &s.allocation {
+        assert_close(row[0], p.capacity[0] / 6.0, 1e-6, "even split");
+    }
+}
+
 // ---------------------------------------------------------------- bad input
 
 fn valid() -> FairProblem {
