@@ -49,6 +49,7 @@ fn demo_ends_with_the_throughput_ratio_and_writes_its_results() {
             "3",
             "--warmup",
             "1",
+            "--daemon-logs",
             "--out",
         ])
         .arg(out_dir.path())
@@ -107,4 +108,25 @@ fn demo_ends_with_the_throughput_ratio_and_writes_its_results() {
     }
     let svg = std::fs::read_to_string(out_dir.path().join("timeline.svg")).expect("timeline.svg");
     assert!(svg.contains("<svg"), "timeline.svg is not an SVG");
+    // `--daemon-logs`: hetsched-pf's daemon log is kept, with the
+    // coordinator's solves and the apps' pids to read them by; the other
+    // policies run no coordinator and keep none.
+    let log = std::fs::read_to_string(out_dir.path().join("daemon-hetsched-pf-run1.log"))
+        .expect("hetsched-pf's daemon log");
+    assert!(log.contains("coordination: solve 1 took"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" native ") && l.contains(" predicted ") && l.contains(" on ")),
+        "no per-app solve line:\n{log}"
+    );
+    for app in ["aes", "lbm", "dxt", "lavamd", "grep", "histogram"] {
+        assert!(
+            log.contains(&format!("demo app {app}: pid ")),
+            "{app}:\n{log}"
+        );
+    }
+    for policy in ["native", "hetsched"] {
+        let other = out_dir.path().join(format!("daemon-{policy}-run1.log"));
+        assert!(!other.exists(), "{}", other.display());
+    }
 }
