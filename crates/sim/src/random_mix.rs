@@ -62,9 +62,9 @@ pub struct MixSpec {
     pub warmup_s: Option<f64>,
 }
 
-/// Mixes up to this many applications keep the small defaults (5 s
-/// measured after 1 s of warm-up, the shipped 8- and 32-app mixes);
-/// larger ones scale them with the number of applications.
+/// Mixes up to this many applications measure 5 s (the shipped 8- and
+/// 32-app mixes); larger ones scale the window with the number of
+/// applications.
 pub const SMALL_MIX_APPS: u32 = 32;
 
 /// Seconds measured by default: 5, and above [`SMALL_MIX_APPS`] 5 per 32
@@ -78,17 +78,17 @@ pub fn default_duration_s(apps: u32) -> f64 {
     }
 }
 
-/// Seconds of warm-up by default: 1, and above [`SMALL_MIX_APPS`] 10 per
-/// 128 applications. Every app first profiles every unit it can use, each
-/// behind the others' queues; at 128 applications on five units
-/// hetsched-pf measured 2.82× with a second of warm-up, most of it
-/// profiling placement, and 1.05× (native placement) once settled.
+/// Seconds of warm-up by default: 10 per 128 applications, and at least 1
+/// (so 1 s up to 12 applications, 2.5 s at 32, 10 s at 128). Every app
+/// first profiles every unit it can use, each behind the others' queues,
+/// so profiling takes longer the more apps share the units. At 128
+/// applications on five units hetsched-pf measured 2.82× with a second of
+/// warm-up, most of it profiling placement, and 1.05× (native placement)
+/// once settled; at 32 a long-task app was still profiling after 1 s, and
+/// its one 413 ms profiling task on a GPU held another app's queue inside
+/// the window.
 pub fn default_warmup_s(apps: u32) -> f64 {
-    if apps <= SMALL_MIX_APPS {
-        1.0
-    } else {
-        10.0 * f64::from(apps) / 128.0
-    }
+    (10.0 * f64::from(apps) / 128.0).max(1.0)
 }
 
 /// The coordinator's replay budget written into mixes above
@@ -319,9 +319,14 @@ mod tests {
 
     #[test]
     fn large_mixes_warm_up_longer_and_bound_the_replay() {
-        let small = generate(&spec(32, 4, 2, 1)).unwrap();
+        let small = generate(&spec(8, 4, 2, 1)).unwrap();
         assert!(small.contains("duration_s = 5\nwarmup_s = 1\n"), "{small}");
-        assert!(!small.contains("replay_events_per_solve"));
+        let middle = generate(&spec(32, 4, 2, 1)).unwrap();
+        assert!(
+            middle.contains("duration_s = 5\nwarmup_s = 2.5\n"),
+            "{middle}"
+        );
+        assert!(!middle.contains("replay_events_per_solve"));
         let large = generate(&spec(128, 4, 2, 1)).unwrap();
         assert!(
             large.contains("duration_s = 20\nwarmup_s = 10\n"),

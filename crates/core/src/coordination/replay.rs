@@ -25,7 +25,7 @@
 //! Pure and deterministic: simulated time and a seeded generator. The cost
 //! is bounded by an event budget, so the monitor can afford it per solve.
 
-mod counted;
+pub mod counted;
 
 use super::{AppDemand, DeficitFollower, Pacer, UnitSupply};
 use crate::ids::Ns;

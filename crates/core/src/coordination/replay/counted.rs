@@ -1,5 +1,5 @@
-//! An app's completions in a replay's counted window, and the throughput
-//! they give.
+//! An app's completions in a counted window, and the throughput they
+//! give: the replay's, and the simulator's per-app figures.
 //!
 //! Completions ÷ window length is off by up to one task per place in
 //! flight, depending on where the window's edges fall in the app's cycle:
@@ -13,9 +13,9 @@
 //! instead, which does not depend on the window's phase.
 
 /// Completions of one app in the counted window: how many, the first and
-/// the last (replay time, ns).
+/// the last (time in ns).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct Counted {
+pub struct Counted {
     pub tasks: u64,
     first: f64,
     last: f64,
@@ -38,6 +38,20 @@ impl Counted {
     /// credited with the rate it had before): never above 1 ÷ m, never
     /// below (completions − 1) ÷ span.
     pub fn per_s(&self, span: f64, end: f64, min_tasks: u64) -> f64 {
+        self.rate(span, end, None, min_tasks)
+    }
+
+    /// Tasks per second over the window from `start` to `end` (ns), as
+    /// [`Counted::per_s`], and with a second guard for the window's other
+    /// edge: never above completions ÷ the time from `start` to the last
+    /// (an app that waited longer than m for its first completion is not
+    /// credited with the rate it had after). For tasks completing every m
+    /// the guards are idle whatever the phase, and the rate is 1 ÷ m.
+    pub fn per_s_in_window(&self, start: f64, end: f64, min_tasks: u64) -> f64 {
+        self.rate(end - start, end, Some(start), min_tasks)
+    }
+
+    fn rate(&self, span: f64, end: f64, start: Option<f64>, min_tasks: u64) -> f64 {
         if span <= 0.0 {
             return 0.0;
         }
@@ -46,7 +60,8 @@ impl Counted {
             return c * 1e9 / span;
         }
         let spacing = (self.last - self.first) / (c - 1.0);
-        let took = (c * spacing).max(end - self.first);
+        let since_start = start.map_or(0.0, |s| self.last - s);
+        let took = (c * spacing).max(end - self.first).max(since_start);
         c * 1e9 / took
     }
 }
@@ -89,7 +104,54 @@ mod tests {
         assert!((got - 2.0 * 1e9 / 950.0).abs() < 1e-6, "{got}");
     }
 
+    #[test]
+    fn a_wait_before_the_first_completion_is_not_credited() {
+        // Nothing for 900 ns of a 1000 ns window, then two quick completions.
+        let c = counted(&[950.0, 1000.0]);
+        let got = c.per_s_in_window(0.0, 1000.0, 30);
+        assert!((got - 2.0 * 1e9 / 1000.0).abs() < 1e-6, "{got}");
+        // Without the window's start, only the spacing and the tail count.
+        assert!((c.per_s(1000.0, 1000.0, 30) - 1e9 / 50.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn in_a_window_steady_completions_give_their_period_whatever_the_phase() {
+        // Window 300..1300 ns, period 450 ns, phase anywhere in it.
+        for phase in [0.0, 5.0, 200.0, 449.0] {
+            let at: Vec<f64> = (0..3)
+                .map(|k| 300.0 + phase + 450.0 * k as f64)
+                .filter(|t| *t <= 1300.0)
+                .collect();
+            let got = counted(&at).per_s_in_window(300.0, 1300.0, 30);
+            assert!((got - 1e9 / 450.0).abs() < 1e-6, "{phase}: {got}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn in_a_window_between_the_count_less_one_and_the_spacing(
+            gaps in proptest::collection::vec(1.0f64..500.0, 1..40),
+            lead in 0.0f64..500.0,
+            tail in 0.0f64..500.0,
+        ) {
+            let mut at = vec![1000.0 + lead];
+            for g in &gaps {
+                at.push(at.last().unwrap() + g);
+            }
+            let end = at.last().unwrap() + tail;
+            let c = counted(&at);
+            let got = c.per_s_in_window(1000.0, end, 30);
+            let span = end - 1000.0;
+            let spacing = (at.last().unwrap() - at[0]) / (c.tasks as f64 - 1.0);
+            if c.tasks < 30 {
+                prop_assert!(got >= (c.tasks - 1) as f64 * 1e9 / span * (1.0 - 1e-12));
+                prop_assert!(got <= 1e9 / spacing * (1.0 + 1e-12));
+                prop_assert!(got <= c.per_s(span, end, 30) * (1.0 + 1e-12));
+            } else {
+                prop_assert!((got - c.tasks as f64 * 1e9 / span).abs() <= got * 1e-12);
+            }
+        }
+
         #[test]
         fn between_the_window_count_and_the_spacing(
             gaps in proptest::collection::vec(1.0f64..500.0, 1..40),
