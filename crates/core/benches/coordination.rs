@@ -10,11 +10,11 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
-    AppDemand, JudgeBudget, UnitSupply, native_estimate, problem, solve_targets_replayed,
-    solve_targets_waiting,
+    AppDemand, JudgeBudget, UnitSupply, WarmOutcome, native_estimate, pick_targets_waiting,
+    problem, solve_targets_replayed, solve_targets_waiting, solve_targets_warm,
 };
 use hetsched_core::fairness::{solve_no_loser_conic, solve_no_loser_weighted};
-use hetsched_core::replay::{ReplayBudget, replay_native};
+use hetsched_core::replay::{ReplayBudget, replay, replay_native};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -92,6 +92,25 @@ fn solves(c: &mut Criterion) {
     c.bench_function("coordination/replay_native_6x4", |b| {
         b.iter(|| replay_native(black_box(&apps), &units, ReplayBudget::default()))
     });
+    // One candidate of a 32-app solve: every app spread evenly over the
+    // units it can use, unpaced (a replay runs to its 80,000-event cap
+    // here, as from 32 apps on).
+    let (supply, demand) = mix(32, 5, 1);
+    let even: Vec<Vec<f64>> = demand
+        .iter()
+        .map(|_| vec![1.0 / supply.len() as f64; supply.len()])
+        .collect();
+    c.bench_function("coordination/replay_plan_32x5", |b| {
+        b.iter(|| {
+            replay(
+                black_box(&demand),
+                &supply,
+                &even,
+                None,
+                ReplayBudget::default(),
+            )
+        })
+    });
 }
 
 fn solve_scaling(c: &mut Criterion) {
@@ -123,6 +142,27 @@ fn solve_scaling(c: &mut Criterion) {
         let (supply, demand) = mix(apps, units, 1);
         group.bench_function(format!("fluid/{apps}x{units}"), |b| {
             b.iter(|| solve_targets_waiting(black_box(&demand), &supply, 1.05, 3, true).unwrap())
+        });
+        // The coordinator's warm re-solve between full picks: every app's
+        // times drifted by up to ±5 %, solved in the last pick's shape.
+        let (_, shape) = pick_targets_waiting(&demand, &supply, 1.05, 3, true).unwrap();
+        let drifted: Vec<AppDemand> = demand
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let factor = 1.0 + 0.05 * ((i % 5) as f64 - 2.0) / 2.0;
+                AppDemand {
+                    exec_ns: a.exec_ns.iter().map(|e| e.map(|e| e * factor)).collect(),
+                    ..a.clone()
+                }
+            })
+            .collect();
+        group.bench_function(format!("fluid_warm/{apps}x{units}"), |b| {
+            b.iter(|| {
+                let out = solve_targets_warm(black_box(&drifted), &supply, 1.05, &shape).unwrap();
+                assert!(matches!(out, WarmOutcome::Solved(..)));
+                out
+            })
         });
     }
     // The no-loser proportional-fair solve alone, as every candidate of

@@ -20,7 +20,7 @@ use hetsched_sim::engine;
 use hetsched_sim::metrics::ReportApp;
 use hetsched_sim::oracle;
 use hetsched_sim::scenario::Scenario;
-use hetsched_sim::strategy::StrategyKind;
+use hetsched_sim::strategy::{PfJudge, StrategyKind};
 
 fn load(name: &str) -> Scenario {
     match name.strip_prefix("mix:") {
@@ -200,7 +200,7 @@ fn plot(path: &str) {
     let series = [
         (
             "hetsched-pf",
-            StrategyKind::HetschedPf,
+            StrategyKind::HetschedPf(PfJudge::Replay),
             RGBColor(0x1f, 0x77, 0xb4),
         ),
         (
@@ -272,7 +272,7 @@ fn main() {
     let policy = |i: usize| {
         args.get(i)
             .map(|n| StrategyKind::parse(n).expect("policy name"))
-            .unwrap_or(StrategyKind::HetschedPf)
+            .unwrap_or(StrategyKind::HetschedPf(PfJudge::Replay))
     };
     match args.first().map(String::as_str) {
         Some("mixes") => mixes(policy(1), args.get(2).is_some_and(|a| a == "all")),

@@ -6,7 +6,7 @@
 use crate::goals::{self, GoalState};
 use crate::metrics::{GoalStand, Metrics, ReportApp};
 use crate::scenario::{App, BytesDist, Scenario};
-use crate::strategy::StrategyKind;
+use crate::strategy::{PfJudge, StrategyKind};
 use hetsched_core::coordination::{
     AppDemand, Coordinator, CoordinatorConfig, DeficitFollower, Pacer, UnitSupply,
     coordination_weights,
@@ -230,7 +230,7 @@ impl<'s> Engine<'s> {
                 policy: {
                     // Arrival order until the coordinator chooses otherwise.
                     let mut policy = kind.build(u.slots);
-                    if strategy == StrategyKind::HetschedPf {
+                    if matches!(strategy, StrategyKind::HetschedPf(_)) {
                         policy.set_short_first(false);
                     }
                     policy
@@ -244,7 +244,11 @@ impl<'s> Engine<'s> {
             })
             .collect();
         // What each unit offers the monitor, from the policies just built.
-        let coordinator = (strategy == StrategyKind::HetschedPf).then(|| {
+        let coordinator = match strategy {
+            StrategyKind::HetschedPf(judge) => Some(judge),
+            _ => None,
+        }
+        .map(|judge| {
             let supply = units
                 .iter()
                 .map(|u| UnitSupply {
@@ -257,6 +261,10 @@ impl<'s> Engine<'s> {
                 .collect();
             let defaults = CoordinatorConfig::default();
             let config = CoordinatorConfig {
+                replay: judge == PfJudge::Replay,
+                full_resolve_period_ns: sc
+                    .full_resolve_period_ns
+                    .unwrap_or(defaults.full_resolve_period_ns),
                 replay_events_per_solve: sc
                     .replay_events_per_solve
                     .unwrap_or(defaults.replay_events_per_solve),
@@ -614,7 +622,7 @@ impl<'s> Engine<'s> {
                     .unwrap_or(by_speed[0]);
                 (idle.unwrap_or(fallback), f64::NAN)
             }
-            StrategyKind::HetschedPf
+            StrategyKind::HetschedPf(_)
                 if let Some(unit) = {
                     let c = &mut self.clients[client];
                     match c.pf_target.as_deref() {
@@ -628,13 +636,13 @@ impl<'s> Engine<'s> {
                 (UnitId(unit as u16), f64::NAN)
             }
             StrategyKind::Hetsched(_)
-            | StrategyKind::HetschedPf
+            | StrategyKind::HetschedPf(_)
             | StrategyKind::CSched
             | StrategyKind::StarpuDmda => {
                 // Every strategy's views are built per decision: hetsched's
                 // from the last publish and the work placed since.
                 let views: Cow<[ClientUnitView]> = match self.strategy {
-                    StrategyKind::Hetsched(_) | StrategyKind::HetschedPf => {
+                    StrategyKind::Hetsched(_) | StrategyKind::HetschedPf(_) => {
                         Cow::Owned(self.published_views(client))
                     }
                     StrategyKind::CSched => Cow::Owned(self.exact_views(client)),

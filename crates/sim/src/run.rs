@@ -5,7 +5,7 @@ use crate::metrics::ReportApp;
 use crate::oracle;
 use crate::report::{ScenarioReport, SweepPoint};
 use crate::scenario::Scenario;
-use crate::strategy::{Stabilisers, StrategyKind};
+use crate::strategy::{PfJudge, Stabilisers, StrategyKind};
 
 /// Progress of a scenario run: which strategy, and how far it is (0..=1).
 pub type Progress<'a> = &'a mut dyn FnMut(&str, f64);
@@ -77,7 +77,7 @@ pub fn run_scenario(sc: &Scenario, seed: u64, progress: Progress) -> ScenarioRep
 /// The strategies a model-error sweep runs.
 const SWEPT: [StrategyKind; 2] = [
     StrategyKind::Hetsched(Stabilisers::ALL),
-    StrategyKind::HetschedPf,
+    StrategyKind::HetschedPf(PfJudge::Replay),
 ];
 
 /// `hetsched` and `hetsched-pf` again at each of the scenario's

@@ -52,6 +52,11 @@ pub struct ScenarioFile {
     /// (`--replay-events` overrides it; default: the coordinator's).
     #[serde(default)]
     pub replay_events_per_solve: Option<u64>,
+    /// hetsched-pf-fluid: the longest a warm re-solve may follow the last
+    /// full pick, s (0: every re-solve is a full pick; default: the
+    /// coordinator's).
+    #[serde(default)]
+    pub full_resolve_period_s: Option<f64>,
 }
 
 fn default_warmup_s() -> f64 {
@@ -412,6 +417,9 @@ pub struct Scenario {
     /// hetsched-pf's `replay_events_per_solve` (`None`: the coordinator's
     /// default): the file's, or `hetsched sim run --replay-events`.
     pub replay_events_per_solve: Option<u64>,
+    /// hetsched-pf-fluid's `full_resolve_period_ns` (`None`: the
+    /// coordinator's default).
+    pub full_resolve_period_ns: Option<Ns>,
 }
 
 impl App {
@@ -493,6 +501,9 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
             &[key("model_error_sweep"), Seg::Index(i)],
             "must be in [0, 1)",
         ));
+    }
+    if let Some(v) = raw.full_resolve_period_s {
+        non_negative(&c, &[key("full_resolve_period_s")], v)?;
     }
     if raw.replay_events_per_solve == Some(0) {
         return Err(c.error(
@@ -583,6 +594,7 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         model_error_sweep: raw.model_error_sweep,
         timeline_ns: ms_to_ns(raw.timeline_s * 1e3),
         replay_events_per_solve: raw.replay_events_per_solve,
+        full_resolve_period_ns: raw.full_resolve_period_s.map(|v| ms_to_ns(v * 1e3)),
     })
 }
 

@@ -30,10 +30,22 @@ pub enum StrategyKind {
     /// floor-constrained PF allocation from measured task models and each
     /// client follows its target unit fractions (hetsched-core's
     /// `coordination`); plain hetsched placement until the app is profiled.
-    HetschedPf,
+    /// Its candidates judged by replay (`hetsched-pf`, the daemon's
+    /// `coordination = "pf-replay"`) or by the fluid predictor
+    /// (`hetsched-pf-fluid`, the daemon's default `"pf"`).
+    HetschedPf(PfJudge),
     /// GTS-like asymmetry-aware CPU scheduling: the fastest unit with an idle
     /// slot, otherwise the unit with the most slots (the "normal" cores).
     AsymAware,
+}
+
+/// How hetsched-pf's coordinator judges its candidate plans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PfJudge {
+    /// By replaying them (`CoordinatorConfig::replay`).
+    Replay,
+    /// By the fluid predictor, re-solving warm between full picks.
+    Fluid,
 }
 
 /// Which of Rinnegan's stabilisers are on, and whether a client counts
@@ -123,7 +135,8 @@ impl StrategyKind {
             Self::StarpuDmda => "starpu-dmda".into(),
             Self::CSched => "c-sched".into(),
             Self::AsymAware => "asym-aware".into(),
-            Self::HetschedPf => "hetsched-pf".into(),
+            Self::HetschedPf(PfJudge::Replay) => "hetsched-pf".into(),
+            Self::HetschedPf(PfJudge::Fluid) => "hetsched-pf-fluid".into(),
             Self::Hetsched(s) => HETSCHED_VARIANTS
                 .iter()
                 .find(|(_, v)| v == s)
@@ -139,7 +152,8 @@ impl StrategyKind {
             "starpu-dmda" => Some(Self::StarpuDmda),
             "c-sched" => Some(Self::CSched),
             "asym-aware" => Some(Self::AsymAware),
-            "hetsched-pf" => Some(Self::HetschedPf),
+            "hetsched-pf" => Some(Self::HetschedPf(PfJudge::Replay)),
+            "hetsched-pf-fluid" => Some(Self::HetschedPf(PfJudge::Fluid)),
             _ => HETSCHED_VARIANTS
                 .iter()
                 .find(|(n, _)| *n == name)
@@ -155,20 +169,21 @@ impl StrategyKind {
             "c-sched",
             "asym-aware",
             "hetsched-pf",
+            "hetsched-pf-fluid",
         ];
         v.extend(HETSCHED_VARIANTS.iter().map(|(n, _)| *n));
         v
     }
 
     /// The policy a unit runs under this strategy, given the scenario's.
-    /// Under hetsched-pf a FIFO device runs [`PolicyKind::ShortFirst`],
+    /// Under hetsched-pf (replay-judged) a FIFO device runs [`PolicyKind::ShortFirst`],
     /// in arrival order until the monitor's solve says short-first (per
     /// unit, where the replay finds it adds without costing anyone the
     /// floor): an app with short tasks there then waits for the task that
     /// is running, not for every long task queued ahead of it.
     pub fn unit_policy(&self, scenario: PolicyKind) -> PolicyKind {
         match (self, scenario) {
-            (Self::HetschedPf, PolicyKind::Fifo) => PolicyKind::ShortFirst,
+            (Self::HetschedPf(PfJudge::Replay), PolicyKind::Fifo) => PolicyKind::ShortFirst,
             (_, kind) => kind,
         }
     }
@@ -188,14 +203,14 @@ impl StrategyKind {
     /// Whether apps run on hetsched's runtime, whose optimizer pursues
     /// their throughput goals (the others only measure them).
     pub fn runs_optimizer(&self) -> bool {
-        matches!(self, Self::Hetsched(_) | Self::HetschedPf)
+        matches!(self, Self::Hetsched(_) | Self::HetschedPf(_))
     }
 
     /// The placer configuration, for strategies that use hetsched-core's placer.
     pub fn placer(&self, units: usize) -> Option<Placer> {
         let config = match self {
             Self::Hetsched(s) => s.config(),
-            Self::HetschedPf => Stabilisers::ALL.config(),
+            Self::HetschedPf(_) => Stabilisers::ALL.config(),
             // c-sched sees exact queues, so stale-view damping has nothing to
             // correct; it keeps the data-movement stabilisers.
             Self::CSched => Stabilisers {

@@ -11,7 +11,7 @@ use hetsched_sim::engine;
 use hetsched_sim::metrics::ReportApp;
 use hetsched_sim::oracle;
 use hetsched_sim::scenario::Scenario;
-use hetsched_sim::strategy::StrategyKind;
+use hetsched_sim::strategy::{PfJudge, StrategyKind};
 
 mod mixgen;
 
@@ -41,7 +41,7 @@ fn simulate(sc: &Scenario, seed: u64) -> Outcome {
         let thr = engine::run(sc, kind, seed, &mut |_| {}).tasks_per_s();
         thr.iter().zip(&native).map(|(t, n)| t / n).collect()
     };
-    let pf = relative(StrategyKind::HetschedPf);
+    let pf = relative(StrategyKind::HetschedPf(PfJudge::Replay));
     let selfish = relative(StrategyKind::parse("hetsched").unwrap());
     let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
     Outcome {

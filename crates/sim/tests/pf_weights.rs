@@ -7,7 +7,7 @@ use hetsched_sim::engine;
 use hetsched_sim::metrics::ReportApp;
 use hetsched_sim::oracle;
 use hetsched_sim::scenario::parse;
-use hetsched_sim::strategy::StrategyKind;
+use hetsched_sim::strategy::{PfJudge, StrategyKind};
 
 /// Both scenarios' run and machine: a two-core CPU and one GPU.
 const MACHINE: &str = r#"
@@ -53,7 +53,13 @@ in_flight = 2
 /// Tasks/s of (heavy, light) under hetsched-pf.
 fn rates(heavy_shares: u32) -> (f64, f64) {
     let sc = parse("pf-weights.toml", &scenario(heavy_shares)).expect("scenario parses");
-    let thr = engine::run(&sc, StrategyKind::HetschedPf, 1, &mut |_| {}).tasks_per_s();
+    let thr = engine::run(
+        &sc,
+        StrategyKind::HetschedPf(PfJudge::Replay),
+        1,
+        &mut |_| {},
+    )
+    .tasks_per_s();
     (thr[0], thr[1])
 }
 
@@ -100,7 +106,13 @@ fn weighted_mix() -> String {
 fn custom_shares_weigh_inside_the_coordination() {
     let sc = parse("pf-weights-custom.toml", &weighted_mix()).expect("scenario parses");
     let native = engine::run(&sc, StrategyKind::Native, 1, &mut |_| {}).tasks_per_s();
-    let pf = engine::run(&sc, StrategyKind::HetschedPf, 1, &mut |_| {}).tasks_per_s();
+    let pf = engine::run(
+        &sc,
+        StrategyKind::HetschedPf(PfJudge::Replay),
+        1,
+        &mut |_| {},
+    )
+    .tasks_per_s();
     let relative: Vec<f64> = pf.iter().zip(&native).map(|(p, n)| p / n).collect();
     eprintln!("native {native:.0?}\npf     {pf:.0?}\nrelative {relative:.2?}");
     // Above native, the CUSTOM 70 app gets more than the CUSTOM 30 one.

@@ -133,6 +133,39 @@ fn a_replay_budget_of_zero_is_rejected_and_a_positive_one_kept() {
 }
 
 #[test]
+fn a_negative_full_resolve_period_is_rejected_and_zero_kept() {
+    for bad in ["-1", "nan", "inf"] {
+        let text = GOOD.replace(
+            "duration_s = 1",
+            &format!("duration_s = 1\nfull_resolve_period_s = {bad}"),
+        );
+        let e = err(&text);
+        assert_eq!(e.field, "full_resolve_period_s", "{bad}");
+        assert!(e.message.contains("zero or positive"), "{e}");
+    }
+    let text = GOOD.replace(
+        "duration_s = 1",
+        "duration_s = 1\nfull_resolve_period_s = 0",
+    );
+    assert_eq!(
+        parse("good.toml", &text).unwrap().full_resolve_period_ns,
+        Some(0)
+    );
+    let text = GOOD.replace(
+        "duration_s = 1",
+        "duration_s = 1\nfull_resolve_period_s = 2.5",
+    );
+    assert_eq!(
+        parse("good.toml", &text).unwrap().full_resolve_period_ns,
+        Some(2_500_000_000)
+    );
+    assert_eq!(
+        parse("good.toml", GOOD).unwrap().full_resolve_period_ns,
+        None
+    );
+}
+
+#[test]
 fn custom_shares_over_100_are_rejected_by_the_policy() {
     let text = GOOD.replace(
         "exec_ms = { gpu = 1.0 }",

@@ -40,6 +40,27 @@ pub struct CoordinatorConfig {
     /// candidates ([`JudgeBudget`]).
     #[serde(default = "default_replay_events")]
     pub replay_events_per_solve: u64,
+    /// The fluid-judged pick (`replay` off) of [`WARM_MIN_APPS`] or more
+    /// apps re-solves warm ([`warm`]: the last full pick's shape, one
+    /// program) when models drift, the outside load moves or at most
+    /// [`MAX_WARM_NEWCOMERS`] apps come (any number may go), as long as
+    /// the last full pick is younger than this, ns, and the models are
+    /// near those it saw ([`WARM_MODEL_DRIFT`]); 0: every re-solve is a
+    /// full pick. A newcomer taken in warm gets targets at once, and a
+    /// full pick follows `resolve_period_ns` later
+    /// ([`SolveCause::Deferred`]).
+    #[serde(default = "default_full_resolve_period")]
+    pub full_resolve_period_ns: Ns,
+}
+
+/// The default of [`CoordinatorConfig::full_resolve_period_ns`]: 10 s. A
+/// full pick of 32 apps on 9 units took 2.6 s, so a coordinator that
+/// re-picks whenever a model drifts (every `resolve_period_ns`) keeps a
+/// core busy; one full pick per 10 s for drift is about a quarter of one.
+pub const DEFAULT_FULL_RESOLVE_PERIOD_NS: Ns = 10_000_000_000;
+
+pub(super) fn default_full_resolve_period() -> Ns {
+    DEFAULT_FULL_RESOLVE_PERIOD_NS
 }
 
 /// The default of [`CoordinatorConfig::replay_events_per_solve`].
@@ -70,8 +91,23 @@ impl Default for CoordinatorConfig {
             replay: true,
             outside_load_step: OUTSIDE_LOAD_STEP,
             replay_events_per_solve: DEFAULT_REPLAY_EVENTS,
+            full_resolve_period_ns: DEFAULT_FULL_RESOLVE_PERIOD_NS,
         }
     }
+}
+
+/// What made the coordinator re-solve ([`Coordinator::last_cause`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SolveCause {
+    /// An app came or went, or its weight changed.
+    Membership,
+    /// The outside CPU load held in the supply moved.
+    OutsideLoad,
+    /// A measured model or the supply drifted, and the period had passed.
+    Drift,
+    /// The full pick a warm re-solve put off when it took in a newcomer,
+    /// a period later.
+    Deferred,
 }
 
 /// One client's share of the last solve.
@@ -112,6 +148,17 @@ pub struct Coordinator {
     floor: Option<(f64, bool)>,
     /// Per unit, the queue order of the last solve (short-first or not).
     short_first: Vec<bool>,
+    /// Why the last solve ran.
+    last_cause: Option<SolveCause>,
+    /// The fluid-judged pick's warm start.
+    warm: Option<WarmStart>,
+    /// Re-solves that were warm.
+    warm_solves: u64,
+    /// Whether the last re-solve was.
+    last_warm: bool,
+    /// A warm re-solve took in a newcomer: a full pick is owed once the
+    /// period has passed.
+    full_pick_owed: bool,
 }
 
 #[cfg(feature = "solver")]
@@ -136,6 +183,11 @@ impl Coordinator {
             solves: 0,
             floor: None,
             short_first,
+            last_cause: None,
+            warm: None,
+            warm_solves: 0,
+            last_warm: false,
+            full_pick_owed: false,
         }
     }
 
@@ -239,9 +291,19 @@ impl Coordinator {
         let due = self
             .last_solve
             .is_none_or(|t| now.saturating_sub(t) >= self.config.resolve_period_ns);
-        if !(self.membership_changed || self.outside_moved || (due && self.drifted())) {
+        let cause = if self.membership_changed {
+            SolveCause::Membership
+        } else if self.outside_moved {
+            SolveCause::OutsideLoad
+        } else if due && self.drifted() {
+            SolveCause::Drift
+        } else if due && self.full_pick_owed {
+            SolveCause::Deferred
+        } else {
             return false;
-        }
+        };
+        self.last_cause = Some(cause);
+        self.last_warm = false;
         self.membership_changed = false;
         let outside_moved = std::mem::take(&mut self.outside_moved);
         self.last_solve = Some(now);
@@ -285,13 +347,7 @@ impl Coordinator {
                 },
             )
         } else if self.config.wait_rounds > 0 {
-            solve_targets_waiting(
-                &demands,
-                &self.units,
-                self.config.floor_goal,
-                self.config.wait_rounds,
-                self.config.exclusion,
-            )
+            self.solve_fluid(&ids, &demands, now)
         } else {
             solve_targets(
                 &demands,
@@ -330,6 +386,45 @@ impl Coordinator {
         true
     }
 
+    /// The fluid-judged pick: warm from the last full pick where it may
+    /// be (`WarmStart::resolve`), else a full pick.
+    fn solve_fluid(
+        &mut self,
+        ids: &[ClientId],
+        demands: &[AppDemand],
+        now: Ns,
+    ) -> Result<Targets, FairError> {
+        let owed = std::mem::take(&mut self.full_pick_owed);
+        let warm = self.warm.as_ref().filter(|_| !owed).and_then(|start| {
+            start.resolve(&WarmRequest {
+                ids,
+                demands,
+                units: &self.units,
+                floor_goal: self.config.floor_goal,
+                now,
+                period: self.config.full_resolve_period_ns,
+            })
+        });
+        if let Some(w) = warm {
+            self.warm = Some(w.next);
+            self.warm_solves += 1;
+            self.last_warm = true;
+            // The newcomer's waits and exclusions are the full pick's to
+            // find.
+            self.full_pick_owed = w.took_newcomer;
+            return Ok(w.targets);
+        }
+        let (t, shape) = pick_targets_waiting(
+            demands,
+            &self.units,
+            self.config.floor_goal,
+            self.config.wait_rounds,
+            self.config.exclusion,
+        )?;
+        self.warm = Some(WarmStart::after_pick(ids, shape, now, demands, &self.units));
+        Ok(t)
+    }
+
     /// The fraction of `client`'s tasks each unit should run, if solved.
     pub fn target(&self, client: ClientId) -> Option<&[f64]> {
         self.targets.get(&client).map(|t| t.fraction.as_slice())
@@ -357,6 +452,21 @@ impl Coordinator {
     /// ([`crate::policy::UnitPolicy::set_short_first`]).
     pub fn short_first(&self, u: usize) -> bool {
         self.short_first.get(u).copied().unwrap_or(false)
+    }
+
+    /// Why the last re-solve ran (`None` before the first).
+    pub fn last_cause(&self) -> Option<SolveCause> {
+        self.last_cause
+    }
+
+    /// How many re-solves were warm ([`warm`]).
+    pub fn warm_solves(&self) -> u64 {
+        self.warm_solves
+    }
+
+    /// Whether the last re-solve was warm.
+    pub fn last_solve_warm(&self) -> bool {
+        self.last_warm
     }
 
     /// How many times the allocation was solved.

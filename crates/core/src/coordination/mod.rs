@@ -32,7 +32,8 @@
 //! CPU time other programs take from the supply), [`follow`] (the
 //! client's side), [`pacing`] (which rate a client is told), [`limits`] (queueing constraints), [`replay`] (task
 //! loops played out, to judge allocations), [`solve`] and
-//! [`solve_targets_replayed`] (finding the allocation), [`coordinator`]
+//! [`solve_targets_replayed`] (finding the allocation), [`warm`]
+//! (re-solving from the last pick's shape), [`coordinator`]
 //! (the monitor's side).
 //!
 //! Without hetsched-core's `solver` feature (the runtime and the C API
@@ -74,6 +75,8 @@ pub mod solve;
 pub mod supply;
 #[cfg(all(test, feature = "solver"))]
 mod tests;
+#[cfg(feature = "solver")]
+pub mod warm;
 pub mod weights;
 
 pub use coordinator::*;
@@ -86,4 +89,6 @@ pub use pacing::*;
 #[cfg(feature = "solver")]
 pub use solve::*;
 pub use supply::*;
+#[cfg(feature = "solver")]
+pub use warm::*;
 pub use weights::*;

@@ -87,6 +87,18 @@ pub fn solve_targets_waiting(
     rounds: usize,
     exclusion: bool,
 ) -> Result<Targets, FairError> {
+    pick_targets_waiting(apps, units, floor_goal, rounds, exclusion).map(|(t, _)| t)
+}
+
+/// [`solve_targets_waiting`], with the [`PickShape`] it settled on: what
+/// [`solve_targets_warm`] re-solves from.
+pub fn pick_targets_waiting(
+    apps: &[AppDemand],
+    units: &[UnitSupply],
+    floor_goal: f64,
+    rounds: usize,
+    exclusion: bool,
+) -> Result<(Targets, PickShape), FairError> {
     let native = native_estimate(apps, units);
     let base = problem(apps, units, &native);
     let mut p = base.clone();
@@ -122,6 +134,9 @@ pub fn solve_targets_waiting(
         }
     }
     let (mut s, mut p) = best;
+    // The coupled rows an exclusion candidate was solved with are written
+    // around the kept allocation.
+    let mut coupled_around = None;
     if exclusion
         && let Some((next, q)) = exclusion_step(
             &base,
@@ -133,18 +148,34 @@ pub fn solve_targets_waiting(
             &weights,
         )
     {
+        if Waits::for_apps(base.apps()) == Waits::Coupled {
+            coupled_around = Some(s.solution.allocation.clone());
+        }
         s = next;
         p = q;
     }
-    Ok(Targets {
-        fraction: fractions(&p, &s.solution.allocation),
-        rate: s.solution.throughput.clone(),
+    let predicted = predicted_score(&base, units, &s.solution.allocation, floor_goal, &weights);
+    let shape = PickShape::of(&base, &p, coupled_around, predicted.floor);
+    Ok((targets_of(&p, s, native, units), shape))
+}
+
+/// The targets of solution `s` of program `p`, each queue left in the
+/// order it runs.
+pub(super) fn targets_of(
+    p: &FairProblem,
+    s: NoLoserSolution,
+    native: Vec<f64>,
+    units: &[UnitSupply],
+) -> Targets {
+    Targets {
+        fraction: fractions(p, &s.solution.allocation),
+        rate: s.solution.throughput,
         native,
         floor: s.floor,
         floor_feasible: s.floor_feasible,
         predicted_relative: s.solution.relative,
         short_first: units.iter().map(|u| u.short_first).collect(),
-    })
+    }
 }
 
 /// Each app's weight in `Σ w_i ln r_i` ([`AppDemand::weight`]; anything
