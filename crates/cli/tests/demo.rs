@@ -113,7 +113,10 @@ fn demo_ends_with_the_throughput_ratio_and_writes_its_results() {
     // policies run no coordinator and keep none.
     let log = std::fs::read_to_string(out_dir.path().join("daemon-hetsched-pf-run1.log"))
         .expect("hetsched-pf's daemon log");
-    assert!(log.contains("coordination: solve 1 took"), "{log}");
+    assert!(
+        log.contains("coordination: solve 1 took") && log.contains("ms (full: apps came or went)"),
+        "{log}"
+    );
     assert!(
         log.lines()
             .any(|l| l.contains(" native ") && l.contains(" predicted ") && l.contains(" on ")),

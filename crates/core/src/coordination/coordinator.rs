@@ -110,6 +110,17 @@ pub enum SolveCause {
     Deferred,
 }
 
+impl std::fmt::Display for SolveCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SolveCause::Membership => "apps came or went",
+            SolveCause::OutsideLoad => "outside load moved",
+            SolveCause::Drift => "models drifted",
+            SolveCause::Deferred => "after a warm newcomer",
+        })
+    }
+}
+
 /// One client's share of the last solve.
 #[cfg(feature = "solver")]
 #[derive(Clone, Debug, PartialEq)]

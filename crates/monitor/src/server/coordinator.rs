@@ -379,15 +379,18 @@ fn log_solve(
         .map(|u| u.unit.name.as_str())
         .collect();
     tracing::debug!(
-        "coordination: solve {} ({}, {:?}) took {:.1} ms, floor {:?}",
+        "coordination: solve {} took {:.1} ms ({}{}), floor {:?}",
         coordinator.solves(),
+        took.as_secs_f64() * 1e3,
         if coordinator.last_solve_warm() {
             "warm"
         } else {
             "full"
         },
-        coordinator.last_cause(),
-        took.as_secs_f64() * 1e3,
+        coordinator
+            .last_cause()
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default(),
         coordinator.floor()
     );
     for &(id, pid) in pids {
