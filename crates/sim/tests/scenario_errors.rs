@@ -134,35 +134,23 @@ fn a_replay_budget_of_zero_is_rejected_and_a_positive_one_kept() {
 
 #[test]
 fn a_negative_full_resolve_period_is_rejected_and_zero_kept() {
-    for bad in ["-1", "nan", "inf"] {
-        let text = GOOD.replace(
+    let with = |value: &str| {
+        GOOD.replace(
             "duration_s = 1",
-            &format!("duration_s = 1\nfull_resolve_period_s = {bad}"),
-        );
-        let e = err(&text);
+            &format!("duration_s = 1\nfull_resolve_period_s = {value}"),
+        )
+    };
+    for bad in ["-1", "nan", "inf"] {
+        let e = err(&with(bad));
         assert_eq!(e.field, "full_resolve_period_s", "{bad}");
         assert!(e.message.contains("zero or positive"), "{e}");
     }
-    let text = GOOD.replace(
-        "duration_s = 1",
-        "duration_s = 1\nfull_resolve_period_s = 0",
-    );
-    assert_eq!(
-        parse("good.toml", &text).unwrap().full_resolve_period_ns,
-        Some(0)
-    );
-    let text = GOOD.replace(
-        "duration_s = 1",
-        "duration_s = 1\nfull_resolve_period_s = 2.5",
-    );
-    assert_eq!(
-        parse("good.toml", &text).unwrap().full_resolve_period_ns,
-        Some(2_500_000_000)
-    );
-    assert_eq!(
-        parse("good.toml", GOOD).unwrap().full_resolve_period_ns,
-        None
-    );
+    for (value, ns) in [("0", 0), ("2.5", 2_500_000_000)] {
+        let sc = parse("good.toml", &with(value)).unwrap();
+        assert_eq!(sc.full_resolve_period_ns, Some(ns), "{value}");
+    }
+    let sc = parse("good.toml", GOOD).unwrap();
+    assert_eq!(sc.full_resolve_period_ns, None);
 }
 
 #[test]

@@ -233,15 +233,11 @@ fn waiting_moves_a_short_task_app_off_a_queue_held_by_long_tasks() {
     assert!(expected_wait_ns(&p, &units, &x, 0, 1) <= 0.05 * 2e4 / 2.0 + 1.0);
 }
 
-#[test]
-fn exclusion_moves_a_long_task_app_off_a_short_task_apps_queue() {
-    // Random mix 7: app 3's 80 µs tasks need the queue (unit 1) to reach
-    // native; app 2's 28–59 ms tasks run nearly as well on the CPU
-    // group (unit 0). The fluid optimum, and the wait-aware rounds,
-    // which hold each wait fixed, keep app 2 on the queue, where app 3
-    // waits behind it; the exclusion step sees app 3's wait fall as app
-    // 2 leaves.
-    let units = [UnitSupply::processor_shared(1.0), UnitSupply::queue(1.0)];
+/// Random mix 7: a CPU group of one core and one queue; app 3's 80 µs
+/// tasks need the queue, app 2's 28–59 ms tasks run nearly as well on the
+/// CPU.
+pub(super) fn mix7() -> (Vec<UnitSupply>, Vec<AppDemand>) {
+    let units = vec![UnitSupply::processor_shared(1.0), UnitSupply::queue(1.0)];
     let app = |cpu: f64, queue: Option<f64>, overhead: f64| AppDemand {
         exec_ns: vec![Some(cpu), queue],
         overhead_ns: vec![5e3, overhead],
@@ -251,12 +247,24 @@ fn exclusion_moves_a_long_task_app_off_a_short_task_apps_queue() {
         native_trusted: false,
         native_in_flight: None,
     };
-    let apps = [
+    let apps = vec![
         app(3e4, None, 0.0),
         app(6.1e5, Some(2.24e6), 1.5e5),
         app(2.84e7, Some(5.94e7), 1.5e5),
         app(6.5e5, Some(8e4), 1.15e5),
     ];
+    (units, apps)
+}
+
+#[test]
+fn exclusion_moves_a_long_task_app_off_a_short_task_apps_queue() {
+    // Random mix 7: app 3's 80 µs tasks need the queue (unit 1) to reach
+    // native; app 2's 28–59 ms tasks run nearly as well on the CPU
+    // group (unit 0). The fluid optimum, and the wait-aware rounds,
+    // which hold each wait fixed, keep app 2 on the queue, where app 3
+    // waits behind it; the exclusion step sees app 3's wait fall as app
+    // 2 leaves.
+    let (units, apps) = mix7();
     let rounds = solve_targets_waiting(&apps, &units, 1.05, 3, false).unwrap();
     let excluded = solve_targets_waiting(&apps, &units, 1.05, 3, true).unwrap();
     assert!(rounds.fraction[2][1] > 0.3, "{rounds:?}");

@@ -337,28 +337,10 @@ impl WarmStart {
 mod tests {
     use super::*;
 
-    /// Random mix 7 (as in `exclusion_moves_a_long_task_app_off_a_short_task_apps_queue`):
-    /// the full pick takes app 2's long tasks off the queue app 3's short
-    /// ones need, through the exclusion step and its coupled rows.
-    fn mix7() -> (Vec<UnitSupply>, Vec<AppDemand>) {
-        let units = vec![UnitSupply::processor_shared(1.0), UnitSupply::queue(1.0)];
-        let app = |cpu: f64, queue: Option<f64>, overhead: f64| AppDemand {
-            exec_ns: vec![Some(cpu), queue],
-            overhead_ns: vec![5e3, overhead],
-            in_flight: 1.0,
-            weight: 1.0,
-            declared_native: None,
-            native_trusted: false,
-            native_in_flight: None,
-        };
-        let apps = vec![
-            app(3e4, None, 0.0),
-            app(6.1e5, Some(2.24e6), 1.5e5),
-            app(2.84e7, Some(5.94e7), 1.5e5),
-            app(6.5e5, Some(8e4), 1.15e5),
-        ];
-        (units, apps)
-    }
+    // Random mix 7: the full pick takes app 2's long tasks off the queue
+    // app 3's short ones need, through the exclusion step and its coupled
+    // rows.
+    use crate::coordination::tests::mix7;
 
     fn solved(outcome: WarmOutcome) -> (Targets, PickShape) {
         match outcome {
