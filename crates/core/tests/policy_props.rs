@@ -374,13 +374,16 @@ proptest! {
 
     /// Share policy under coordination: among the NORMAL clients the
     /// coordinator places, calls run in arrival order whatever their
-    /// usage, CUSTOM and BACKGROUND clients mixed in; nothing is lost.
+    /// usage, CUSTOM and BACKGROUND clients mixed in; nothing is lost,
+    /// and a free slot is held with calls queued only as anticipation
+    /// holds it (for a client that just ran, within the window).
     #[test]
     fn pooled_normal_clients_dispatch_in_arrival_order(
         classes in prop::collection::vec(class_strategy(), 2..8),
         ops in prop::collection::vec((0u8..4, 0u32..8, 1u64..30), 1..300),
     ) {
-        let mut p = SharePolicy::new(1, ShareWindow::default());
+        let window = ShareWindow::default();
+        let mut p = SharePolicy::new(1, window);
         let class_of = register(&mut p, &classes);
         for id in class_of.keys() {
             p.set_coordinated(ClientId(*id), true);
@@ -389,7 +392,7 @@ proptest! {
         // Pooled calls queued, in arrival order, and all calls queued.
         let mut pool: Vec<u64> = Vec::new();
         let mut queued = 0usize;
-        play(&mut p, classes.len() as u32, ops, |p, step, _, _| {
+        play(&mut p, classes.len() as u32, ops, |p, step, now, _| {
             match step {
                 Step::Submitted { client, task } => {
                     if pooled(client) {
@@ -404,7 +407,14 @@ proptest! {
                     }
                     queued -= 1;
                 }
-                Step::Picked(None) => prop_assert_eq!(queued, 0),
+                Step::Picked(None) if queued > 0 => {
+                    let retry = p.retry_at(now);
+                    prop_assert!(
+                        retry.is_some_and(|t| t > now && t <= now + window.anticipation_ns),
+                        "{} queued, held at {} until {:?}", queued, now, retry
+                    );
+                }
+                Step::Picked(None) => {}
                 Step::Other => {}
             }
             prop_assert_eq!(p.queued(), queued);
