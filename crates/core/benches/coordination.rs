@@ -113,6 +113,36 @@ fn solves(c: &mut Criterion) {
     });
 }
 
+/// A warm re-solve ([`solve_targets_warm`]) of `mix`'s full pick, every
+/// app's times drifted by a factor within `1 ± drift`.
+fn bench_warm(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mix: (&[UnitSupply], &[AppDemand]),
+    drift: f64,
+) {
+    let (supply, demand) = mix;
+    let (_, shape) = pick_targets_waiting(demand, supply, 1.05, 3, true).unwrap();
+    let drifted: Vec<AppDemand> = demand
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let factor = 1.0 + drift * ((i % 5) as f64 - 2.0) / 2.0;
+            AppDemand {
+                exec_ns: a.exec_ns.iter().map(|e| e.map(|e| e * factor)).collect(),
+                ..a.clone()
+            }
+        })
+        .collect();
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            let out = solve_targets_warm(black_box(&drifted), supply, 1.05, &shape).unwrap();
+            assert!(matches!(out, WarmOutcome::Solved(..)));
+            out
+        })
+    });
+}
+
 fn solve_scaling(c: &mut Criterion) {
     let mut group = c.benchmark_group("coordination/solve_scaling");
     group
@@ -145,25 +175,16 @@ fn solve_scaling(c: &mut Criterion) {
         });
         // The coordinator's warm re-solve between full picks: every app's
         // times drifted by up to ±5 %, solved in the last pick's shape.
-        let (_, shape) = pick_targets_waiting(&demand, &supply, 1.05, 3, true).unwrap();
-        let drifted: Vec<AppDemand> = demand
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let factor = 1.0 + 0.05 * ((i % 5) as f64 - 2.0) / 2.0;
-                AppDemand {
-                    exec_ns: a.exec_ns.iter().map(|e| e.map(|e| e * factor)).collect(),
-                    ..a.clone()
-                }
-            })
-            .collect();
-        group.bench_function(format!("fluid_warm/{apps}x{units}"), |b| {
-            b.iter(|| {
-                let out = solve_targets_warm(black_box(&drifted), &supply, 1.05, &shape).unwrap();
-                assert!(matches!(out, WarmOutcome::Solved(..)));
-                out
-            })
-        });
+        let name = format!("fluid_warm/{apps}x{units}");
+        bench_warm(&mut group, &name, (&supply, &demand), 0.05);
+    }
+    // Other mixes at 128 × 9, their times drifted by up to ±10 % (as far
+    // as `WARM_MODEL_DRIFT` lets the shape stand): the spread of warm
+    // re-solves.
+    for seed in [2, 3, 4] {
+        let (supply, demand) = mix(128, 9, seed);
+        let name = format!("fluid_warm_drift10/seed{seed}");
+        bench_warm(&mut group, &name, (&supply, &demand), 0.1);
     }
     // The no-loser proportional-fair solve alone, as every candidate of
     // the coordinator's solve makes it: floor 1.05, no extra limits (the

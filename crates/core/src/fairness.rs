@@ -765,6 +765,15 @@ pub fn max_common_floor(p: &FairProblem) -> Result<f64, FairError> {
 /// [`max_common_floor`] under extra [`LinearLimit`]s.
 pub fn max_common_floor_limited(p: &FairProblem, limits: &[LinearLimit]) -> Result<f64, FairError> {
     p.validate()?;
+    largest_floor_allocation(p, limits).map(|(floor, _)| floor)
+}
+
+/// The largest common floor and an allocation that reaches it (made
+/// feasible), by Clarabel. The caller validates `p`.
+fn largest_floor_allocation(
+    p: &FairProblem,
+    limits: &[LinearLimit],
+) -> Result<(f64, Vec<Vec<f64>>), FairError> {
     let pairs = p.pairs();
     let (_, sol) = solve_dropping_idle_rows(|rows| build_floor_lp(p, &pairs, limits, rows))?;
     // Re-evaluate the floor from the (made feasible) allocation rather than
@@ -775,11 +784,12 @@ pub fn max_common_floor_limited(p: &FairProblem, limits: &[LinearLimit]) -> Resu
     }
     make_feasible(p, &mut allocation);
     let thr = p.throughput_unchecked(&allocation);
-    Ok(thr
+    let floor = thr
         .iter()
         .zip(&p.native)
         .map(|(t, n)| t / n)
-        .fold(f64::INFINITY, f64::min))
+        .fold(f64::INFINITY, f64::min);
+    Ok((floor, allocation))
 }
 
 /// The proportional-fair bound with no loser: maximise `Σ ln r_i` subject to
@@ -794,6 +804,11 @@ pub struct NoLoserSolution {
     pub floor_feasible: bool,
     /// `t*`, the largest common floor any allocation reaches.
     pub max_floor: f64,
+    /// A feasible allocation that clears the held floor with room, for a
+    /// later warm start ([`solve_goal_from`]) to lean on: the barrier
+    /// method's start (half the room up to `t*`), or Clarabel's answer to
+    /// the largest-common-floor program (all of it).
+    pub clearing: Vec<Vec<f64>>,
 }
 
 /// [`solve_no_loser_with_goal`] with a goal of 1 (nobody below native).
@@ -872,6 +887,47 @@ pub fn solve_no_loser_barrier(
     barrier::solve_no_loser_barrier(p, goal, weights)
 }
 
+/// Where a warm start ([`solve_goal_from`]) begins. Both allocations are
+/// indexed `[app][unit]`; a row of zeros is an app new since.
+#[derive(Clone, Copy, Debug)]
+pub struct WarmFrom<'a> {
+    /// The answer to a program a little different: the same apps before
+    /// their models drifted.
+    pub solved: &'a [Vec<f64>],
+    /// An allocation that cleared that program's floor with room
+    /// ([`NoLoserSolution::clearing`]).
+    pub clearing: &'a [Vec<f64>],
+}
+
+/// The weighted proportional-fair program without extra limits held to
+/// `goal`, warm-started: the barrier method (`fairness/barrier.rs`) skips
+/// the largest-common-floor program and starts from a blend of `from`'s
+/// two allocations, pulled into the interior of `p`'s rows. Errors where
+/// no such blend clears `goal`, or where the iteration fails: the caller
+/// then solves cold ([`solve_no_loser_weighted`]). An answer holds every
+/// app at `goal` and carries a cold answer's certificate, to a gap ten
+/// times as wide (1e-5 per unit of weight). Any number of apps, as
+/// [`solve_no_loser_barrier`].
+pub fn solve_goal_from(
+    p: &FairProblem,
+    goal: f64,
+    weights: &[f64],
+    from: WarmFrom<'_>,
+) -> Result<FairSolution, FairError> {
+    validate_no_loser(p, goal, weights)?;
+    for (what, x) in [("solved", from.solved), ("clearing", from.clearing)] {
+        expect_len(&format!("the warm start's {what} apps"), p.apps(), x.len())?;
+        if let Some(row) = x.iter().find(|r| r.len() != p.units()) {
+            expect_len(
+                &format!("the warm start's {what} units"),
+                p.units(),
+                row.len(),
+            )?;
+        }
+    }
+    barrier::solve_goal_from(p, goal, weights, from)
+}
+
 fn validate_no_loser(p: &FairProblem, goal: f64, weights: &[f64]) -> Result<(), FairError> {
     p.validate()?;
     if !weights.is_empty() {
@@ -897,7 +953,7 @@ pub fn solve_no_loser_conic(
     weights: &[f64],
 ) -> Result<NoLoserSolution, FairError> {
     validate_no_loser(p, goal, weights)?;
-    let max_floor = max_common_floor_limited(p, limits)?;
+    let (max_floor, clearing) = largest_floor_allocation(p, limits)?;
     let floor_feasible = max_floor >= goal;
     let floor = goal.min(max_floor);
     let mut last = None;
@@ -914,6 +970,7 @@ pub fn solve_no_loser_conic(
                     floor,
                     floor_feasible,
                     max_floor,
+                    clearing,
                 });
             }
             Err(e) => last = Some(e),

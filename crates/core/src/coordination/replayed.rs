@@ -37,7 +37,7 @@ use super::{
     exclusion_candidates, expected_wait_ns, fractions, native_estimate_replayed, problem,
     weights_of,
 };
-use crate::fairness::{NoLoserSolution, solve_no_loser_weighted};
+use crate::fairness::{FairSolution, NoLoserSolution, solve_no_loser_weighted};
 use std::cell::Cell;
 
 /// A replayed floor at or above this counts as met (1 % under native,
@@ -109,10 +109,10 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn of(p: &FairProblem, s: &NoLoserSolution, short_first: &[bool]) -> Plan {
+    fn of(p: &FairProblem, s: &FairSolution, short_first: &[bool]) -> Plan {
         Plan {
-            fraction: fractions(p, &s.solution.allocation),
-            rate: s.solution.throughput.clone(),
+            fraction: fractions(p, &s.allocation),
+            rate: s.throughput.clone(),
             short_first: short_first.to_vec(),
         }
     }
@@ -449,6 +449,7 @@ pub fn solve_targets_replayed(
             floor_goal,
             &judge.weights,
             CandidateSearch {
+                warm: false,
                 // Each candidate is a solve and a replay: count the solve
                 // as another replay. At most a quarter of the budget: the
                 // walks that follow gain more per replay where it binds.
@@ -459,13 +460,16 @@ pub fn solve_targets_replayed(
                 waits: Waits::for_apps(apps.len()),
             },
         ) {
-            let plan = Plan::of(&q, &next, &arrival);
+            let plan = Plan::of(&q, &next.solution, &arrival);
             let judged = judge.judge(&plan);
             plans.push((plan, judged));
         }
     }
     for r in rounds_out {
-        plans.push((Plan::of(&r.problem, &r.solution, &arrival), r.judged));
+        plans.push((
+            Plan::of(&r.problem, &r.solution.solution, &arrival),
+            r.judged,
+        ));
     }
     let native_plan = Plan::native(apps, units.len(), &native);
     let judged = judge.judge(&native_plan);
@@ -514,7 +518,7 @@ fn wait_aware_rounds(
     let mut p = base.clone();
     let mut wait = vec![vec![0.0; judge.units.len()]; judge.apps.len()];
     for round in 0..=rounds {
-        let judged = judge.judge(&Plan::of(&p, &s, arrival));
+        let judged = judge.judge(&Plan::of(&p, &s.solution, arrival));
         let next_p = (round < rounds).then(|| {
             let mut q = p.clone();
             for (i, row) in wait.iter_mut().enumerate() {

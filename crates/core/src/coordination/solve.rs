@@ -103,7 +103,7 @@ pub fn pick_targets_waiting(
     let base = problem(apps, units, &native);
     let mut p = base.clone();
     let weights = weights_of(apps);
-    let mut s = solve_no_loser_weighted(&p, floor_goal, &[], &weights)?;
+    let mut s = Solved::from(solve_no_loser_weighted(&p, floor_goal, &[], &weights)?);
     let score = |x: &[Vec<f64>]| predicted_score(&base, units, x, floor_goal, &weights);
     // A later round is taken only if it predicts no lower floor *and* a
     // larger Σ ln r: letting a predicted higher floor win on its own
@@ -124,7 +124,7 @@ pub fn pick_targets_waiting(
             }
         }
         match solve_no_loser_weighted(&p, floor_goal, &[], &weights) {
-            Ok(next) => s = next,
+            Ok(next) => s = next.into(),
             Err(_) => break,
         }
         let sc = score(&s.solution.allocation);
@@ -155,25 +155,88 @@ pub fn pick_targets_waiting(
         p = q;
     }
     let predicted = predicted_score(&base, units, &s.solution.allocation, floor_goal, &weights);
-    let shape = PickShape::of(&base, &p, coupled_around, predicted.floor);
-    Ok((targets_of(&p, s, native, units), shape))
+    let shape = PickShape::of(
+        &base,
+        &p,
+        &s.solution.allocation,
+        s.clearing.clone(),
+        coupled_around,
+        predicted.floor,
+    );
+    Ok((targets_of(&p, s.solution, s.held, native, units), shape))
 }
 
 /// The targets of solution `s` of program `p`, each queue left in the
 /// order it runs.
+/// The floor a solution was held to, and whether it was the goal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct HeldFloor {
+    pub floor: f64,
+    pub feasible: bool,
+}
+
+/// One solve of a targets' program: the answer, the floor it was held to,
+/// and where a later warm start may begin ([`NoLoserSolution::clearing`];
+/// after a warm start, the clearing allocation it began from).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Solved {
+    pub solution: FairSolution,
+    pub held: HeldFloor,
+    pub clearing: Vec<Vec<f64>>,
+}
+
+impl From<NoLoserSolution> for Solved {
+    fn from(s: NoLoserSolution) -> Solved {
+        Solved {
+            held: HeldFloor {
+                floor: s.floor,
+                feasible: s.floor_feasible,
+            },
+            solution: s.solution,
+            clearing: s.clearing,
+        }
+    }
+}
+
+/// `q` held to `goal`, warm-started from `from` ([`solve_goal_from`]),
+/// where the barrier method solves problems of `q`'s size cold too
+/// (below [`BARRIER_MIN_APPS`] Clarabel keeps solving them, so that
+/// those plans stay what they were); `None` where it does not answer,
+/// for the caller to solve cold.
+pub(super) fn solve_warm(
+    q: &FairProblem,
+    goal: f64,
+    weights: &[f64],
+    from: WarmFrom<'_>,
+) -> Option<Solved> {
+    if !(BARRIER_MIN_APPS..=BARRIER_MAX_APPS).contains(&q.apps()) {
+        return None;
+    }
+    let solution = solve_goal_from(q, goal, weights, from).ok()?;
+    Some(Solved {
+        solution,
+        held: HeldFloor {
+            floor: goal,
+            feasible: true,
+        },
+        clearing: from.clearing.to_vec(),
+    })
+}
+
 pub(super) fn targets_of(
     p: &FairProblem,
-    s: NoLoserSolution,
+    s: FairSolution,
+    held: HeldFloor,
     native: Vec<f64>,
     units: &[UnitSupply],
 ) -> Targets {
     Targets {
-        fraction: fractions(p, &s.solution.allocation),
-        rate: s.solution.throughput,
+        fraction: fractions(p, &s.allocation),
+        rate: s.throughput,
         native,
-        floor: s.floor,
-        floor_feasible: s.floor_feasible,
-        predicted_relative: s.solution.relative,
+        floor: held.floor,
+        floor_feasible: held.feasible,
+        predicted_relative: s.relative,
         short_first: units.iter().map(|u| u.short_first).collect(),
     }
 }
@@ -266,8 +329,8 @@ pub(super) fn exclusion_step(
     floor_goal: f64,
     kept: Score,
     weights: &[f64],
-) -> Option<(NoLoserSolution, FairProblem)> {
-    let mut pick: Option<(Score, NoLoserSolution, FairProblem)> = None;
+) -> Option<(Solved, FairProblem)> {
+    let mut pick: Option<(Score, Solved, FairProblem)> = None;
     for (next, q) in exclusion_candidates(
         base,
         p,
@@ -278,6 +341,7 @@ pub(super) fn exclusion_step(
         CandidateSearch {
             max: FLUID_EXCLUSION_CANDIDATES,
             waits: Waits::for_apps(base.apps()),
+            warm: true,
         },
     ) {
         let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
@@ -341,6 +405,13 @@ pub(super) struct CandidateSearch {
     /// per app and unit in order.
     pub max: u64,
     pub waits: Waits,
+    /// Whether the candidates after the first start warm
+    /// ([`solve_warm`]): from the kept allocation and the first
+    /// candidate's clearing allocation, each without the candidate's move.
+    /// The fluid-judged pick's candidates do; the replay-judged pick's
+    /// keep their cold solves, whose plans its judged figures were
+    /// measured with.
+    pub warm: bool,
 }
 
 /// The candidates of the exclusion step (see [`exclusion_step`]), each
@@ -354,7 +425,7 @@ pub(super) fn exclusion_candidates(
     floor_goal: f64,
     weights: &[f64],
     search: CandidateSearch,
-) -> Vec<(NoLoserSolution, FairProblem)> {
+) -> Vec<(Solved, FairProblem)> {
     let (n, m) = (p.apps(), p.units());
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
     let mut on_units = p.clone();
@@ -375,7 +446,8 @@ pub(super) fn exclusion_candidates(
             moves.extend(users.into_iter().map(|i| Some((i, u))));
         }
     }
-    let mut out = Vec::new();
+    let mut out: Vec<(Solved, FairProblem)> = Vec::new();
+    let mut first_clearing: Option<Vec<Vec<f64>>> = None;
     let max = usize::try_from(search.max).unwrap_or(usize::MAX);
     for mv in moves.into_iter().take(max) {
         let mut q = on_units.clone();
@@ -391,7 +463,29 @@ pub(super) fn exclusion_candidates(
             Waits::Coupled => coupled_wait_limits(&q, units, &x_ref),
             Waits::Fixed => Vec::new(),
         };
-        if let Ok(next) = solve_no_loser_weighted(&q, floor_goal, &limits, weights) {
+        let warm = match &first_clearing {
+            Some(first) if search.warm && limits.is_empty() => {
+                let mut clearing = first.clone();
+                if let Some((i, u)) = mv {
+                    clearing[i][u] = 0.0;
+                }
+                let from = WarmFrom {
+                    solved: &x_ref,
+                    clearing: &clearing,
+                };
+                solve_warm(&q, floor_goal, weights, from)
+            }
+            _ => None,
+        };
+        let next = warm.or_else(|| {
+            solve_no_loser_weighted(&q, floor_goal, &limits, weights)
+                .ok()
+                .map(Solved::from)
+        });
+        if let Some(next) = next {
+            if first_clearing.is_none() {
+                first_clearing = Some(next.clearing.clone());
+            }
             out.push((next, q));
         }
     }
