@@ -19,6 +19,8 @@ pub(crate) struct CoordinationResults {
     pub status: Option<CoordinationStatus>,
     /// How long the last solve took, ns (`/metrics`).
     pub last_solve_ns: Option<u64>,
+    /// Solves made warm, in the last full pick's shape (`/metrics`).
+    pub warm_solves: u64,
     /// Per CPU unit, the outside load and what is left (`/metrics`).
     pub cpu_supply: Vec<crate::metrics::snapshot::CpuSupply>,
 }

@@ -264,6 +264,12 @@ impl Collector for Scrape {
                 "Times proportional-fair coordination solved the allocation.",
                 [(vec![], c.solves as f64)],
             )?;
+            counter(
+                &mut enc,
+                "hetsched_coordination_warm_solves",
+                "Of those solves, the ones made warm in the last full pick's shape.",
+                [(vec![], c.warm_solves as f64)],
+            )?;
             gauge(
                 &mut enc,
                 "hetsched_coordination_floor",
@@ -349,6 +355,7 @@ mod tests {
                 floor: Some(1.0),
                 floor_feasible: Some(true),
                 last_solve_ns: None,
+                warm_solves: 2,
                 targets: Vec::new(),
                 cpu_supply: vec![CpuSupply {
                     unit: 0,
@@ -376,6 +383,17 @@ mod tests {
             line("hetsched_coordination_outside_cpu_cores{unit=\"gpu0\"}"),
             None,
             "a device has no CPU supply: {text}"
+        );
+        // Of the three solves, two were warm.
+        assert_eq!(
+            line("hetsched_coordination_solves_total").as_deref(),
+            Some("3.0"),
+            "{text}"
+        );
+        assert_eq!(
+            line("hetsched_coordination_warm_solves_total").as_deref(),
+            Some("2.0"),
+            "{text}"
         );
     }
 

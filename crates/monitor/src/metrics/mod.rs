@@ -51,6 +51,7 @@ pub(crate) fn publish(
         .map(|status| snapshot::CoordinationInput {
             status,
             last_solve_ns: results.last_solve_ns,
+            warm_solves: results.warm_solves,
             cpu_supply: &results.cpu_supply,
         });
     monitor.label_names_by_usage();

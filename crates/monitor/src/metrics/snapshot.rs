@@ -68,6 +68,8 @@ pub struct CoordinationMetrics {
     pub floor_feasible: Option<bool>,
     /// How long the last allocation took to solve, ns.
     pub last_solve_ns: Option<u64>,
+    /// Of `solves`, those made warm in the last full pick's shape.
+    pub warm_solves: u64,
     /// Per client name and unit, the fraction of its calls the targets
     /// send there (averaged over that name's coordinated clients).
     pub targets: Vec<Target>,
@@ -93,6 +95,8 @@ pub struct CoordinationInput<'a> {
     pub status: &'a CoordinationStatus,
     /// How long the last allocation took to solve, ns.
     pub last_solve_ns: Option<u64>,
+    /// Solves made warm.
+    pub warm_solves: u64,
     pub cpu_supply: &'a [CpuSupply],
 }
 
@@ -236,6 +240,7 @@ impl MetricsSnapshot {
                 floor: c.status.floor,
                 floor_feasible: c.status.floor_feasible,
                 last_solve_ns: c.last_solve_ns,
+                warm_solves: c.warm_solves,
                 targets: targets_by_name(monitor, c.status),
                 cpu_supply: c.cpu_supply.to_vec(),
             }),

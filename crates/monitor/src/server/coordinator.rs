@@ -486,6 +486,7 @@ fn store(
             .collect(),
         status: Some(status),
         last_solve_ns,
+        warm_solves: coordinator.warm_solves(),
         cpu_supply: coordinator
             .supply()
             .iter()
