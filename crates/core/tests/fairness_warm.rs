@@ -7,12 +7,14 @@
 //! refused with an error, not answered.
 
 use hetsched_core::coordination::{
-    AppDemand, WarmOutcome, native_estimate, pick_targets_waiting, problem, solve_targets_warm,
+    AppDemand, Coordinator, CoordinatorConfig, WarmOutcome, native_estimate, pick_targets_waiting,
+    problem, solve_targets_warm,
 };
 use hetsched_core::fairness::{
     FairError, FairProblem, FairSolution, WarmFrom, solve_goal_from, solve_no_loser_barrier,
     solve_no_loser_conic, solve_no_loser_weighted,
 };
+use hetsched_core::ids::ClientId;
 use proptest::prelude::*;
 
 #[path = "../benches/common/mix.rs"]
@@ -304,4 +306,77 @@ fn the_coordinators_warm_re_solve_at_the_barriers_sizes() {
         }
         WarmOutcome::Stale => panic!("a 5 % drift made the shape stale"),
     }
+}
+
+/// The coordinator at 64 apps (the barrier's sizes) through a drift, a
+/// newcomer, the full pick it puts off, and a leaver: every re-solve
+/// publishes targets for every app (fractions summing to one over units
+/// it can use, a positive rate) with the floor held, and the warm ones
+/// are counted.
+#[test]
+fn the_coordinator_re_solves_warm_at_scale() {
+    let (supply, demand) = bench_mix::mix(65, 9, 2);
+    let (newcomer, demand) = demand.split_last().unwrap();
+    let config = CoordinatorConfig {
+        replay: false,
+        full_resolve_period_ns: 1_000_000_000,
+        ..CoordinatorConfig::default()
+    };
+    let mut c = Coordinator::new(config, supply.clone());
+    for (k, a) in demand.iter().enumerate() {
+        c.set_app(ClientId(k as u32), a.clone());
+    }
+    let check = |c: &Coordinator, apps: &[(ClientId, &AppDemand)]| {
+        let (floor, feasible) = c.floor().unwrap();
+        assert!(feasible && floor >= 1.05 * (1.0 - 1e-9), "floor {floor}");
+        for (id, a) in apps {
+            let f = c
+                .target(*id)
+                .unwrap_or_else(|| panic!("{id:?} has no targets"));
+            assert!((f.iter().sum::<f64>() - 1.0).abs() < 1e-6, "{id:?}: {f:?}");
+            for (u, x) in f.iter().enumerate() {
+                assert!(*x >= 0.0 && (a.exec_ns[u].is_some() || *x == 0.0));
+            }
+            assert!(c.rate(*id).is_some_and(|r| r > 0.0 && r.is_finite()));
+        }
+    };
+    let ids: Vec<(ClientId, &AppDemand)> = demand
+        .iter()
+        .enumerate()
+        .map(|(k, a)| (ClientId(k as u32), a))
+        .collect();
+    assert!(c.update(0));
+    assert!(!c.last_solve_warm());
+    check(&c, &ids);
+    // Every app's times drift by up to ±5 %: warm.
+    let factors = drift_factors(demand.len(), 0.05);
+    for ((id, a), f) in ids.iter().zip(&factors) {
+        c.set_app(
+            *id,
+            AppDemand {
+                exec_ns: a.exec_ns.iter().map(|e| e.map(|e| e / f)).collect(),
+                ..(*a).clone()
+            },
+        );
+    }
+    assert!(c.update(300_000_000));
+    assert!(c.last_solve_warm());
+    check(&c, &ids);
+    // A newcomer: warm at once (its rows empty, the barrier solves cold),
+    // then the full pick it put off.
+    let mut with_newcomer = ids.clone();
+    with_newcomer.push((ClientId(64), newcomer));
+    c.set_app(ClientId(64), newcomer.clone());
+    assert!(c.update(400_000_000));
+    assert!(c.last_solve_warm());
+    check(&c, &with_newcomer);
+    assert!(c.update(600_000_000));
+    assert!(!c.last_solve_warm());
+    check(&c, &with_newcomer);
+    // A leaver: warm.
+    c.remove_app(ClientId(64));
+    assert!(c.update(700_000_000));
+    assert!(c.last_solve_warm());
+    check(&c, &ids);
+    assert_eq!(c.warm_solves(), 3);
 }
