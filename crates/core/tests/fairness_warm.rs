@@ -19,6 +19,9 @@ use proptest::prelude::*;
 
 #[path = "../benches/common/mix.rs"]
 mod bench_mix;
+#[path = "common/fair_case.rs"]
+mod fair_case;
+use fair_case::case;
 
 /// A warm answer is certified to 1e-5 per unit of weight; Clarabel's to
 /// its own tolerance. `|warm − Clarabel| ≤ this · max(1, |Clarabel|)`
@@ -64,89 +67,38 @@ fn feasible(p: &FairProblem, x: &[Vec<f64>]) -> bool {
     units_ok && apps_ok
 }
 
-/// A random problem of 4 to 20 apps on 2 to 5 units (a third of the pairs
-/// unimplemented, never an app's own unit), overheads, fractional
-/// in-flight counts; natives a share of what each app could do alone; and
-/// a drift factor per app.
-fn case() -> impl Strategy<Value = (FairProblem, Vec<f64>, Vec<f64>)> {
-    (4usize..=20, 2usize..=5).prop_flat_map(|(n, m)| {
-        (
-            prop::collection::vec(prop::collection::vec((0.1f64..1e3, 0.0f64..1.0), m), n),
-            prop::collection::vec(prop::collection::vec(1.0f64..3.0, m), n),
-            prop::collection::vec(0.5f64..4.0, m),
-            prop::collection::vec(0.5f64..3.0, n),
-            prop::collection::vec(0.05f64..2.0, n),
-            prop::collection::vec(0.5f64..2.0, n),
-            prop::collection::vec(0.9f64..1.1, n),
-        )
-            .prop_map(
-                move |(pairs, occupancy, capacity, in_flight, share, weights, drift)| {
-                    let rate: Vec<Vec<f64>> = pairs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, row)| {
-                            row.iter()
-                                .enumerate()
-                                .map(
-                                    |(u, (r, keep))| {
-                                        if u == i % m || *keep > 0.33 { *r } else { 0.0 }
-                                    },
-                                )
-                                .collect()
-                        })
-                        .collect();
-                    let native = (0..n)
-                        .map(|i| {
-                            let best = (0..m)
-                                .map(|u| {
-                                    rate[i][u] * capacity[u].min(in_flight[i] / occupancy[i][u])
-                                })
-                                .fold(0.0, f64::max);
-                            best * share[i] / n as f64 * 2.0
-                        })
-                        .collect();
-                    let p = FairProblem {
-                        rate,
-                        occupancy,
-                        capacity,
-                        in_flight,
-                        native,
-                    };
-                    (p, weights, drift)
-                },
-            )
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Wherever the warm start answers, its answer is feasible, on the
     /// goal, and as good as Clarabel's answer to the drifted program.
     #[test]
-    fn a_warm_answer_is_feasible_on_the_goal_and_optimal((p, weights, drift) in case()) {
-        let goal = 1.0;
-        let Ok(before) = solve_no_loser_weighted(&p, goal, &[], &weights) else {
+    fn a_warm_answer_is_feasible_on_the_goal_and_optimal(
+        c in case(),
+        drift in prop::collection::vec(0.9f64..1.1, 24),
+    ) {
+        let (p, weights, goal) = (&c.problem, &c.weights, c.goal);
+        let Ok(before) = solve_no_loser_weighted(p, goal, &[], weights) else {
             return Ok(());
         };
         prop_assume!(before.floor_feasible);
-        let q = drifted(&p, &drift);
+        let q = drifted(p, &drift[..p.apps()]);
         let from = WarmFrom {
             solved: &before.solution.allocation,
             clearing: &before.clearing,
         };
-        let Ok(warm) = solve_goal_from(&q, goal, &weights, from) else {
+        let Ok(warm) = solve_goal_from(&q, goal, weights, from) else {
             return Ok(());
         };
         prop_assert!(feasible(&q, &warm.allocation), "{:?}", warm.allocation);
         for (i, r) in warm.relative.iter().enumerate() {
             prop_assert!(*r >= goal * (1.0 - 1e-9), "app {} at {} below the goal", i, r);
         }
-        let reference = solve_no_loser_conic(&q, goal, &[], &weights).unwrap();
+        let reference = solve_no_loser_conic(&q, goal, &[], weights).unwrap();
         prop_assert!(reference.floor_feasible, "Clarabel finds the goal infeasible");
         let (a, b) = (
-            weighted_objective(&warm, &weights),
-            weighted_objective(&reference.solution, &weights),
+            weighted_objective(&warm, weights),
+            weighted_objective(&reference.solution, weights),
         );
         prop_assert!(
             (a - b).abs() <= OBJECTIVE_TOLERANCE * b.abs().max(1.0),

@@ -641,20 +641,20 @@ fn shared_queues_at_scale() -> ([UnitSupply; 3], Vec<AppDemand>) {
     (units, apps)
 }
 
-#[test]
-fn exclusion_candidates_stop_at_their_cap_and_hold_waits_fixed_at_scale() {
+/// The exclusion candidates of [`shared_queues_at_scale`]'s no-loser
+/// solution (floor 1.05, equal weights): at most `max`, started warm or
+/// not.
+fn candidates_at_scale(max: u64, warm: bool) -> Vec<(Solved, FairProblem)> {
     let (units, apps) = shared_queues_at_scale();
-    assert_eq!(Waits::for_apps(apps.len() - 1), Waits::Coupled);
-    assert_eq!(Waits::for_apps(apps.len()), Waits::Fixed);
     let base = problem(&apps, &units, &native_estimate(&apps, &units));
     let weights = vec![1.0; apps.len()];
     let s = solve_no_loser_weighted(&base, 1.05, &[], &weights).unwrap();
     let search = CandidateSearch {
-        warm: false,
-        max: 5,
+        warm,
+        max,
         waits: Waits::for_apps(apps.len()),
     };
-    let found = exclusion_candidates(
+    exclusion_candidates(
         &base,
         &base,
         &units,
@@ -662,7 +662,15 @@ fn exclusion_candidates_stop_at_their_cap_and_hold_waits_fixed_at_scale() {
         1.05,
         &weights,
         search,
-    );
+    )
+}
+
+#[test]
+fn exclusion_candidates_stop_at_their_cap_and_hold_waits_fixed_at_scale() {
+    assert_eq!(Waits::for_apps(BARRIER_MIN_APPS - 1), Waits::Coupled);
+    assert_eq!(Waits::for_apps(BARRIER_MIN_APPS), Waits::Fixed);
+    let weights = vec![1.0; BARRIER_MIN_APPS];
+    let found = candidates_at_scale(5, false);
     assert!((2..=5).contains(&found.len()), "{} candidates", found.len());
     // Fixed waits: each candidate is its problem's plain solution, with no
     // coupled rows.
@@ -674,24 +682,8 @@ fn exclusion_candidates_stop_at_their_cap_and_hold_waits_fixed_at_scale() {
 
 #[test]
 fn warm_candidates_are_their_problems_optimum_in_fewer_steps() {
-    let (units, apps) = shared_queues_at_scale();
-    let base = problem(&apps, &units, &native_estimate(&apps, &units));
-    let weights = vec![1.0; apps.len()];
-    let s = solve_no_loser_weighted(&base, 1.05, &[], &weights).unwrap();
-    let search = CandidateSearch {
-        warm: true,
-        max: 32,
-        waits: Waits::for_apps(apps.len()),
-    };
-    let found = exclusion_candidates(
-        &base,
-        &base,
-        &units,
-        &s.solution.allocation,
-        1.05,
-        &weights,
-        search,
-    );
+    let weights = vec![1.0; BARRIER_MIN_APPS];
+    let found = candidates_at_scale(32, true);
     assert!(found.len() >= 4, "{} candidates", found.len());
     let mut fewer_steps = 0;
     for (next, q) in &found {
