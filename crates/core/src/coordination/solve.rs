@@ -166,8 +166,6 @@ pub fn pick_targets_waiting(
     Ok((targets_of(&p, s.solution, s.held, native, units), shape))
 }
 
-/// The targets of solution `s` of program `p`, each queue left in the
-/// order it runs.
 /// The floor a solution was held to, and whether it was the goal.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct HeldFloor {
@@ -223,6 +221,8 @@ pub(super) fn solve_warm(
     })
 }
 
+/// The targets of solution `s` of program `p`, held to `held`, each queue
+/// left in the order it runs.
 pub(super) fn targets_of(
     p: &FairProblem,
     s: FairSolution,
