@@ -807,7 +807,9 @@ pub struct NoLoserSolution {
     /// A feasible allocation that clears the held floor with room, for a
     /// later warm start ([`solve_goal_from`]) to lean on: the barrier
     /// method's start (half the room up to `t*`), or Clarabel's answer to
-    /// the largest-common-floor program (all of it).
+    /// the largest-common-floor program (all of it). Empty in a solution
+    /// serialized without it (a warm start from it then solves cold).
+    #[serde(default)]
     pub clearing: Vec<Vec<f64>>,
 }
 

@@ -466,8 +466,8 @@ pub(super) fn exclusion_candidates(
         let warm = match &first_clearing {
             Some(first) if search.warm && limits.is_empty() => {
                 let mut clearing = first.clone();
-                if let Some((i, u)) = mv {
-                    clearing[i][u] = 0.0;
+                if let Some(x) = mv.and_then(|(i, u)| clearing.get_mut(i)?.get_mut(u)) {
+                    *x = 0.0;
                 }
                 let from = WarmFrom {
                     solved: &x_ref,
