@@ -29,6 +29,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt::Write as _;
 
+/// The most GPUs a mix may have: a scenario's units, less the CPU.
+pub const MAX_GPUS: u32 = hetsched_core::placement::ImplSet::MAX_UNITS as u32 - 1;
 /// Input KiB per task, log-uniform.
 pub const TASK_KIB: (f64, f64) = (64.0, 8192.0);
 /// Output bytes as a fraction of input bytes, one drawn per app.
@@ -103,6 +105,10 @@ pub enum MixError {
     NoApps,
     #[error("a mix needs at least one GPU")]
     NoGpus,
+    #[error(
+        "--gpus must be at most {MAX_GPUS} (a scenario holds 64 units, one of them the CPU); got {0}"
+    )]
+    TooManyGpus(u32),
     #[error("--kinds must be between 1 and {MAX_KINDS} and at most --gpus ({gpus}); got {kinds}")]
     Kinds { kinds: u32, gpus: u32 },
     #[error("--duration-s must be a positive number of seconds; got {0}")]
@@ -156,6 +162,9 @@ pub fn generate(spec: &MixSpec) -> Result<String, MixError> {
     }
     if spec.gpus == 0 {
         return Err(MixError::NoGpus);
+    }
+    if spec.gpus > MAX_GPUS {
+        return Err(MixError::TooManyGpus(spec.gpus));
     }
     if spec.kinds == 0 || spec.kinds > MAX_KINDS || spec.kinds > spec.gpus {
         return Err(MixError::Kinds {
@@ -303,6 +312,10 @@ mod tests {
     fn impossible_shapes_are_refused_with_the_reason() {
         assert!(matches!(generate(&spec(0, 4, 2, 1)), Err(MixError::NoApps)));
         assert!(matches!(generate(&spec(8, 0, 1, 1)), Err(MixError::NoGpus)));
+        let e = generate(&spec(8, MAX_GPUS + 1, 2, 1)).unwrap_err();
+        assert!(matches!(e, MixError::TooManyGpus(_)), "{e}");
+        assert!(e.to_string().contains("at most 63"), "{e}");
+        assert!(generate(&spec(8, MAX_GPUS, 2, 1)).is_ok());
         let e = generate(&spec(8, 2, 3, 1)).unwrap_err();
         assert!(e.to_string().contains("--kinds"), "{e}");
         assert!(matches!(
