@@ -99,7 +99,7 @@ is_root() { [ "$(id -u)" = 0 ]; }
 
 area_criterion() {
     # shellcheck disable=SC2086
-    step core "Hot paths: placement, model, policy, coordination, backend_policy, balance rows" \
+    step core "Hot paths: placement, model, policy, coordination, backend_policy, balance rows; solve memory" \
         "$CARGO" bench -p hetsched-core --benches -- $CRITERION_ARGS
     # shellcheck disable=SC2086
     step views "Hot paths: views, call_ring, data_region rows" \

@@ -10,8 +10,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetsched_core::coordination::{
-    AppDemand, JudgeBudget, UnitSupply, WarmOutcome, native_estimate, pick_targets_waiting,
-    problem, solve_targets_replayed, solve_targets_waiting, solve_targets_warm,
+    AppDemand, JudgeBudget, UnitSupply, WarmOutcome, pick_targets_waiting, solve_targets_replayed,
+    solve_targets_waiting, solve_targets_warm,
 };
 use hetsched_core::fairness::{solve_no_loser_conic, solve_no_loser_weighted};
 use hetsched_core::replay::{ReplayBudget, replay, replay_native};
@@ -21,6 +21,12 @@ use std::time::Duration;
 #[path = "common/mix.rs"]
 mod mix;
 use mix::mix;
+#[path = "common/programs.rs"]
+mod programs;
+use programs::{PROGRAM_SIZES, program};
+#[path = "common/drift.rs"]
+mod drift;
+use drift::drifted;
 
 fn machine() -> (Vec<UnitSupply>, Vec<AppDemand>) {
     let units = vec![
@@ -123,17 +129,7 @@ fn bench_warm(
 ) {
     let (supply, demand) = mix;
     let (_, shape) = pick_targets_waiting(demand, supply, 1.05, 3, true).unwrap();
-    let drifted: Vec<AppDemand> = demand
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let factor = 1.0 + drift * ((i % 5) as f64 - 2.0) / 2.0;
-            AppDemand {
-                exec_ns: a.exec_ns.iter().map(|e| e.map(|e| e * factor)).collect(),
-                ..a.clone()
-            }
-        })
-        .collect();
+    let drifted = drifted(demand, drift);
     group.bench_function(name, |b| {
         b.iter(|| {
             let out = solve_targets_warm(black_box(&drifted), supply, 1.05, &shape).unwrap();
@@ -189,19 +185,8 @@ fn solve_scaling(c: &mut Criterion) {
     // The no-loser proportional-fair solve alone, as every candidate of
     // the coordinator's solve makes it: floor 1.05, no extra limits (the
     // barrier method from `BARRIER_MIN_APPS` apps on), and by Clarabel.
-    for (apps, units) in [
-        (8, 5),
-        (32, 5),
-        (32, 9),
-        (64, 9),
-        (128, 9),
-        (256, 9),
-        (256, 16),
-    ] {
-        let (supply, demand) = mix(apps, units, 1);
-        let native = native_estimate(&demand, &supply);
-        let p = problem(&demand, &supply, &native);
-        let weights = vec![1.0; apps];
+    for (apps, units) in PROGRAM_SIZES {
+        let (p, weights) = program(apps, units);
         group.bench_function(format!("pf/{apps}x{units}"), |b| {
             b.iter(|| solve_no_loser_weighted(black_box(&p), 1.05, &[], &weights).unwrap())
         });

@@ -18,7 +18,9 @@
 //!   floor is never lost to a worse guess;
 //! * a greedy walk ([`toward`]) from the native plan, and from the best
 //!   candidate so far, toward the candidate with the best replayed sum adds
-//!   the plans in between that keep the floor;
+//!   the plans in between that keep the floor; where the budget cannot
+//!   replay every app's options, apps first move in groups
+//!   ([`toward_in_groups`]);
 //! * the best plan is tried with each queue short-first where it can be
 //!   (and must win by a margin), then with each app's pacing cut in turn
 //!   ([`refine_rates`]);
@@ -176,7 +178,26 @@ struct Judge<'a> {
     last: Cell<u64>,
 }
 
-impl Judge<'_> {
+impl<'a> Judge<'a> {
+    /// Judges plans for `apps` on `units` against `native` (tasks/s),
+    /// within `budget`.
+    fn new(
+        apps: &'a [AppDemand],
+        units: &'a [UnitSupply],
+        native: &'a [f64],
+        budget: JudgeBudget,
+    ) -> Self {
+        Judge {
+            apps,
+            units,
+            native,
+            weights: weights_of(apps),
+            budget,
+            spent: Cell::new(0),
+            last: Cell::new(0),
+        }
+    }
+
     /// Whether an optional candidate may still be judged.
     fn affordable(&self) -> bool {
         self.spent.get() < self.budget.replay_events
@@ -185,6 +206,20 @@ impl Judge<'_> {
     /// About how many plans `events` replayed events judge.
     fn plans_within(&self, events: u64) -> u64 {
         events.div_ceil(self.last.get().max(1))
+    }
+
+    /// Whether the budget left can replay every option of an app-by-app
+    /// walk ([`toward`]) from `from` to `to`: one per rate step and one per
+    /// usable unit, for every app whose row differs.
+    fn walk_fits(&self, from: &Plan, to: &Plan) -> bool {
+        let options: u64 = (0..to.fraction.len())
+            .filter(|&i| from.fraction[i] != to.fraction[i])
+            .map(|i| {
+                let units = self.apps[i].exec_ns.iter().flatten().count();
+                (SWITCH_RATE_STEPS.len() + units) as u64
+            })
+            .sum();
+        options <= self.plans_left()
     }
 
     /// About how many more plans the budget can judge.
@@ -414,15 +449,7 @@ pub fn solve_targets_replayed(
 ) -> Result<Targets, FairError> {
     let native = native_estimate_replayed(apps, units);
     let base = problem(apps, units, &native);
-    let judge = Judge {
-        apps,
-        units,
-        native: &native,
-        weights: weights_of(apps),
-        budget,
-        spent: Cell::new(0),
-        last: Cell::new(0),
-    };
+    let judge = Judge::new(apps, units, &native, budget);
     let first = solve_no_loser_weighted(&base, floor_goal, &[], &judge.weights)?;
     let (floor, floor_feasible) = (first.floor, first.floor_feasible);
     // The candidates are found and walked with every queue in arrival
@@ -554,7 +581,9 @@ fn wait_aware_rounds(
 /// From the native plan (the last of `plans`), and from the best candidate
 /// so far, toward the candidate with the best replayed sum, one app at a
 /// time, keeping each move that keeps the floor and adds to the sum; what
-/// each walk ends at joins `plans`.
+/// each walk ends at joins `plans`. A walk the budget cannot afford app by
+/// app ([`Judge::walk_fits`]) first moves apps in groups
+/// ([`toward_in_groups`]) and goes on app by app from there.
 fn walk_toward_the_richest(judge: &Judge<'_>, plans: &mut Vec<Candidate>) {
     let richest = (0..plans.len())
         .max_by(|&a, &b| {
@@ -573,10 +602,60 @@ fn walk_toward_the_richest(judge: &Judge<'_>, plans: &mut Vec<Candidate>) {
     }
     for from in starts {
         let (a, b) = (&plans[from], &plans[richest]);
-        if let Some(found) = toward(judge, (&a.0, &a.1), (&b.0, &b.1)) {
-            plans.push(found);
+        let grouped = (!judge.walk_fits(&a.0, &b.0))
+            .then(|| toward_in_groups(judge, (&a.0, &a.1), (&b.0, &b.1)))
+            .flatten();
+        let start = grouped.as_ref().map_or((&a.0, &a.1), |g| (&g.0, &g.1));
+        match toward(judge, start, (&b.0, &b.1)) {
+            Some(found) => plans.push(found),
+            None => plans.extend(grouped),
         }
     }
+}
+
+/// A walk from `from` toward `to` that moves apps in groups, for where
+/// the budget cannot replay every app's options ([`Judge::walk_fits`]):
+/// every app `to` helps (those it helps most first) takes `to`'s row at
+/// `to`'s rate (at least its native one) at once; a group whose move keeps
+/// `from`'s floor (within half the tie) and adds to the sum is kept, one
+/// that does not is split in two and each half tried in turn, down to
+/// single apps. Where few apps' moves cost the floor, that finds them in
+/// about two replays per app and halving, rather than one replay per app
+/// and option. Returns the last plan kept, if any group was.
+fn toward_in_groups(
+    judge: &Judge<'_>,
+    from: (&Plan, &Judged),
+    to: (&Plan, &Judged),
+) -> Option<Candidate> {
+    let (to, to_judged) = to;
+    let gain = |i: usize| to_judged.relative[i] / from.1.relative[i].max(1e-9);
+    let mut movers: Vec<usize> = (0..to.fraction.len())
+        .filter(|&i| gain(i) > 1.0 && from.0.fraction[i] != to.fraction[i])
+        .collect();
+    movers.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)));
+    let floor = from.1.score.floor - REPLAY_FLOOR_TIE / 2.0;
+    let mut current: Option<Candidate> = None;
+    let mut groups: Vec<Vec<usize>> = vec![movers];
+    while let Some(group) = groups.pop() {
+        if group.is_empty() || !judge.affordable() {
+            continue;
+        }
+        let base = current.as_ref().map_or(from, |c| (&c.0, &c.1));
+        let mut next = base.0.clone();
+        for &i in &group {
+            next.fraction[i] = to.fraction[i].clone();
+            next.rate[i] = to.rate[i].max(judge.native[i]);
+        }
+        let judged = judge.judge(&next);
+        if judged.score.floor >= floor && judged.score.log_sum > base.1.score.log_sum {
+            current = Some((next, judged));
+        } else if group.len() > 1 {
+            let (first, second) = group.split_at(group.len() / 2);
+            groups.push(second.to_vec());
+            groups.push(first.to_vec());
+        }
+    }
+    current
 }
 
 /// Every candidate again with the queues short-first where they can, then
@@ -646,3 +725,6 @@ fn keep_incumbent(
         _ => best,
     }
 }
+
+#[cfg(test)]
+mod tests;
