@@ -371,6 +371,17 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> 
     kept.then_some((current, current_judged))
 }
 
+/// Each app's gain from `from` to `to` (its replayed `r` there over here),
+/// and the apps by gain, largest first (apps of equal gain in order).
+fn by_gain(from: &Judged, to: &Judged) -> (Vec<usize>, Vec<f64>) {
+    let gains: Vec<f64> = (0..to.relative.len())
+        .map(|i| to.relative[i] / from.relative[i].max(1e-9))
+        .collect();
+    let mut order: Vec<usize> = (0..gains.len()).collect();
+    order.sort_by(|&a, &b| gains[b].total_cmp(&gains[a]));
+    (order, gains)
+}
+
 /// A greedy walk from `from` (the native plan, or the best candidate so
 /// far), one app at a time, those `to` (the candidate with the best
 /// replayed sum) helps most first. Each app tries `to`'s fractions (at
@@ -380,9 +391,8 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> 
 /// kept. Returns the last plan kept, if any move was.
 fn toward(judge: &Judge<'_>, from: (&Plan, &Judged), to: (&Plan, &Judged)) -> Option<Candidate> {
     let (to, to_judged) = to;
-    let gain = |i: usize| to_judged.relative[i] / from.1.relative[i].max(1e-9);
-    let mut order: Vec<usize> = (0..to.fraction.len()).collect();
-    order.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)));
+    let (order, gains) = by_gain(from.1, to_judged);
+    let gain = |i: usize| gains[i];
     let mut current = from.0.clone();
     let mut current_judged = from.1.clone();
     let mut kept = false;
@@ -628,11 +638,11 @@ fn toward_in_groups(
     to: (&Plan, &Judged),
 ) -> Option<Candidate> {
     let (to, to_judged) = to;
-    let gain = |i: usize| to_judged.relative[i] / from.1.relative[i].max(1e-9);
-    let mut movers: Vec<usize> = (0..to.fraction.len())
-        .filter(|&i| gain(i) > 1.0 && from.0.fraction[i] != to.fraction[i])
+    let (order, gains) = by_gain(from.1, to_judged);
+    let movers: Vec<usize> = order
+        .into_iter()
+        .filter(|&i| gains[i] > 1.0 && from.0.fraction[i] != to.fraction[i])
         .collect();
-    movers.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)));
     let floor = from.1.score.floor - REPLAY_FLOOR_TIE / 2.0;
     let mut current: Option<Candidate> = None;
     let mut groups: Vec<Vec<usize>> = vec![movers];

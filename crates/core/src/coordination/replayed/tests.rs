@@ -35,12 +35,16 @@ fn moved_to(from: &Plan, moved: &[usize], to_unit: usize, rate: f64) -> Plan {
     plan
 }
 
+/// Twelve alike apps that all queue natively on one device, and a CPU
+/// group of twelve cores on which each runs nearly as fast alone.
+fn twelve_alike() -> ([UnitSupply; 2], Vec<AppDemand>) {
+    let units = [UnitSupply::processor_shared(12.0), UnitSupply::queue(1.0)];
+    (units, vec![app(&[Some(1.0), Some(0.5)], 1); 12])
+}
+
 #[test]
 fn moves_that_all_keep_the_floor_take_one_replay() {
-    // Twelve alike apps that all queue natively on one device, and a CPU
-    // group of twelve cores on which each runs nearly as fast alone.
-    let units = [UnitSupply::processor_shared(12.0), UnitSupply::queue(1.0)];
-    let apps = vec![app(&[Some(1.0), Some(0.5)], 1); 12];
+    let (units, apps) = twelve_alike();
     let native = native_estimate_replayed(&apps, &units);
     let judge = Judge::new(&apps, &units, &native, JudgeBudget::default());
     let (from, from_judged) = native_start(&judge, &apps, units.len());
@@ -91,8 +95,7 @@ fn a_move_that_costs_someone_the_floor_is_left_out_and_the_rest_kept() {
 
 #[test]
 fn the_walk_fits_where_the_budget_replays_every_apps_options() {
-    let units = [UnitSupply::processor_shared(12.0), UnitSupply::queue(1.0)];
-    let apps = vec![app(&[Some(1.0), Some(0.5)], 1); 12];
+    let (units, apps) = twelve_alike();
     let native = native_estimate_replayed(&apps, &units);
     let roomy = Judge::new(&apps, &units, &native, JudgeBudget::default());
     let (from, _) = native_start(&roomy, &apps, units.len());
