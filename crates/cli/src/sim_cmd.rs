@@ -91,6 +91,12 @@ pub struct CommonArgs {
     /// solve at 32 applications).
     #[arg(long, value_name = "EVENTS")]
     replay_events: Option<u64>,
+    /// Replayed events per slice of hetsched-pf's pick, one slice per
+    /// view refresh, as the daemon spreads its picks (the daemon's default
+    /// is 80000; 0: every pick whole inside one refresh, at no simulated
+    /// time; default: the scenario's `pick_slice_events`, else 0).
+    #[arg(long, value_name = "EVENTS")]
+    pick_slice_events: Option<u64>,
 }
 
 pub fn run_command(cmd: SimCommand) -> Result<()> {
@@ -129,6 +135,7 @@ pub fn run_command(cmd: SimCommand) -> Result<()> {
                         .model_error
                         .filter(|_| catalog::BUILTIN.iter().any(|(n, _)| *n == name)),
                     replay_events: args.common.replay_events,
+                    pick_slice_events: args.common.pick_slice_events,
                 };
                 let report = simulate(name, &common)?;
                 if !args.json {
@@ -297,6 +304,9 @@ fn simulate_tasks(name: &str, common: &CommonArgs) -> Result<ScenarioReport> {
             bail!("--replay-events must be positive (0 would judge no optional candidate)");
         }
         sc.replay_events_per_solve = Some(events);
+    }
+    if let Some(events) = common.pick_slice_events {
+        sc.pick_slice_events = Some(events);
     }
     let bars = MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()

@@ -27,6 +27,9 @@ use mix::mix;
 #[path = "common/programs.rs"]
 mod programs;
 use programs::{PROGRAM_SIZES, program};
+#[path = "common/args.rs"]
+mod args;
+use args::filter;
 #[path = "common/drift.rs"]
 mod drift;
 use drift::drifted;
@@ -62,38 +65,6 @@ fn report(filter: Option<&str>, name: &str, solve: &dyn Fn() -> usize) {
         held.peak as f64 / 1024.0,
         held.left
     );
-}
-
-/// Criterion's options that take a value: `cargo bench --benches -- …`
-/// passes them to this bench too.
-const VALUED_OPTIONS: [&str; 13] = [
-    "--warm-up-time",
-    "--measurement-time",
-    "--sample-size",
-    "--save-baseline",
-    "--baseline",
-    "--load-baseline",
-    "--noise-threshold",
-    "--confidence-level",
-    "--significance-level",
-    "--nresamples",
-    "--output-format",
-    "--plotting-backend",
-    "--profile-time",
-];
-
-/// The first argument that is neither an option (`cargo bench` passes
-/// `--bench`) nor an option's value.
-fn filter(args: impl Iterator<Item = String>) -> Option<String> {
-    let mut args = args;
-    while let Some(a) = args.next() {
-        if VALUED_OPTIONS.contains(&a.as_str()) {
-            args.next();
-        } else if !a.starts_with('-') {
-            return Some(a);
-        }
-    }
-    None
 }
 
 fn main() {

@@ -89,6 +89,10 @@ pub enum FairError {
     SolverSetup(String),
     #[error("the conic solver stopped without a solution: {0}")]
     SolverFailed(String),
+    /// A pick spread over coordinator periods reached the end of its slice
+    /// before this solve; no solver returns it.
+    #[error("the pick paused at the end of its slice")]
+    Paused,
 }
 
 /// How well the conic solver converged.

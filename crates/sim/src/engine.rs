@@ -268,6 +268,10 @@ impl<'s> Engine<'s> {
                 replay_events_per_solve: sc
                     .replay_events_per_solve
                     .unwrap_or(defaults.replay_events_per_solve),
+                // A simulated pick costs no simulated time; the daemon's
+                // picks in slices do, so a scenario that models them says
+                // so.
+                pick_slice_events: sc.pick_slice_events.unwrap_or(0),
                 ..defaults
             };
             Coordinator::new(config, supply)
@@ -1102,10 +1106,12 @@ impl<'s> Engine<'s> {
             );
         }
         // The simulator's one look at the host's clock: how long the
-        // coordinator takes to solve, as the daemon would spend it.
+        // coordinator takes for each update that computes (a whole solve,
+        // or one slice of a pick), as the daemon would spend it.
+        let slices = coordinator.slices();
         let started = std::time::Instant::now();
         let solved = coordinator.update(self.now);
-        if solved {
+        if coordinator.slices() != slices {
             let wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
             self.metrics.solved(wall_ns);
         }

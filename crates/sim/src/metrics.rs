@@ -219,8 +219,8 @@ impl Metrics {
             .push((now, change));
     }
 
-    /// hetsched-pf: the coordinator solved, taking `wall_ns` of the
-    /// host's time.
+    /// hetsched-pf: an update of the coordinator computed (a whole solve,
+    /// or one slice of a pick), taking `wall_ns` of the host's time.
     pub fn solved(&mut self, wall_ns: u64) {
         self.solve_ns.push(wall_ns);
     }

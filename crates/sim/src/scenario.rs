@@ -57,6 +57,12 @@ pub struct ScenarioFile {
     /// coordinator's).
     #[serde(default)]
     pub full_resolve_period_s: Option<f64>,
+    /// hetsched-pf: replayed events per slice of a pick spread over
+    /// coordinator periods, one slice per view refresh, as the daemon runs
+    /// them (`--pick-slice-events` overrides it; default 0: every pick
+    /// whole inside one refresh, at no simulated time).
+    #[serde(default)]
+    pub pick_slice_events: Option<u64>,
 }
 
 fn default_warmup_s() -> f64 {
@@ -420,6 +426,9 @@ pub struct Scenario {
     /// hetsched-pf-fluid's `full_resolve_period_ns` (`None`: the
     /// coordinator's default).
     pub full_resolve_period_ns: Option<Ns>,
+    /// hetsched-pf's `pick_slice_events` (`None`: 0, whole picks): the
+    /// file's, or `hetsched sim run --pick-slice-events`.
+    pub pick_slice_events: Option<u64>,
 }
 
 impl App {
@@ -595,6 +604,7 @@ fn validate(file: &str, text: &str, raw: ScenarioFile) -> Result<Scenario, Scena
         timeline_ns: ms_to_ns(raw.timeline_s * 1e3),
         replay_events_per_solve: raw.replay_events_per_solve,
         full_resolve_period_ns: raw.full_resolve_period_s.map(|v| ms_to_ns(v * 1e3)),
+        pick_slice_events: raw.pick_slice_events,
     })
 }
 

@@ -133,6 +133,24 @@ fn a_replay_budget_of_zero_is_rejected_and_a_positive_one_kept() {
 }
 
 #[test]
+fn a_pick_slice_is_kept_zero_included_and_none_by_default() {
+    for value in [0u64, 80_000] {
+        let text = GOOD.replace(
+            "duration_s = 1",
+            &format!("duration_s = 1\npick_slice_events = {value}"),
+        );
+        let sc = parse("good.toml", &text).unwrap();
+        assert_eq!(sc.pick_slice_events, Some(value));
+    }
+    assert_eq!(parse("good.toml", GOOD).unwrap().pick_slice_events, None);
+    let text = GOOD.replace("duration_s = 1", "duration_s = 1\npick_slice_events = -1");
+    // Refused by the parser, at its line.
+    let e = err(&text);
+    assert_eq!(e.line, Some(line_of(&text, "pick_slice_events = -1")));
+    assert!(e.message.contains("u64"), "{e}");
+}
+
+#[test]
 fn a_negative_full_resolve_period_is_rejected_and_zero_kept() {
     let with = |value: &str| {
         GOOD.replace(

@@ -51,6 +51,23 @@ pub struct CoordinatorConfig {
     /// ([`SolveCause::Deferred`]).
     #[serde(default = "default_full_resolve_period")]
     pub full_resolve_period_ns: Ns,
+    /// The replay-judged pick (`replay` on) runs in slices of about this
+    /// many replayed events, one per [`Coordinator::update`], and publishes
+    /// when the last ends ([`super::slices`]): the same targets as a pick
+    /// run whole, without stalling the coordinator for the whole of it.
+    /// 0: every pick runs whole inside one update.
+    #[serde(default = "default_pick_slice_events")]
+    pub pick_slice_events: u64,
+}
+
+/// The default of [`CoordinatorConfig::pick_slice_events`]: one replay at
+/// its cap, about 5 ms at 128 apps. A slice starts no step that would take
+/// it past this (but always runs its first), so one slice is at most this
+/// or one step.
+pub const DEFAULT_PICK_SLICE_EVENTS: u64 = 80_000;
+
+pub(super) fn default_pick_slice_events() -> u64 {
+    DEFAULT_PICK_SLICE_EVENTS
 }
 
 /// The default of [`CoordinatorConfig::full_resolve_period_ns`]: 10 s. A
@@ -92,6 +109,7 @@ impl Default for CoordinatorConfig {
             outside_load_step: OUTSIDE_LOAD_STEP,
             replay_events_per_solve: DEFAULT_REPLAY_EVENTS,
             full_resolve_period_ns: DEFAULT_FULL_RESOLVE_PERIOD_NS,
+            pick_slice_events: DEFAULT_PICK_SLICE_EVENTS,
         }
     }
 }
@@ -119,6 +137,18 @@ impl std::fmt::Display for SolveCause {
             SolveCause::Deferred => "after a warm newcomer",
         })
     }
+}
+
+/// A replay-judged pick in progress: what it was asked, frozen at its
+/// start, and the answers its slices found so far.
+#[cfg(feature = "solver")]
+#[derive(Clone, Debug)]
+struct Search {
+    ids: Vec<ClientId>,
+    demands: Vec<AppDemand>,
+    units: Vec<UnitSupply>,
+    incumbent: Option<Plan>,
+    journal: Journal,
 }
 
 /// One client's share of the last solve.
@@ -170,6 +200,12 @@ pub struct Coordinator {
     /// A warm re-solve took in a newcomer: a full pick is owed once the
     /// period has passed.
     full_pick_owed: bool,
+    /// The replay-judged pick in progress, if it runs in slices.
+    search: Option<Search>,
+    /// Updates that computed: slices of a pick, or solves run whole.
+    slices: u64,
+    /// How many slices the last published pick took.
+    last_pick_slices: u64,
 }
 
 #[cfg(feature = "solver")]
@@ -199,6 +235,9 @@ impl Coordinator {
             warm_solves: 0,
             last_warm: false,
             full_pick_owed: false,
+            search: None,
+            slices: 0,
+            last_pick_slices: 0,
         }
     }
 
@@ -298,7 +337,16 @@ impl Coordinator {
     /// moved, or models drifted and the period has passed. Returns
     /// whether targets were recomputed. On a solver failure the previous
     /// targets stay (and apps without one use plain placement).
+    ///
+    /// A replay-judged pick in slices (`pick_slice_events`) runs one slice
+    /// per call and returns `true` at the call that ends it; meanwhile the
+    /// targets in force stay. Apps that come or go, or an outside load that
+    /// moves, start it again on the new inputs; models that drift wait for
+    /// it to end.
     pub fn update(&mut self, now: Ns) -> bool {
+        if self.search.is_some() && !self.membership_changed && !self.outside_moved {
+            return self.advance_search();
+        }
         let due = self
             .last_solve
             .is_none_or(|t| now.saturating_sub(t) >= self.config.resolve_period_ns);
@@ -318,6 +366,8 @@ impl Coordinator {
         self.membership_changed = false;
         let outside_moved = std::mem::take(&mut self.outside_moved);
         self.last_solve = Some(now);
+        // A pick in progress was for other apps or another supply.
+        self.search = None;
         // Only apps with at least one measured unit take part.
         let ids: Vec<ClientId> = self
             .apps
@@ -330,7 +380,7 @@ impl Coordinator {
             return true;
         }
         let demands: Vec<AppDemand> = ids.iter().map(|c| self.apps[c].0.clone()).collect();
-        let solved = if self.config.wait_rounds > 0 && self.config.replay {
+        if self.config.wait_rounds > 0 && self.config.replay {
             // The targets in force, if they cover exactly these apps.
             let incumbent = (ids.len() == self.targets.len()
                 && ids.iter().all(|c| self.targets.contains_key(c)))
@@ -346,18 +396,18 @@ impl Coordinator {
             // for cores that are no longer there, and can hold more than
             // is left.
             .filter(|_| !outside_moved);
-            solve_targets_replayed(
-                &demands,
-                &self.units,
-                self.config.floor_goal,
-                self.config.wait_rounds,
-                self.config.exclusion,
-                incumbent.as_ref(),
-                JudgeBudget {
-                    replay_events: self.config.replay_events_per_solve,
-                },
-            )
-        } else if self.config.wait_rounds > 0 {
+            self.search = Some(Search {
+                ids,
+                demands,
+                units: self.units.clone(),
+                incumbent,
+                journal: Journal::sliced(self.config.pick_slice_events),
+            });
+            return self.advance_search();
+        }
+        self.slices += 1;
+        self.last_pick_slices = 1;
+        let solved = if self.config.wait_rounds > 0 {
             self.solve_fluid(&ids, &demands, now)
         } else {
             solve_targets(
@@ -371,8 +421,54 @@ impl Coordinator {
         let Ok(t) = solved else {
             return false;
         };
+        let units = self.units.clone();
+        self.publish(&ids, &demands, units, t);
+        true
+    }
+
+    /// Runs the next slice of the pick in progress; publishes its targets
+    /// if that was the last. Returns whether it did.
+    fn advance_search(&mut self) -> bool {
+        let Some(search) = self.search.as_mut() else {
+            return false;
+        };
+        self.slices += 1;
+        let pick = ReplayedPick {
+            apps: &search.demands,
+            units: &search.units,
+            floor_goal: self.config.floor_goal,
+            rounds: self.config.wait_rounds,
+            exclusion: self.config.exclusion,
+            incumbent: search.incumbent.as_ref(),
+            budget: JudgeBudget {
+                replay_events: self.config.replay_events_per_solve,
+            },
+        };
+        let solved = pick.run(&mut search.journal);
+        if search.journal.paused() {
+            return false;
+        }
+        let Some(search) = self.search.take() else {
+            return false;
+        };
+        self.last_pick_slices = search.journal.runs();
+        let Ok(t) = solved else {
+            return false;
+        };
+        self.publish(&search.ids, &search.demands, search.units, t);
+        true
+    }
+
+    /// Puts `t` in force for `ids`, solved for `demands` on `units`.
+    fn publish(
+        &mut self,
+        ids: &[ClientId],
+        demands: &[AppDemand],
+        units: Vec<UnitSupply>,
+        t: Targets,
+    ) {
         self.solves += 1;
-        self.solved_units = Some(self.units.clone());
+        self.solved_units = Some(units);
         self.floor = Some((t.floor, t.floor_feasible));
         self.short_first = t.short_first;
         self.targets.clear();
@@ -390,11 +486,11 @@ impl Coordinator {
                     estimate,
                 },
             );
-            if let Some(entry) = self.apps.get_mut(c) {
-                entry.1 = Some(entry.0.clone());
+            // Models that moved since the pick began are drift it did not see.
+            if let (Some(entry), Some(solved)) = (self.apps.get_mut(c), demands.get(i)) {
+                entry.1 = Some(solved.clone());
             }
         }
-        true
     }
 
     /// The fluid-judged pick: warm from the last full pick where it may
@@ -483,5 +579,21 @@ impl Coordinator {
     /// How many times the allocation was solved.
     pub fn solves(&self) -> u64 {
         self.solves
+    }
+
+    /// How many updates computed: slices of a replay-judged pick, or solves
+    /// run whole. What one update spends is what one of these costs.
+    pub fn slices(&self) -> u64 {
+        self.slices
+    }
+
+    /// How many slices the last published solve took (1: run whole).
+    pub fn last_pick_slices(&self) -> u64 {
+        self.last_pick_slices
+    }
+
+    /// Whether a pick is in progress (its targets not yet in force).
+    pub fn picking(&self) -> bool {
+        self.search.is_some()
     }
 }

@@ -57,8 +57,8 @@ use std::collections::BTreeMap;
 mod replayed;
 #[cfg(feature = "solver")]
 pub use replayed::{
-    INCUMBENT_MARGIN, JudgeBudget, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SHORT_FIRST_MARGIN,
-    solve_targets_replayed,
+    INCUMBENT_MARGIN, JudgeBudget, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, ReplayedPick,
+    SHORT_FIRST_MARGIN, solve_targets_replayed,
 };
 
 pub mod coordinator;
@@ -71,6 +71,8 @@ pub mod outside_load;
 pub mod pacing;
 #[cfg(feature = "solver")]
 pub mod replay;
+#[cfg(feature = "solver")]
+pub mod slices;
 #[cfg(feature = "solver")]
 pub mod solve;
 pub mod supply;
@@ -87,6 +89,8 @@ pub use follow::*;
 pub use limits::*;
 pub use outside_load::*;
 pub use pacing::*;
+#[cfg(feature = "solver")]
+pub use slices::*;
 #[cfg(feature = "solver")]
 pub use solve::*;
 pub use supply::*;

@@ -33,14 +33,15 @@
 //! sum matters), then the largest replayed `Σ w_i ln r_i`.
 
 use super::replay::{ReplayBudget, ReplayOutcome, replay};
-use super::solve::{CandidateSearch, Waits};
+use super::slices::Journal;
+use super::solve::{CandidateSearch, Solved, Waits};
 use super::{
-    AppDemand, DEFAULT_REPLAY_EVENTS, FairError, FairProblem, Targets, UnitSupply,
-    exclusion_candidates, expected_wait_ns, fractions, native_estimate_replayed, problem,
-    weights_of,
+    AppDemand, DEFAULT_REPLAY_EVENTS, FairError, FairProblem, LinearLimit, Targets, UnitSupply,
+    exclusion_candidates, expected_wait_ns, fractions, native_estimate, native_estimate_replayed,
+    problem, weights_of,
 };
 use crate::fairness::{FairSolution, NoLoserSolution, solve_no_loser_weighted};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 /// A replayed floor at or above this counts as met (1 % under native,
 /// the replay's own error). Measured on the random mixes: a cap of 1.0
@@ -176,6 +177,9 @@ struct Judge<'a> {
     /// Replayed events so far, and the last replay's.
     spent: Cell<u64>,
     last: Cell<u64>,
+    /// The answers of the pick's solves and replays so far (all of them
+    /// when the pick runs whole; [`super::slices`]).
+    journal: RefCell<&'a mut Journal>,
 }
 
 impl<'a> Judge<'a> {
@@ -186,6 +190,7 @@ impl<'a> Judge<'a> {
         units: &'a [UnitSupply],
         native: &'a [f64],
         budget: JudgeBudget,
+        journal: &'a mut Journal,
     ) -> Self {
         Judge {
             apps,
@@ -195,12 +200,36 @@ impl<'a> Judge<'a> {
             budget,
             spent: Cell::new(0),
             last: Cell::new(0),
+            journal: RefCell::new(journal),
         }
     }
 
-    /// Whether an optional candidate may still be judged.
+    /// Whether an optional candidate may still be judged (not once a
+    /// sliced pick paused: nothing it finds from there counts).
     fn affordable(&self) -> bool {
-        self.spent.get() < self.budget.replay_events
+        self.spent.get() < self.budget.replay_events && !self.paused()
+    }
+
+    /// Whether a sliced pick paused: from there nothing counts, and the
+    /// run should end as soon as it can.
+    fn paused(&self) -> bool {
+        self.journal.borrow().paused()
+    }
+
+    /// The no-loser program `p` solved with `limits`, or
+    /// [`FairError::Paused`] once a sliced pick paused.
+    fn solve(
+        &self,
+        p: &FairProblem,
+        floor_goal: f64,
+        limits: &[LinearLimit],
+    ) -> Result<NoLoserSolution, FairError> {
+        self.journal
+            .borrow_mut()
+            .solve(p.apps() * p.units(), || {
+                solve_no_loser_weighted(p, floor_goal, limits, &self.weights)
+            })
+            .unwrap_or(Err(FairError::Paused))
     }
 
     /// About how many plans `events` replayed events judge.
@@ -237,16 +266,35 @@ impl<'a> Judge<'a> {
                 ..*s
             })
             .collect();
-        let outcome = replay(
-            self.apps,
-            &units,
-            &plan.fraction,
-            Some(&plan.rate),
-            ReplayBudget::default(),
-        );
-        self.spent
-            .set(self.spent.get().saturating_add(outcome.events));
-        self.last.set(outcome.events);
+        // Until a replay was measured, expect one at its cap.
+        let expected = match self.last.get() {
+            0 => NATIVE_REPLAY_EVENTS,
+            last => last,
+        };
+        let outcome = self
+            .journal
+            .borrow_mut()
+            .replay(expected, || {
+                replay(
+                    self.apps,
+                    &units,
+                    &plan.fraction,
+                    Some(&plan.rate),
+                    ReplayBudget::default(),
+                )
+            })
+            // Paused: a stand-in that completes nothing, at no cost.
+            .unwrap_or_else(|| ReplayOutcome {
+                throughput: vec![0.0; self.apps.len()],
+                wait_ns: vec![vec![None; self.units.len()]; self.apps.len()],
+                events: 0,
+            });
+        // A stand-in's cost is no replay's.
+        if !self.paused() {
+            self.spent
+                .set(self.spent.get().saturating_add(outcome.events));
+            self.last.set(outcome.events);
+        }
         let relative: Vec<f64> = outcome
             .throughput
             .iter()
@@ -457,77 +505,137 @@ pub fn solve_targets_replayed(
     incumbent: Option<&Plan>,
     budget: JudgeBudget,
 ) -> Result<Targets, FairError> {
-    let native = native_estimate_replayed(apps, units);
-    let base = problem(apps, units, &native);
-    let judge = Judge::new(apps, units, &native, budget);
-    let first = solve_no_loser_weighted(&base, floor_goal, &[], &judge.weights)?;
-    let (floor, floor_feasible) = (first.floor, first.floor_feasible);
-    // The candidates are found and walked with every queue in arrival
-    // order; short-first comes in only after the walk.
-    let arrival = vec![false; units.len()];
-    let rounds_out = wait_aware_rounds(&judge, &base, first, floor_goal, rounds, &arrival);
-    let mut plans: Vec<Candidate> = Vec::new();
-    if exclusion {
-        let best_round = (0..rounds_out.len())
-            .reduce(|a, b| {
-                if judge.beats(rounds_out[b].judged.score, rounds_out[a].judged.score, 0.0) {
-                    b
-                } else {
-                    a
-                }
+    let pick = ReplayedPick {
+        apps,
+        units,
+        floor_goal,
+        rounds,
+        exclusion,
+        incumbent,
+        budget,
+    };
+    pick.run(&mut Journal::whole())
+}
+
+/// What a replay-judged pick is asked: the arguments of
+/// [`solve_targets_replayed`], for a pick run in slices
+/// ([`super::slices`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ReplayedPick<'a> {
+    pub apps: &'a [AppDemand],
+    pub units: &'a [UnitSupply],
+    pub floor_goal: f64,
+    pub rounds: usize,
+    pub exclusion: bool,
+    pub incumbent: Option<&'a Plan>,
+    pub budget: JudgeBudget,
+}
+
+/// The events the native estimate's replay is charged, and a replay
+/// is expected to cost before one was measured: a replay's cap.
+const NATIVE_REPLAY_EVENTS: u64 = 80_000;
+
+impl ReplayedPick<'_> {
+    /// Runs the pick from its start with the answers `journal` holds. The
+    /// result is the pick's unless the journal paused
+    /// ([`Journal::paused`]); then the next run, rewound, goes further.
+    pub fn run(&self, journal: &mut Journal) -> Result<Targets, FairError> {
+        journal.rewind();
+        let (apps, units) = (self.apps, self.units);
+        let native = journal
+            .native(NATIVE_REPLAY_EVENTS, || {
+                (native_estimate_replayed(apps, units), NATIVE_REPLAY_EVENTS)
             })
-            .unwrap_or(0);
-        let r = &rounds_out[best_round];
-        for (next, q) in exclusion_candidates(
-            &base,
-            &r.problem,
+            .unwrap_or_else(|| native_estimate(apps, units));
+        let judge = Judge::new(apps, units, &native, self.budget, journal);
+        self.pick(&judge)
+    }
+
+    fn pick(&self, judge: &Judge<'_>) -> Result<Targets, FairError> {
+        let Self {
+            apps,
             units,
-            &r.solution.solution.allocation,
             floor_goal,
-            &judge.weights,
-            CandidateSearch {
-                warm: false,
-                // Each candidate is a solve and a replay: count the solve
-                // as another replay. At most a quarter of the budget: the
-                // walks that follow gain more per replay where it binds.
-                max: judge
-                    .plans_left()
-                    .min(judge.plans_within(budget.replay_events / 4))
-                    / 2,
-                waits: Waits::for_apps(apps.len()),
-            },
-        ) {
-            let plan = Plan::of(&q, &next.solution, &arrival);
-            let judged = judge.judge(&plan);
-            plans.push((plan, judged));
+            rounds,
+            exclusion,
+            incumbent,
+            budget,
+        } = *self;
+        let native = judge.native;
+        let base = problem(apps, units, native);
+        let first = judge.solve(&base, floor_goal, &[])?;
+        let (floor, floor_feasible) = (first.floor, first.floor_feasible);
+        // The candidates are found and walked with every queue in arrival
+        // order; short-first comes in only after the walk.
+        let arrival = vec![false; units.len()];
+        let rounds_out = wait_aware_rounds(judge, &base, first, floor_goal, rounds, &arrival);
+        let mut plans: Vec<Candidate> = Vec::new();
+        if exclusion {
+            let best_round = (0..rounds_out.len())
+                .reduce(|a, b| {
+                    if judge.beats(rounds_out[b].judged.score, rounds_out[a].judged.score, 0.0) {
+                        b
+                    } else {
+                        a
+                    }
+                })
+                .unwrap_or(0);
+            let r = &rounds_out[best_round];
+            for (next, q) in exclusion_candidates(
+                &base,
+                &r.problem,
+                units,
+                &r.solution.solution.allocation,
+                CandidateSearch {
+                    warm: false,
+                    // Each candidate is a solve and a replay: count the solve
+                    // as another replay. At most a quarter of the budget: the
+                    // walks that follow gain more per replay where it binds.
+                    // (None once paused.)
+                    max: if judge.paused() {
+                        0
+                    } else {
+                        judge
+                            .plans_left()
+                            .min(judge.plans_within(budget.replay_events / 4))
+                            / 2
+                    },
+                    waits: Waits::for_apps(apps.len()),
+                },
+                &mut |q, limits, _| judge.solve(q, floor_goal, limits).ok().map(Solved::from),
+            ) {
+                let plan = Plan::of(&q, &next.solution, &arrival);
+                let judged = judge.judge(&plan);
+                plans.push((plan, judged));
+            }
         }
+        for r in rounds_out {
+            plans.push((
+                Plan::of(&r.problem, &r.solution.solution, &arrival),
+                r.judged,
+            ));
+        }
+        let native_plan = Plan::native(apps, units.len(), native);
+        let judged = judge.judge(&native_plan);
+        plans.push((native_plan, judged));
+        walk_toward_the_richest(judge, &mut plans);
+        add_short_first(judge, &mut plans);
+        let best = judge.best(&plans);
+        if let Some(found) = refine_rates(judge, (&plans[best].0, &plans[best].1)) {
+            plans.push(found);
+        }
+        let best = keep_incumbent(judge, &mut plans, incumbent);
+        let (plan, judged) = plans.swap_remove(best);
+        Ok(Targets {
+            fraction: plan.fraction,
+            rate: plan.rate,
+            short_first: plan.short_first,
+            native: native.to_vec(),
+            floor,
+            floor_feasible,
+            predicted_relative: judged.relative,
+        })
     }
-    for r in rounds_out {
-        plans.push((
-            Plan::of(&r.problem, &r.solution.solution, &arrival),
-            r.judged,
-        ));
-    }
-    let native_plan = Plan::native(apps, units.len(), &native);
-    let judged = judge.judge(&native_plan);
-    plans.push((native_plan, judged));
-    walk_toward_the_richest(&judge, &mut plans);
-    add_short_first(&judge, &mut plans);
-    let best = judge.best(&plans);
-    if let Some(found) = refine_rates(&judge, (&plans[best].0, &plans[best].1)) {
-        plans.push(found);
-    }
-    let best = keep_incumbent(&judge, &mut plans, incumbent);
-    let (plan, judged) = plans.swap_remove(best);
-    Ok(Targets {
-        fraction: plan.fraction,
-        rate: plan.rate,
-        short_first: plan.short_first,
-        native,
-        floor,
-        floor_feasible,
-        predicted_relative: judged.relative,
-    })
 }
 
 /// One wait-aware round: the no-loser solution of a problem whose
@@ -556,7 +664,9 @@ fn wait_aware_rounds(
     let mut wait = vec![vec![0.0; judge.units.len()]; judge.apps.len()];
     for round in 0..=rounds {
         let judged = judge.judge(&Plan::of(&p, &s.solution, arrival));
-        let next_p = (round < rounds).then(|| {
+        // Paused, the waits would be a stand-in's, and computing them for
+        // every pair is most of what a paused run would spend.
+        let next_p = (round < rounds && !judge.paused()).then(|| {
             let mut q = p.clone();
             for (i, row) in wait.iter_mut().enumerate() {
                 for (u, w) in row.iter_mut().enumerate() {
@@ -577,7 +687,7 @@ fn wait_aware_rounds(
             judged,
         });
         let Some(q) = next_p else { break };
-        match solve_no_loser_weighted(&q, floor_goal, &[], &judge.weights) {
+        match judge.solve(&q, floor_goal, &[]) {
             Ok(next) => {
                 s = next;
                 p = q;

@@ -336,13 +336,12 @@ pub(super) fn exclusion_step(
         p,
         units,
         x,
-        floor_goal,
-        weights,
         CandidateSearch {
             max: FLUID_EXCLUSION_CANDIDATES,
             waits: Waits::for_apps(base.apps()),
             warm: true,
         },
+        &mut |q, limits, from| solve_candidate(q, limits, from, floor_goal, weights),
     ) {
         let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
         let current = pick.as_ref().map_or(kept, |c| c.0);
@@ -414,6 +413,11 @@ pub(super) struct CandidateSearch {
     pub warm: bool,
 }
 
+/// How the exclusion step solves one candidate's program: with its
+/// limits, and warm from where given (else cold).
+pub(super) type CandidateSolve<'s> =
+    dyn FnMut(&FairProblem, &[LinearLimit], Option<WarmFrom<'_>>) -> Option<Solved> + 's;
+
 /// The candidates of the exclusion step (see [`exclusion_step`]), each
 /// with the problem it was solved on; those the solver fails on are left
 /// out.
@@ -422,9 +426,8 @@ pub(super) fn exclusion_candidates(
     p: &FairProblem,
     units: &[UnitSupply],
     x: &[Vec<f64>],
-    floor_goal: f64,
-    weights: &[f64],
     search: CandidateSearch,
+    solve: &mut CandidateSolve<'_>,
 ) -> Vec<(Solved, FairProblem)> {
     let (n, m) = (p.apps(), p.units());
     let used = |i: usize, u: usize| p.rate[i][u] > 0.0 && x[i][u] > 1e-6;
@@ -469,20 +472,15 @@ pub(super) fn exclusion_candidates(
                 if let Some(x) = mv.and_then(|(i, u)| clearing.get_mut(i)?.get_mut(u)) {
                     *x = 0.0;
                 }
-                let from = WarmFrom {
-                    solved: &x_ref,
-                    clearing: &clearing,
-                };
-                solve_warm(&q, floor_goal, weights, from)
+                Some(clearing)
             }
             _ => None,
         };
-        let next = warm.or_else(|| {
-            solve_no_loser_weighted(&q, floor_goal, &limits, weights)
-                .ok()
-                .map(Solved::from)
+        let from = warm.as_ref().map(|clearing| WarmFrom {
+            solved: &x_ref,
+            clearing,
         });
-        if let Some(next) = next {
+        if let Some(next) = solve(&q, &limits, from) {
             if first_clearing.is_none() {
                 first_clearing = Some(next.clearing.clone());
             }
@@ -490,6 +488,23 @@ pub(super) fn exclusion_candidates(
         }
     }
     out
+}
+
+/// One exclusion candidate's solve: warm from `from` where given (and
+/// the warm solve succeeds), else cold.
+pub(super) fn solve_candidate(
+    q: &FairProblem,
+    limits: &[LinearLimit],
+    from: Option<WarmFrom<'_>>,
+    floor_goal: f64,
+    weights: &[f64],
+) -> Option<Solved> {
+    from.and_then(|from| solve_warm(q, floor_goal, weights, from))
+        .or_else(|| {
+            solve_no_loser_weighted(q, floor_goal, limits, weights)
+                .ok()
+                .map(Solved::from)
+        })
 }
 
 /// Solves the floor-constrained proportional-fair allocation for `apps`

@@ -25,7 +25,7 @@ fn supply_left_takes_reserved_slots_and_splits_the_host_side_over_the_cpu_units(
 #[test]
 fn a_unit_taken_by_apps_outside_coordination_moves_the_targets() {
     let units = vec![UnitSupply::queue(1.0), UnitSupply::queue(1.0)];
-    let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
+    let mut c = Coordinator::new(whole_picks(), units.clone());
     c.set_app(ClientId(1), two_unit_app(1e6, 2e6));
     c.set_app(ClientId(2), two_unit_app(1e6, 2e6));
     assert!(c.update(0));
@@ -433,10 +433,19 @@ fn the_replayed_pick_runs_a_queue_short_first_where_it_helps() {
     assert_eq!(t.short_first, vec![false, false]);
 }
 
+/// The coordinator's defaults, each pick run whole inside one update
+/// (the slices have their own tests: `tests/pick_slices.rs`).
+fn whole_picks() -> CoordinatorConfig {
+    CoordinatorConfig {
+        pick_slice_events: 0,
+        ..CoordinatorConfig::default()
+    }
+}
+
 #[test]
 fn coordinator_resolves_on_membership_only() {
     let units = vec![UnitSupply::queue(1.0); 2];
-    let mut c = Coordinator::new(CoordinatorConfig::default(), units);
+    let mut c = Coordinator::new(whole_picks(), units);
     let d = AppDemand {
         exec_ns: vec![Some(1e6), Some(2e6)],
         overhead_ns: vec![0.0, 0.0],
@@ -495,7 +504,7 @@ fn busy_slots(c: &Coordinator, apps: &[(ClientId, &AppDemand)]) -> Vec<f64> {
 #[test]
 fn outside_cpu_load_re_solves_once_it_moves_a_step_and_not_for_noise() {
     let (units, a, b) = cpu_and_device();
-    let mut c = Coordinator::new(CoordinatorConfig::default(), units.clone());
+    let mut c = Coordinator::new(whole_picks(), units.clone());
     c.set_app(ClientId(1), a.clone());
     c.set_app(ClientId(2), b.clone());
     assert!(c.update(0));
@@ -545,7 +554,7 @@ proptest::proptest! {
         loads in proptest::collection::vec(0.0f64..3.0, 1..6),
     ) {
         let (units, a, b) = cpu_and_device();
-        let mut c = Coordinator::new(CoordinatorConfig::default(), units);
+        let mut c = Coordinator::new(whole_picks(), units);
         c.set_app(ClientId(1), a.clone());
         c.set_app(ClientId(2), b.clone());
         proptest::prop_assert!(c.update(0));
@@ -596,7 +605,7 @@ fn a_changed_weight_re_solves_at_the_next_update() {
         UnitSupply::queue(1.0).with_weight_split(),
         UnitSupply::queue(1.0),
     ];
-    let mut c = Coordinator::new(CoordinatorConfig::default(), units);
+    let mut c = Coordinator::new(whole_picks(), units);
     c.set_app(ClientId(1), two_unit_app(1e6, 2e6));
     c.set_app(ClientId(2), two_unit_app(1e6, 2e6));
     assert!(c.update(0));
@@ -659,9 +668,8 @@ fn candidates_at_scale(max: u64, warm: bool) -> Vec<(Solved, FairProblem)> {
         &base,
         &units,
         &s.solution.allocation,
-        1.05,
-        &weights,
         search,
+        &mut |q, limits, from| solve_candidate(q, limits, from, 1.05, &weights),
     )
 }
 

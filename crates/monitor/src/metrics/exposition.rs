@@ -285,7 +285,7 @@ impl Collector for Scrape {
             gauge(
                 &mut enc,
                 "hetsched_coordination_solve_seconds",
-                "How long the last solve took.",
+                "Computing time of the last solve (a pick in slices: all its slices).",
                 c.last_solve_ns.map(|ns| (vec![], ns as f64 / NS_PER_S)),
             )?;
             gauge(

@@ -138,6 +138,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         .collect();
     let cpu_slots: Vec<f64> = cpu_units.iter().map(|&u| supply[u].slots).collect();
     let mut outside = OutsideLoadMeter::new(&cpu_slots);
+    let mut computed = std::time::Duration::ZERO;
     loop {
         if !shared.stop.pause(shared.setup.tick) {
             return;
@@ -186,10 +187,15 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 }
             }
         }
-        let solves = coordinator.solves();
+        let (solves, slices) = (coordinator.solves(), coordinator.slices());
         let started = std::time::Instant::now();
         coordinator.update(now);
-        let solved_in = (coordinator.solves() != solves).then(|| started.elapsed());
+        if coordinator.slices() != slices {
+            computed += started.elapsed();
+        }
+        // A pick in slices publishes at its last: what it took is every
+        // update's computing since the solve before.
+        let solved_in = (coordinator.solves() != solves).then(|| std::mem::take(&mut computed));
         if let Some(took) = solved_in {
             log_solve(&coordinator, &pids, &shared, took);
         }
@@ -379,9 +385,10 @@ fn log_solve(
         .map(|u| u.unit.name.as_str())
         .collect();
     tracing::debug!(
-        "coordination: solve {} took {:.1} ms ({}{}), floor {:?}",
+        "coordination: solve {} took {:.1} ms in {} update(s) ({}{}), floor {:?}",
         coordinator.solves(),
         took.as_secs_f64() * 1e3,
+        coordinator.last_pick_slices(),
         if coordinator.last_solve_warm() {
             "warm"
         } else {

@@ -46,7 +46,8 @@ fn twelve_alike() -> ([UnitSupply; 2], Vec<AppDemand>) {
 fn moves_that_all_keep_the_floor_take_one_replay() {
     let (units, apps) = twelve_alike();
     let native = native_estimate_replayed(&apps, &units);
-    let judge = Judge::new(&apps, &units, &native, JudgeBudget::default());
+    let mut journal = Journal::whole();
+    let judge = Judge::new(&apps, &units, &native, JudgeBudget::default(), &mut journal);
     let (from, from_judged) = native_start(&judge, &apps, units.len());
     let all: Vec<usize> = (0..apps.len()).collect();
     let to = moved_to(&from, &all, 0, 1e4);
@@ -76,7 +77,8 @@ fn a_move_that_costs_someone_the_floor_is_left_out_and_the_rest_kept() {
     // An intruder: faster on the victim's device than on its own.
     apps.push(app(&[None, Some(1.0), Some(2.0)], 2));
     let native = native_estimate_replayed(&apps, &units);
-    let judge = Judge::new(&apps, &units, &native, JudgeBudget::default());
+    let mut journal = Journal::whole();
+    let judge = Judge::new(&apps, &units, &native, JudgeBudget::default(), &mut journal);
     let (from, from_judged) = native_start(&judge, &apps, units.len());
     let to = moved_to(&moved_to(&from, &[1, 2, 3, 4, 5], 0, 1e4), &[6], 1, 1e4);
     let to_judged = judge.judge(&to);
@@ -97,13 +99,15 @@ fn a_move_that_costs_someone_the_floor_is_left_out_and_the_rest_kept() {
 fn the_walk_fits_where_the_budget_replays_every_apps_options() {
     let (units, apps) = twelve_alike();
     let native = native_estimate_replayed(&apps, &units);
-    let roomy = Judge::new(&apps, &units, &native, JudgeBudget::default());
+    let mut journal = Journal::whole();
+    let roomy = Judge::new(&apps, &units, &native, JudgeBudget::default(), &mut journal);
     let (from, _) = native_start(&roomy, &apps, units.len());
     let all: Vec<usize> = (0..apps.len()).collect();
     let to = moved_to(&from, &all, 0, 1e4);
     assert!(roomy.walk_fits(&from, &to));
     // Twelve apps × (three rates + two units) replays do not fit in the
     // events of about ten.
+    let mut tight_journal = Journal::whole();
     let tight = Judge::new(
         &apps,
         &units,
@@ -111,6 +115,7 @@ fn the_walk_fits_where_the_budget_replays_every_apps_options() {
         JudgeBudget {
             replay_events: 10 * roomy.last.get(),
         },
+        &mut tight_journal,
     );
     native_start(&tight, &apps, units.len());
     assert!(!tight.walk_fits(&from, &to));

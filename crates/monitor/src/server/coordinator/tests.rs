@@ -16,6 +16,15 @@ fn supply() -> Vec<UnitSupply> {
     ]
 }
 
+/// The coordinator's defaults, each pick run whole inside one update:
+/// these tests follow what a tick gathers, not how long a pick takes.
+fn whole_picks() -> CoordinatorConfig {
+    CoordinatorConfig {
+        pick_slice_events: 0,
+        ..CoordinatorConfig::default()
+    }
+}
+
 fn report(cpu_calls: u64, cpu_ns: f64) -> Option<DemandReport> {
     Some(DemandReport {
         units: vec![UnitDemand {
@@ -44,7 +53,7 @@ fn run_ticks_with(
     claim_factor: f64,
     extra: Option<&dyn Fn(u64) -> GatheredApp>,
 ) -> (Coordinator, BTreeMap<ClientId, Tracked>) {
-    let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
+    let mut c = Coordinator::new(whole_picks(), supply());
     let mut tracked = BTreeMap::new();
     for tick in 1..=5u64 {
         let t = tick as f64;
@@ -97,7 +106,7 @@ fn run_ticks_with(
 
 #[test]
 fn a_declared_native_unit_is_kept_for_the_solve() {
-    let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
+    let mut c = Coordinator::new(whole_picks(), supply());
     let mut tracked = BTreeMap::new();
     let mut declared = report(4, 4.0 * 5e6);
     if let Some(r) = declared.as_mut() {
@@ -282,7 +291,7 @@ fn an_app_with_a_priority_is_left_out_and_its_use_reserved() {
 /// NORMAL shares is given the larger rate.
 #[test]
 fn an_app_with_more_shares_gets_more_of_what_is_above_the_floor() {
-    let mut c = Coordinator::new(CoordinatorConfig::default(), supply());
+    let mut c = Coordinator::new(whole_picks(), supply());
     let mut tracked = BTreeMap::new();
     for tick in 1..=5u64 {
         let t = tick as f64;

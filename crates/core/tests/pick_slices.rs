@@ -1,0 +1,181 @@
+//! A replay-judged pick run in slices (`coordination::slices`) publishes
+//! exactly what the same pick run whole does, and a coordinator that
+//! slices keeps the targets in force until the last slice.
+
+use hetsched_core::coordination::{
+    AppDemand, Coordinator, CoordinatorConfig, Journal, JudgeBudget, Plan, ReplayedPick, Targets,
+    UnitSupply,
+};
+use hetsched_core::ids::ClientId;
+use proptest::prelude::*;
+
+fn app(exec: Vec<Option<f64>>, overhead: f64, in_flight: u32) -> AppDemand {
+    AppDemand {
+        overhead_ns: vec![overhead; exec.len()],
+        exec_ns: exec,
+        in_flight: f64::from(in_flight),
+        weight: 1.0,
+        declared_native: None,
+        native_trusted: false,
+        native_in_flight: None,
+    }
+}
+
+fn machine() -> impl Strategy<Value = (Vec<UnitSupply>, Vec<AppDemand>)> {
+    (2usize..=4, 3usize..=7, any::<bool>()).prop_flat_map(|(units, apps, short_first)| {
+        let supply: Vec<UnitSupply> = (0..units)
+            .map(|u| UnitSupply {
+                slots: if u == 0 { 2.0 } else { 1.0 },
+                time_shared: u == 0,
+                short_first: short_first && u > 0,
+                splits_by_weight: false,
+            })
+            .collect();
+        let one = (
+            prop::collection::vec(prop::option::weighted(0.8, 5e4f64..5e6), units),
+            0.0f64..3e5,
+            1u32..=2,
+        )
+            .prop_map(|(mut exec, overhead, in_flight)| {
+                if exec[0].is_none() {
+                    exec[0] = Some(1e6);
+                }
+                app(exec, overhead, in_flight)
+            });
+        (Just(supply), prop::collection::vec(one, apps))
+    })
+}
+
+/// Runs `pick` in slices of `events` until one ends unpaused; the
+/// targets and how many runs it took.
+fn in_slices(pick: &ReplayedPick<'_>, events: u64) -> (Targets, u64) {
+    let mut journal = Journal::sliced(events);
+    loop {
+        let t = pick.run(&mut journal);
+        if !journal.paused() {
+            return (t.unwrap(), journal.runs());
+        }
+        assert!(journal.runs() < 10_000, "a sliced pick that never ends");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Whatever the slice, the last slice's targets are the whole pick's,
+    /// bit for bit, with or without an incumbent; and a slice smaller than
+    /// the pick takes more than one run.
+    #[test]
+    fn a_pick_in_slices_publishes_what_the_whole_pick_does(
+        (units, apps) in machine(),
+        slice in prop::sample::select(vec![1u64, 30_000, 160_000]),
+        with_incumbent in any::<bool>(),
+    ) {
+        let incumbent = Plan {
+            fraction: apps
+                .iter()
+                .map(|a| a.exec_ns.iter().map(|e| f64::from(u8::from(e.is_some()))).collect::<Vec<f64>>())
+                .map(|row| {
+                    let sum: f64 = row.iter().sum();
+                    row.iter().map(|f| f / sum).collect()
+                })
+                .collect(),
+            rate: vec![100.0; apps.len()],
+            short_first: vec![false; units.len()],
+        };
+        let pick = ReplayedPick {
+            apps: &apps,
+            units: &units,
+            floor_goal: 1.05,
+            rounds: 2,
+            exclusion: true,
+            incumbent: with_incumbent.then_some(&incumbent),
+            budget: JudgeBudget { replay_events: 1_500_000 },
+        };
+        let whole = pick.run(&mut Journal::whole()).unwrap();
+        let (sliced, runs) = in_slices(&pick, slice);
+        prop_assert_eq!(&sliced, &whole);
+        if slice == 1 {
+            // One step per run: the native estimate, the first solve and a
+            // replay at least.
+            prop_assert!(runs >= 3, "{runs} runs");
+        }
+    }
+}
+
+/// Two apps on a CPU group and a device, at the default config but for the
+/// slice.
+fn two_apps(slice: u64) -> (Coordinator, AppDemand) {
+    let units = vec![UnitSupply::processor_shared(2.0), UnitSupply::queue(1.0)];
+    let config = CoordinatorConfig {
+        pick_slice_events: slice,
+        ..CoordinatorConfig::default()
+    };
+    let mut c = Coordinator::new(config, units);
+    let d = app(vec![Some(4e6), Some(1e6)], 1e5, 2);
+    c.set_app(ClientId(1), d.clone());
+    c.set_app(ClientId(2), app(vec![Some(8e6), Some(2e6)], 1e5, 2));
+    (c, d)
+}
+
+/// Calls `update` until it publishes; how many calls that took.
+fn until_published(c: &mut Coordinator, now: u64) -> u64 {
+    for calls in 1..=10_000 {
+        if c.update(now + calls) {
+            return calls;
+        }
+        assert!(c.picking(), "an update that neither published nor picks");
+    }
+    panic!("the pick never ended");
+}
+
+#[test]
+fn a_sliced_coordinator_keeps_its_targets_until_the_last_slice() {
+    let (mut whole, _) = two_apps(0);
+    assert!(whole.update(0), "a pick run whole publishes at once");
+    assert_eq!(whole.last_pick_slices(), 1);
+
+    let (mut c, _) = two_apps(1);
+    assert!(!c.update(0), "one step per slice: nothing yet");
+    assert!(c.picking());
+    assert!(c.target(ClientId(1)).is_none());
+    let calls = until_published(&mut c, 0);
+    assert!(!c.picking());
+    assert_eq!(c.last_pick_slices(), calls + 1);
+    assert_eq!(c.slices(), calls + 1);
+    for id in [ClientId(1), ClientId(2)] {
+        assert_eq!(c.target(id), whole.target(id), "{id:?}");
+        assert_eq!(c.rate(id), whole.rate(id), "{id:?}");
+    }
+    // Nothing changed: no new pick.
+    assert!(!c.update(1_000_000_000));
+    assert!(!c.picking());
+}
+
+#[test]
+fn an_app_that_comes_mid_pick_starts_it_again_and_drift_waits_for_it() {
+    let (mut c, d) = two_apps(1);
+    assert!(!c.update(0));
+    assert!(!c.update(1));
+    let steps_before = c.slices();
+    // A newcomer: the pick starts again, for three apps.
+    c.set_app(ClientId(3), d.clone());
+    assert!(!c.update(2));
+    assert!(c.picking());
+    // Drift while picking does not restart it: the same number of calls
+    // ends it as a pick for three apps begun at the newcomer.
+    let mut drifted = d.clone();
+    drifted.exec_ns[1] = Some(1.5e6);
+    c.set_app(ClientId(1), drifted.clone());
+    until_published(&mut c, 3);
+    assert!(c.slices() > steps_before);
+    for id in [ClientId(1), ClientId(2), ClientId(3)] {
+        assert!(c.target(id).is_some(), "{id:?}");
+    }
+    // The pick saw the models at its start: the drift is still to see,
+    // once the period passed.
+    let period = CoordinatorConfig::default().resolve_period_ns;
+    assert!(!c.update(10) && !c.picking(), "not before the period");
+    assert!(!c.update(period + 2), "one step per slice");
+    assert!(c.picking(), "drift re-picks after the period");
+}
