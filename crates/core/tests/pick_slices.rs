@@ -118,27 +118,39 @@ fn two_apps(slice: u64) -> (Coordinator, AppDemand) {
     (c, d)
 }
 
-/// Calls `update` until it publishes; how many calls that took.
+/// Calls `update` until a pick ends (`solves` moves); how many calls
+/// that took.
 fn until_published(c: &mut Coordinator, now: u64) -> u64 {
+    let solves = c.solves();
     for calls in 1..=10_000 {
-        if c.update(now + calls) {
+        let changed = c.update(now + calls);
+        if c.solves() != solves {
+            assert!(changed);
             return calls;
         }
-        assert!(c.picking(), "an update that neither published nor picks");
+        assert!(
+            c.picking(),
+            "an update that neither ended the pick nor picks"
+        );
     }
     panic!("the pick never ended");
 }
 
 #[test]
-fn a_sliced_coordinator_keeps_its_targets_until_the_last_slice() {
+fn a_sliced_pick_runs_newcomers_native_until_its_last_slice() {
     let (mut whole, _) = two_apps(0);
     assert!(whole.update(0), "a pick run whole publishes at once");
-    assert_eq!(whole.last_pick_slices(), 1);
+    assert_eq!((whole.solves(), whole.last_pick_slices()), (1, 1));
 
     let (mut c, _) = two_apps(1);
-    assert!(!c.update(0), "one step per slice: nothing yet");
+    // The first slice finds the native estimate: both apps, new, run on
+    // their native unit (the device) meanwhile.
+    assert!(c.update(0), "the newcomers got targets");
     assert!(c.picking());
-    assert!(c.target(ClientId(1)).is_none());
+    assert_eq!(c.solves(), 0);
+    for id in [ClientId(1), ClientId(2)] {
+        assert_eq!(c.target(id), Some(&[0.0, 1.0][..]), "{id:?}");
+    }
     let calls = until_published(&mut c, 0);
     assert!(!c.picking());
     assert_eq!(c.last_pick_slices(), calls + 1);
@@ -155,20 +167,22 @@ fn a_sliced_coordinator_keeps_its_targets_until_the_last_slice() {
 #[test]
 fn an_app_that_comes_mid_pick_starts_it_again_and_drift_waits_for_it() {
     let (mut c, d) = two_apps(1);
-    assert!(!c.update(0));
-    assert!(!c.update(1));
-    let steps_before = c.slices();
-    // A newcomer: the pick starts again, for three apps.
+    assert!(c.update(0));
+    assert!(!c.update(1), "a slice that finds nothing to publish");
+    let before = (c.slices(), c.target(ClientId(1)).map(<[f64]>::to_vec));
+    // A newcomer: the pick starts again, for three apps; the newcomer runs
+    // natively meanwhile, the others keep what they had.
     c.set_app(ClientId(3), d.clone());
-    assert!(!c.update(2));
+    assert!(c.update(2));
     assert!(c.picking());
-    // Drift while picking does not restart it: the same number of calls
-    // ends it as a pick for three apps begun at the newcomer.
+    assert_eq!(c.target(ClientId(3)), Some(&[0.0, 1.0][..]));
+    assert_eq!(c.target(ClientId(1)).map(<[f64]>::to_vec), before.1);
+    // Drift while picking does not restart it.
     let mut drifted = d.clone();
     drifted.exec_ns[1] = Some(1.5e6);
     c.set_app(ClientId(1), drifted.clone());
     until_published(&mut c, 3);
-    assert!(c.slices() > steps_before);
+    assert!(c.slices() > before.0);
     for id in [ClientId(1), ClientId(2), ClientId(3)] {
         assert!(c.target(id).is_some(), "{id:?}");
     }
@@ -176,6 +190,50 @@ fn an_app_that_comes_mid_pick_starts_it_again_and_drift_waits_for_it() {
     // once the period passed.
     let period = CoordinatorConfig::default().resolve_period_ns;
     assert!(!c.update(10) && !c.picking(), "not before the period");
-    assert!(!c.update(period + 2), "one step per slice");
+    assert!(
+        !c.update(period + 2),
+        "one step per slice, every app covered"
+    );
     assert!(c.picking(), "drift re-picks after the period");
+}
+
+#[test]
+fn the_best_plan_so_far_goes_in_force_before_the_pick_ends() {
+    let (mut c, _) = two_apps(1);
+    assert!(c.update(0));
+    let native: Vec<Option<Vec<f64>>> = [ClientId(1), ClientId(2)]
+        .iter()
+        .map(|id| c.target(*id).map(<[f64]>::to_vec))
+        .collect();
+    // Slices until the targets move off the native rows; the pick has not
+    // ended there.
+    let mut moved_at = None;
+    for now in 1..10_000u64 {
+        let changed = c.update(now);
+        if c.solves() > 0 {
+            break;
+        }
+        let now_targets: Vec<Option<Vec<f64>>> = [ClientId(1), ClientId(2)]
+            .iter()
+            .map(|id| c.target(*id).map(<[f64]>::to_vec))
+            .collect();
+        if now_targets != native {
+            assert!(changed, "targets moved in an update that said nothing");
+            moved_at = Some(now);
+            break;
+        }
+    }
+    assert!(
+        moved_at.is_some(),
+        "no plan went in force before the pick ended"
+    );
+    assert!(c.picking());
+    // What went in force holds the floor as the pick replayed it.
+    for id in [ClientId(1), ClientId(2)] {
+        let (_, relative) = c.estimate(id).expect("an estimate");
+        assert!(relative >= 0.98, "{id:?} at {relative}");
+    }
+    // And the pick still ends on its own choice.
+    until_published(&mut c, 10_000);
+    assert!(!c.picking());
 }

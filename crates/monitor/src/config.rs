@@ -97,6 +97,12 @@ pub struct DaemonConfig {
     /// host work and other programs, a larger one trades some of the
     /// gain for the floor (docs/sim.md, "In the daemon and the runtime").
     pub coordination_floor: f64,
+    /// `"pf-replay"`: the replay-judged pick runs in slices of about this
+    /// many replayed events, one per tick, keeping the targets in force
+    /// meanwhile (0..=100000000, default 80000, about 5 ms a slice at 128
+    /// applications; 0: every pick whole, the coordination thread busy
+    /// for all of it).
+    pub coordination_slice_events: u64,
     /// Policy of every unit that is not a CPU kind, unless `policies` says otherwise.
     pub default_policy: PolicyKind,
     /// Policy per unit name (`gpu0 = "fifo"`).
@@ -213,6 +219,7 @@ impl Default for DaemonConfig {
             coordination: Coordination::Pf,
             coordination_floor: hetsched_core::coordination::CoordinatorConfig::default()
                 .floor_goal,
+            coordination_slice_events: hetsched_core::coordination::DEFAULT_PICK_SLICE_EVENTS,
             default_policy: PolicyKind::Share,
             policies: BTreeMap::new(),
             include_cpus: true,
@@ -561,6 +568,12 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
             cfg.coordination_floor
         ));
     }
+    within(
+        "coordination_slice_events",
+        cfg.coordination_slice_events,
+        0,
+        100_000_000,
+    )?;
     let max_region = hetsched_views::data_region::MAX_REGION_BYTES >> 20;
     within("max_region_mb", cfg.max_region_mb, 1, max_region)?;
     cfg.kernels.check()?;

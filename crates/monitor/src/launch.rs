@@ -127,7 +127,10 @@ pub fn prepare(cfg: &DaemonConfig) -> Result<(DaemonSetup, Platform), LaunchErro
         cpu_cgroups: cfg.cpu_cgroups,
         accelerator_limits: accelerator_limits(cfg),
         coordination: cfg.coordination,
-        coordinator: cfg.coordination.coordinator_config(cfg.coordination_floor),
+        coordinator: hetsched_core::coordination::CoordinatorConfig {
+            pick_slice_events: cfg.coordination_slice_events,
+            ..cfg.coordination.coordinator_config(cfg.coordination_floor)
+        },
         max_frame_bytes: cfg.max_frame_bytes,
         connection_limits: crate::admission::ConnectionLimits {
             per_uid: cfg.max_connections_per_uid,

@@ -1,6 +1,8 @@
 //! The [`Coordinator`]: the monitor's state of coordination, re-solved when
 //! applications come, go or their models move.
 
+#[cfg(feature = "solver")]
+use super::replayed::Score;
 use super::*;
 
 /// How the monitor re-solves.
@@ -339,10 +341,13 @@ impl Coordinator {
     /// targets stay (and apps without one use plain placement).
     ///
     /// A replay-judged pick in slices (`pick_slice_events`) runs one slice
-    /// per call and returns `true` at the call that ends it; meanwhile the
-    /// targets in force stay. Apps that come or go, or an outside load that
-    /// moves, start it again on the new inputs; models that drift wait for
-    /// it to end.
+    /// per call and returns `true` at the call that ends it. Meanwhile the
+    /// targets in force stay, but for the best plan the pick replayed so
+    /// far where that beats them (`publish_leader`), and apps without any
+    /// run on their native unit (`cover_newcomers`); `true` at the calls
+    /// that do either. Apps that come or go, or an outside load that moves,
+    /// start it again on the new inputs; models that drift wait for it to
+    /// end.
     pub fn update(&mut self, now: Ns) -> bool {
         if self.search.is_some() && !self.membership_changed && !self.outside_moved {
             return self.advance_search();
@@ -446,7 +451,7 @@ impl Coordinator {
         };
         let solved = pick.run(&mut search.journal);
         if search.journal.paused() {
-            return false;
+            return self.publish_leader(solved.ok()) || self.cover_newcomers();
         }
         let Some(search) = self.search.take() else {
             return false;
@@ -456,6 +461,82 @@ impl Coordinator {
             return false;
         };
         self.publish(&search.ids, &search.demands, search.units, t);
+        true
+    }
+
+    /// While a pick runs in slices, the best plan it replayed so far
+    /// (`leader`) goes in force for its apps if it holds the floor and
+    /// beats the plan in force, as the pick's own figures for that plan
+    /// rate it, by [`INCUMBENT_MARGIN`] (or some app has no targets yet).
+    /// The pick goes on, and publishes its own choice at its end. Returns
+    /// whether the leader went in force.
+    fn publish_leader(&mut self, leader: Option<Targets>) -> bool {
+        let Some(t) = leader.filter(|t| t.floor_feasible) else {
+            return false;
+        };
+        let Some(search) = self.search.as_ref() else {
+            return false;
+        };
+        let weights = weights_of(&search.demands);
+        let in_force: Option<Vec<f64>> = search
+            .ids
+            .iter()
+            .map(|c| Some(self.targets.get(c)?.estimate?.1))
+            .collect();
+        if let Some(relative) = in_force {
+            let leader = Score::of(&t.predicted_relative, &weights);
+            let current = Score::of(&relative, &weights);
+            if !leader.beats(current, INCUMBENT_MARGIN, weights.iter().sum()) {
+                return false;
+            }
+        }
+        for (i, c) in search.ids.iter().enumerate() {
+            self.targets.insert(
+                *c,
+                ClientTargets {
+                    fraction: t.fraction[i].clone(),
+                    rate: t.rate[i],
+                    estimate: t
+                        .native
+                        .get(i)
+                        .copied()
+                        .zip(t.predicted_relative.get(i).copied()),
+                },
+            );
+        }
+        self.short_first = t.short_first;
+        true
+    }
+
+    /// While a pick runs in slices, an app it covers that has no targets
+    /// yet (it came since the last pick ended) runs on its native unit,
+    /// unpaced, from the slice that found the native estimate on: the
+    /// plan that holds the floor by construction, rather than plain
+    /// placement, which can leave it far below native while the pick takes
+    /// its periods. Returns whether any app got targets.
+    fn cover_newcomers(&mut self) -> bool {
+        let Some(search) = self.search.as_ref() else {
+            return false;
+        };
+        let Some(native) = search.journal.native_estimate() else {
+            return false;
+        };
+        if search.ids.iter().all(|c| self.targets.contains_key(c)) {
+            return false;
+        }
+        let plan = Plan::native(&search.demands, search.units.len(), native);
+        for (i, c) in search.ids.iter().enumerate() {
+            if !self.targets.contains_key(c) {
+                self.targets.insert(
+                    *c,
+                    ClientTargets {
+                        fraction: plan.fraction[i].clone(),
+                        rate: plan.rate[i],
+                        estimate: native.get(i).map(|n| (*n, 1.0)),
+                    },
+                );
+            }
+        }
         true
     }
 

@@ -129,7 +129,7 @@ impl Plan {
     }
 
     /// Every app on its native unit at `NATIVE_PLAN_RATE` × native.
-    fn native(apps: &[AppDemand], units: usize, native: &[f64]) -> Plan {
+    pub(super) fn native(apps: &[AppDemand], units: usize, native: &[f64]) -> Plan {
         Plan {
             fraction: apps
                 .iter()
@@ -149,12 +149,44 @@ impl Plan {
 
 /// How a candidate replays, compared floor first, then sum.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Score {
+pub(super) struct Score {
     /// The lowest app's throughput relative to native, up to
     /// `REPLAY_FLOOR_CAP`.
-    floor: f64,
+    pub(super) floor: f64,
     /// Σ wᵢ ln rᵢ over the apps.
-    log_sum: f64,
+    pub(super) log_sum: f64,
+}
+
+impl Score {
+    /// The score of apps at `relative` × native, weighed by `weights`.
+    pub(super) fn of(relative: &[f64], weights: &[f64]) -> Score {
+        Score {
+            floor: relative
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min)
+                .min(REPLAY_FLOOR_CAP),
+            log_sum: relative
+                .iter()
+                .zip(weights)
+                .map(|(r, w)| w * r.max(1e-12).ln())
+                .sum(),
+        }
+    }
+
+    /// Whether this score beats `other` by `margin` (floor first, then
+    /// sum; the sum's margin per unit of `total_weight`).
+    pub(super) fn beats(self, other: Score, margin: f64, total_weight: f64) -> bool {
+        self.floor > other.floor + REPLAY_FLOOR_TIE + margin
+            || (self.floor >= other.floor - REPLAY_FLOOR_TIE
+                && self.log_sum > other.log_sum + margin * total_weight)
+    }
+
+    /// Whether the floor counts as held (the native plan's, within the
+    /// tie).
+    pub(super) fn holds_the_floor(self) -> bool {
+        self.floor >= REPLAY_FLOOR_CAP - REPLAY_FLOOR_TIE
+    }
 }
 
 /// A candidate's replay: its score, `r_i`, waits.
@@ -180,6 +212,9 @@ struct Judge<'a> {
     /// The answers of the pick's solves and replays so far (all of them
     /// when the pick runs whole; [`super::slices`]).
     journal: RefCell<&'a mut Journal>,
+    /// The best plan replayed so far, floor first, then sum: what a pick
+    /// in slices may publish before it ends ([`ReplayedPick::run`]).
+    leader: RefCell<Option<Candidate>>,
 }
 
 impl<'a> Judge<'a> {
@@ -201,6 +236,7 @@ impl<'a> Judge<'a> {
             spent: Cell::new(0),
             last: Cell::new(0),
             journal: RefCell::new(journal),
+            leader: RefCell::new(None),
         }
     }
 
@@ -301,24 +337,36 @@ impl<'a> Judge<'a> {
             .zip(self.native)
             .map(|(t, n)| t / n.max(1e-9))
             .collect();
-        let floor = relative
-            .iter()
-            .copied()
-            .fold(f64::INFINITY, f64::min)
-            .min(REPLAY_FLOOR_CAP);
-        let log = relative
-            .iter()
-            .zip(&self.weights)
-            .map(|(r, w)| w * r.max(1e-12).ln())
-            .sum();
-        Judged {
-            score: Score {
-                floor,
-                log_sum: log,
-            },
+        let judged = Judged {
+            score: Score::of(&relative, &self.weights),
             relative,
             outcome,
+        };
+        if !self.paused() {
+            let mut leader = self.leader.borrow_mut();
+            if leader
+                .as_ref()
+                .is_none_or(|l| self.beats(judged.score, l.1.score, 0.0))
+            {
+                *leader = Some((plan.clone(), judged.clone()));
+            }
         }
+        judged
+    }
+
+    /// The best plan replayed so far as targets, if any was.
+    fn leader_targets(&self) -> Option<Targets> {
+        let leader = self.leader.borrow();
+        let (plan, judged) = leader.as_ref()?;
+        Some(Targets {
+            fraction: plan.fraction.clone(),
+            rate: plan.rate.clone(),
+            short_first: plan.short_first.clone(),
+            native: self.native.to_vec(),
+            floor: judged.score.floor,
+            floor_feasible: judged.score.holds_the_floor(),
+            predicted_relative: judged.relative.clone(),
+        })
     }
 
     /// The index of the best of `plans`: the largest sum among the plans
@@ -347,9 +395,7 @@ impl<'a> Judge<'a> {
 
     /// Whether score `a` beats `b` by `margin` (floor first, then sum).
     fn beats(&self, a: Score, b: Score, margin: f64) -> bool {
-        let weight: f64 = self.weights.iter().sum();
-        a.floor > b.floor + REPLAY_FLOOR_TIE + margin
-            || (a.floor >= b.floor - REPLAY_FLOOR_TIE && a.log_sum > b.log_sum + margin * weight)
+        a.beats(b, margin, self.weights.iter().sum())
     }
 }
 
@@ -538,7 +584,10 @@ const NATIVE_REPLAY_EVENTS: u64 = 80_000;
 impl ReplayedPick<'_> {
     /// Runs the pick from its start with the answers `journal` holds. The
     /// result is the pick's unless the journal paused
-    /// ([`Journal::paused`]); then the next run, rewound, goes further.
+    /// ([`Journal::paused`]); then the next run, rewound, goes further, and
+    /// the result is the best plan replayed so far (floor first, then sum;
+    /// its `floor_feasible` says whether it holds the floor), or
+    /// [`FairError::Paused`] before any was.
     pub fn run(&self, journal: &mut Journal) -> Result<Targets, FairError> {
         journal.rewind();
         let (apps, units) = (self.apps, self.units);
@@ -548,7 +597,11 @@ impl ReplayedPick<'_> {
             })
             .unwrap_or_else(|| native_estimate(apps, units));
         let judge = Judge::new(apps, units, &native, self.budget, journal);
-        self.pick(&judge)
+        let picked = self.pick(&judge);
+        if judge.paused() {
+            return judge.leader_targets().ok_or(FairError::Paused);
+        }
+        picked
     }
 
     fn pick(&self, judge: &Judge<'_>) -> Result<Targets, FairError> {

@@ -88,6 +88,14 @@ impl Journal {
         self.runs
     }
 
+    /// The native estimate, once the pick's first step found it.
+    pub(super) fn native_estimate(&self) -> Option<&[f64]> {
+        match self.answers.first() {
+            Some(Answer::Native(n)) => Some(n),
+            _ => None,
+        }
+    }
+
     /// Steps answered so far.
     pub fn steps(&self) -> usize {
         self.answers.len()

@@ -84,6 +84,27 @@ fn the_anticipation_window_is_unset_by_default_and_reaches_the_monitor() {
 }
 
 #[test]
+fn the_pick_slice_is_checked_and_reaches_the_coordinator() {
+    let default = parse("").unwrap();
+    assert_eq!(
+        default.coordination_slice_events,
+        hetsched_core::coordination::DEFAULT_PICK_SLICE_EVENTS
+    );
+    for events in [0u64, 500_000] {
+        let cfg = parse(&format!(
+            "include_cpus = false\ndevice_units = false\ncoordination_slice_events = {events}"
+        ))
+        .unwrap();
+        let (setup, _) = crate::launch::prepare(&cfg).unwrap();
+        assert_eq!(setup.coordinator.pick_slice_events, events);
+    }
+    let err = parse("coordination_slice_events = 200000000").unwrap_err();
+    assert!(err.contains("coordination_slice_events"), "{err}");
+    let err = parse("coordination_slice_events = -1").unwrap_err();
+    assert!(err.contains("coordination_slice_events"), "{err}");
+}
+
+#[test]
 fn the_coordination_floor_is_checked_and_reaches_the_coordinator() {
     assert_eq!(parse("").unwrap().coordination_floor, 1.05);
     let cfg = parse("coordination_floor = 1.1").unwrap();
