@@ -385,10 +385,9 @@ fn log_solve(
         .map(|u| u.unit.name.as_str())
         .collect();
     tracing::debug!(
-        "coordination: solve {} took {:.1} ms in {} update(s) ({}{}), floor {:?}",
+        "coordination: solve {} took {:.1} ms ({}{}) over {} update(s), floor {:?}",
         coordinator.solves(),
         took.as_secs_f64() * 1e3,
-        coordinator.last_pick_slices(),
         if coordinator.last_solve_warm() {
             "warm"
         } else {
@@ -398,6 +397,7 @@ fn log_solve(
             .last_cause()
             .map(|c| format!(": {c}"))
             .unwrap_or_default(),
+        coordinator.last_pick_slices(),
         coordinator.floor()
     );
     for &(id, pid) in pids {
