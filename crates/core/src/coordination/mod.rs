@@ -32,7 +32,8 @@
 //! CPU time other programs take from the supply), [`follow`] (the
 //! client's side), [`pacing`] (which rate a client is told), [`limits`] (queueing constraints), [`replay`] (task
 //! loops played out, to judge allocations), [`solve`] and
-//! [`solve_targets_replayed`] (finding the allocation), [`warm`]
+//! [`solve_targets_replayed`] (finding the allocation), [`slices`] (the
+//! replay-judged pick spread over coordinator updates), [`warm`]
 //! (re-solving from the last pick's shape), [`coordinator`]
 //! (the monitor's side).
 //!
