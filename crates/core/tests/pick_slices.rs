@@ -1,6 +1,7 @@
 //! A replay-judged pick run in slices (`coordination::slices`) publishes
 //! exactly what the same pick run whole does, and a coordinator that
-//! slices keeps the targets in force until the last slice.
+//! slices keeps the targets in force until the last slice, but for its
+//! newcomers (on their native unit) and the best plan so far.
 
 use hetsched_core::coordination::{
     AppDemand, Coordinator, CoordinatorConfig, Journal, JudgeBudget, Plan, ReplayedPick, Targets,
@@ -9,42 +10,9 @@ use hetsched_core::coordination::{
 use hetsched_core::ids::ClientId;
 use proptest::prelude::*;
 
-fn app(exec: Vec<Option<f64>>, overhead: f64, in_flight: u32) -> AppDemand {
-    AppDemand {
-        overhead_ns: vec![overhead; exec.len()],
-        exec_ns: exec,
-        in_flight: f64::from(in_flight),
-        weight: 1.0,
-        declared_native: None,
-        native_trusted: false,
-        native_in_flight: None,
-    }
-}
-
-fn machine() -> impl Strategy<Value = (Vec<UnitSupply>, Vec<AppDemand>)> {
-    (2usize..=4, 3usize..=7, any::<bool>()).prop_flat_map(|(units, apps, short_first)| {
-        let supply: Vec<UnitSupply> = (0..units)
-            .map(|u| UnitSupply {
-                slots: if u == 0 { 2.0 } else { 1.0 },
-                time_shared: u == 0,
-                short_first: short_first && u > 0,
-                splits_by_weight: false,
-            })
-            .collect();
-        let one = (
-            prop::collection::vec(prop::option::weighted(0.8, 5e4f64..5e6), units),
-            0.0f64..3e5,
-            1u32..=2,
-        )
-            .prop_map(|(mut exec, overhead, in_flight)| {
-                if exec[0].is_none() {
-                    exec[0] = Some(1e6);
-                }
-                app(exec, overhead, in_flight)
-            });
-        (Just(supply), prop::collection::vec(one, apps))
-    })
-}
+#[path = "common/small_machine.rs"]
+mod small_machine;
+use small_machine::{app, machine};
 
 /// Runs `pick` in slices of `events` until one ends unpaused; the
 /// targets and how many runs it took.
@@ -67,7 +35,7 @@ proptest! {
     /// the pick takes more than one run.
     #[test]
     fn a_pick_in_slices_publishes_what_the_whole_pick_does(
-        (units, apps) in machine(),
+        (units, apps) in machine(2..=4, 3..=7),
         slice in prop::sample::select(vec![1u64, 30_000, 160_000]),
         with_incumbent in any::<bool>(),
     ) {

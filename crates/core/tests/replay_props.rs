@@ -8,6 +8,10 @@ use hetsched_core::coordination::{
 use hetsched_core::replay::{ReplayBudget, replay_throughput};
 use proptest::prelude::*;
 
+#[path = "common/small_machine.rs"]
+mod small_machine;
+use small_machine::machine;
+
 /// A small budget: the properties hold at any budget, and proptest runs
 /// many cases.
 const BUDGET: ReplayBudget = ReplayBudget {
@@ -15,48 +19,13 @@ const BUDGET: ReplayBudget = ReplayBudget {
     min_tasks: 10,
 };
 
-fn machine() -> impl Strategy<Value = (Vec<UnitSupply>, Vec<AppDemand>)> {
-    (2usize..=3, 2usize..=4, any::<bool>()).prop_flat_map(|(units, apps, short_first)| {
-        // The queues may run short-first (the pick chooses their order).
-        let supply: Vec<UnitSupply> = (0..units)
-            .map(|u| UnitSupply {
-                slots: if u == 0 { 2.0 } else { 1.0 },
-                time_shared: u == 0,
-                short_first: short_first && u > 0,
-                splits_by_weight: false,
-            })
-            .collect();
-        let app = (
-            prop::collection::vec(prop::option::weighted(0.85, 5e4f64..5e6), units),
-            0.0f64..3e5,
-            1u32..=2,
-        )
-            .prop_map(move |(mut exec, overhead, in_flight)| {
-                // Every app runs on the CPU group at least.
-                if exec[0].is_none() {
-                    exec[0] = Some(1e6);
-                }
-                AppDemand {
-                    overhead_ns: vec![overhead; exec.len()],
-                    exec_ns: exec,
-                    in_flight: f64::from(in_flight),
-                    weight: 1.0,
-                    declared_native: None,
-                    native_trusted: false,
-                    native_in_flight: None,
-                }
-            });
-        (Just(supply), prop::collection::vec(app, apps))
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Replay is deterministic and a paced app never runs faster than its
     /// rate plus the runtime's headroom (and a burst).
     #[test]
-    fn replay_is_deterministic_and_pacing_caps((units, apps) in machine()) {
+    fn replay_is_deterministic_and_pacing_caps((units, apps) in machine(2..=3, 2..=4)) {
         let fraction: Vec<Vec<f64>> = apps
             .iter()
             .map(|a| a.exec_ns.iter().map(|e| if e.is_some() { 1.0 } else { 0.0 }).collect())
@@ -77,7 +46,7 @@ proptest! {
     /// replays' worth, or the default.
     #[test]
     fn replayed_targets_keep_the_native_floor(
-        (units, apps) in machine(),
+        (units, apps) in machine(2..=3, 2..=4),
         budget in prop::sample::select(vec![0u64, 100_000, 1_000_000, JudgeBudget::default().replay_events]),
     ) {
         let native = native_estimate_replayed(&apps, &units);

@@ -349,15 +349,7 @@ impl ReplayedPick<'_> {
     }
 
     fn pick(&self, judge: &Judge<'_>) -> Result<Targets, FairError> {
-        let Self {
-            apps,
-            units,
-            floor_goal,
-            rounds,
-            exclusion,
-            incumbent,
-            budget,
-        } = *self;
+        let (apps, units, floor_goal) = (self.apps, self.units, self.floor_goal);
         let native = judge.native;
         let base = problem(apps, units, native);
         let first = judge.solve(&base, floor_goal, &[])?;
@@ -365,9 +357,9 @@ impl ReplayedPick<'_> {
         // The candidates are found and walked with every queue in arrival
         // order; short-first comes in only after the walk.
         let arrival = vec![false; units.len()];
-        let rounds_out = wait_aware_rounds(judge, &base, first, floor_goal, rounds, &arrival);
+        let rounds_out = wait_aware_rounds(judge, &base, first, floor_goal, self.rounds, &arrival);
         let mut plans: Vec<Candidate> = Vec::new();
-        if exclusion {
+        if self.exclusion {
             let best_round = (0..rounds_out.len())
                 .reduce(|a, b| {
                     if judge.beats(rounds_out[b].judged.score, rounds_out[a].judged.score, 0.0) {
@@ -394,7 +386,7 @@ impl ReplayedPick<'_> {
                     } else {
                         judge
                             .plans_left()
-                            .min(judge.plans_within(budget.replay_events / 4))
+                            .min(judge.plans_within(self.budget.replay_events / 4))
                             / 2
                     },
                     waits: Waits::for_apps(apps.len()),
@@ -421,7 +413,7 @@ impl ReplayedPick<'_> {
         if let Some(found) = refine_rates(judge, (&plans[best].0, &plans[best].1)) {
             plans.push(found);
         }
-        let best = keep_incumbent(judge, &mut plans, incumbent);
+        let best = keep_incumbent(judge, &mut plans, self.incumbent);
         let (plan, judged) = plans.swap_remove(best);
         Ok(Targets {
             fraction: plan.fraction,
