@@ -391,7 +391,12 @@ impl ReplayedPick<'_> {
                     },
                     waits: Waits::for_apps(apps.len()),
                 },
-                &mut |q, limits, _| judge.solve(q, floor_goal, limits).ok().map(Solved::from),
+                &mut |q, limits, _| {
+                    judge
+                        .solve_with(q, floor_goal, limits)
+                        .ok()
+                        .map(Solved::from)
+                },
             ) {
                 let plan = Plan::of(&q, &next.solution, &arrival);
                 let judged = judge.judge(&plan);

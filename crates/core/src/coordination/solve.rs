@@ -341,7 +341,7 @@ pub(super) fn exclusion_step(
             waits: Waits::for_apps(base.apps()),
             warm: true,
         },
-        &mut |q, limits, from| solve_candidate(q, limits, from, floor_goal, weights),
+        &mut |q, limits, from| solve_candidate(q, &limits(), from, floor_goal, weights),
     ) {
         let sc = predicted_score(base, units, &next.solution.allocation, floor_goal, weights);
         let current = pick.as_ref().map_or(kept, |c| c.0);
@@ -413,10 +413,12 @@ pub(super) struct CandidateSearch {
     pub warm: bool,
 }
 
-/// How the exclusion step solves one candidate's program: with its
-/// limits, and warm from where given (else cold).
-pub(super) type CandidateSolve<'s> =
-    dyn FnMut(&FairProblem, &[LinearLimit], Option<WarmFrom<'_>>) -> Option<Solved> + 's;
+/// How the exclusion step solves one candidate's program: with the
+/// limits the second argument gives (computed only if asked for: a
+/// replay-judged pick in slices answers most solves from its journal),
+/// and warm from where given (else cold).
+pub(super) type CandidateSolve<'s> = dyn FnMut(&FairProblem, &dyn Fn() -> Vec<LinearLimit>, Option<WarmFrom<'_>>) -> Option<Solved>
+    + 's;
 
 /// The candidates of the exclusion step (see [`exclusion_step`]), each
 /// with the problem it was solved on; those the solver fails on are left
@@ -462,12 +464,15 @@ pub(super) fn exclusion_candidates(
                 continue;
             }
         }
-        let limits = match search.waits {
-            Waits::Coupled => coupled_wait_limits(&q, units, &x_ref),
+        let limits_of = |q: &FairProblem, x_ref: &[Vec<f64>]| match search.waits {
+            Waits::Coupled => coupled_wait_limits(q, units, x_ref),
             Waits::Fixed => Vec::new(),
         };
-        let warm = match &first_clearing {
-            Some(first) if search.warm && limits.is_empty() => {
+        // A warm start needs to know whether there are limits; a cold
+        // solve computes them when it runs.
+        let known = search.warm.then(|| limits_of(&q, &x_ref));
+        let warm = match (&first_clearing, &known) {
+            (Some(first), Some(limits)) if limits.is_empty() => {
                 let mut clearing = first.clone();
                 if let Some(x) = mv.and_then(|(i, u)| clearing.get_mut(i)?.get_mut(u)) {
                     *x = 0.0;
@@ -480,6 +485,7 @@ pub(super) fn exclusion_candidates(
             solved: &x_ref,
             clearing,
         });
+        let limits = || known.clone().unwrap_or_else(|| limits_of(&q, &x_ref));
         if let Some(next) = solve(&q, &limits, from) {
             if first_clearing.is_none() {
                 first_clearing = Some(next.clearing.clone());

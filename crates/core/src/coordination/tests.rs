@@ -669,7 +669,7 @@ fn candidates_at_scale(max: u64, warm: bool) -> Vec<(Solved, FairProblem)> {
         &units,
         &s.solution.allocation,
         search,
-        &mut |q, limits, from| solve_candidate(q, limits, from, 1.05, &weights),
+        &mut |q, limits, from| solve_candidate(q, &limits(), from, 1.05, &weights),
     )
 }
 

@@ -133,10 +133,21 @@ impl<'a> Judge<'a> {
         floor_goal: f64,
         limits: &[LinearLimit],
     ) -> Result<NoLoserSolution, FairError> {
+        self.solve_with(p, floor_goal, &|| limits.to_vec())
+    }
+
+    /// [`Judge::solve`] with the limits computed only where the solve
+    /// runs (not where the journal answers it).
+    pub(super) fn solve_with(
+        &self,
+        p: &FairProblem,
+        floor_goal: f64,
+        limits: &dyn Fn() -> Vec<LinearLimit>,
+    ) -> Result<NoLoserSolution, FairError> {
         self.journal
             .borrow_mut()
             .solve(p.apps() * p.units(), || {
-                solve_no_loser_weighted(p, floor_goal, limits, &self.weights)
+                solve_no_loser_weighted(p, floor_goal, &limits(), &self.weights)
             })
             .unwrap_or(Err(FairError::Paused))
     }
