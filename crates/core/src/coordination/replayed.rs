@@ -352,7 +352,7 @@ impl ReplayedPick<'_> {
         let (apps, units, floor_goal) = (self.apps, self.units, self.floor_goal);
         let native = judge.native;
         let base = problem(apps, units, native);
-        let first = judge.solve(&base, floor_goal, &[])?;
+        let first = judge.solve(&base, floor_goal)?;
         let (floor, floor_feasible) = (first.floor, first.floor_feasible);
         // The candidates are found and walked with every queue in arrival
         // order; short-first comes in only after the walk.
@@ -481,7 +481,7 @@ fn wait_aware_rounds(
             judged,
         });
         let Some(q) = next_p else { break };
-        match judge.solve(&q, floor_goal, &[]) {
+        match judge.solve(&q, floor_goal) {
             Ok(next) => {
                 s = next;
                 p = q;

@@ -77,6 +77,11 @@ impl Journal {
         self.runs += 1;
     }
 
+    /// Whether runs stop at a slice's end (else the pick runs whole).
+    pub fn is_sliced(&self) -> bool {
+        self.slice.is_some()
+    }
+
     /// Whether the run in progress stopped at its slice's end: what it
     /// returns is not the pick's.
     pub fn paused(&self) -> bool {

@@ -86,7 +86,8 @@ pub(super) struct Judge<'a> {
     /// when the pick runs whole; [`super::slices`]).
     pub(super) journal: RefCell<&'a mut Journal>,
     /// The best plan replayed so far, floor first, then sum: what a pick
-    /// in slices may publish before it ends ([`ReplayedPick::run`]).
+    /// in slices may publish before it ends ([`ReplayedPick::run`]); kept
+    /// only for a pick in slices.
     pub(super) leader: RefCell<Option<Candidate>>,
 }
 
@@ -125,15 +126,14 @@ impl<'a> Judge<'a> {
         self.journal.borrow().paused()
     }
 
-    /// The no-loser program `p` solved with `limits`, or
+    /// The no-loser program `p` solved without extra limits, or
     /// [`FairError::Paused`] once a sliced pick paused.
     pub(super) fn solve(
         &self,
         p: &FairProblem,
         floor_goal: f64,
-        limits: &[LinearLimit],
     ) -> Result<NoLoserSolution, FairError> {
-        self.solve_with(p, floor_goal, &|| limits.to_vec())
+        self.solve_with(p, floor_goal, &Vec::new)
     }
 
     /// [`Judge::solve`] with the limits computed only where the solve
@@ -226,7 +226,9 @@ impl<'a> Judge<'a> {
             relative,
             outcome,
         };
-        if !self.paused() {
+        // Only a pick in slices publishes its leader: a whole pick keeps
+        // no copies.
+        if !self.paused() && self.journal.borrow().is_sliced() {
             let mut leader = self.leader.borrow_mut();
             if leader
                 .as_ref()
