@@ -44,8 +44,8 @@
 
 #[cfg(feature = "solver")]
 use crate::fairness::{
-    BARRIER_MAX_APPS, BARRIER_MIN_APPS, FairError, FairProblem, FairSolution, LinearLimit,
-    NoLoserSolution, WarmFrom, solve_goal_from, solve_no_loser_weighted,
+    BARRIER_MIN_APPS, FairError, FairProblem, FairSolution, LinearLimit, NoLoserSolution, WarmFrom,
+    solve_goal_from, solve_no_loser_weighted,
 };
 #[cfg(feature = "solver")]
 use crate::ids::ClientId;

@@ -36,8 +36,7 @@ use super::slices::Journal;
 use super::solve::{CandidateSearch, Solved, Waits};
 use super::{
     AppDemand, DEFAULT_REPLAY_EVENTS, FairError, FairProblem, Targets, UnitSupply,
-    exclusion_candidates, expected_wait_ns, fractions, native_estimate, native_estimate_replayed,
-    problem,
+    exclusion_candidates, fractions, native_estimate, native_estimate_replayed, problem,
 };
 use crate::fairness::{FairSolution, NoLoserSolution};
 pub(super) use judge::Score;
@@ -458,23 +457,21 @@ fn wait_aware_rounds(
     let mut wait = vec![vec![0.0; judge.units.len()]; judge.apps.len()];
     for round in 0..=rounds {
         let judged = judge.judge(&Plan::of(&p, &s.solution, arrival));
-        // Paused, the waits would be a stand-in's, and computing them for
-        // every pair is most of what a paused run would spend.
-        let next_p = (round < rounds && !judge.paused()).then(|| {
-            let mut q = p.clone();
-            for (i, row) in wait.iter_mut().enumerate() {
-                for (u, w) in row.iter_mut().enumerate() {
-                    if base.rate[i][u] > 0.0 {
-                        let seen = judged.outcome.wait_ns[i][u].unwrap_or_else(|| {
-                            expected_wait_ns(base, judge.units, &s.solution.allocation, i, u)
-                        });
-                        *w = 0.5 * (*w + seen);
-                        q.occupancy[i][u] = base.occupancy[i][u] + *w * base.rate[i][u] / 1e9;
+        let next_p = (round < rounds)
+            .then(|| judge.waits(base, &judged, &s.solution.allocation))
+            .flatten()
+            .map(|seen| {
+                let mut q = p.clone();
+                for (i, row) in wait.iter_mut().enumerate() {
+                    for (u, w) in row.iter_mut().enumerate() {
+                        if base.rate[i][u] > 0.0 {
+                            *w = 0.5 * (*w + seen[i][u]);
+                            q.occupancy[i][u] = base.occupancy[i][u] + *w * base.rate[i][u] / 1e9;
+                        }
                     }
                 }
-            }
-            q
-        });
+                q
+            });
         out.push(Round {
             solution: s.clone(),
             problem: p.clone(),

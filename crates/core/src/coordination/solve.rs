@@ -207,7 +207,7 @@ pub(super) fn solve_warm(
     weights: &[f64],
     from: WarmFrom<'_>,
 ) -> Option<Solved> {
-    if !(BARRIER_MIN_APPS..=BARRIER_MAX_APPS).contains(&q.apps()) {
+    if q.apps() < BARRIER_MIN_APPS {
         return None;
     }
     let solution = solve_goal_from(q, goal, weights, from).ok()?;

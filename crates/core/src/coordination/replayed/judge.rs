@@ -6,7 +6,8 @@ use super::{JudgeBudget, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SWITCH_RATE_S
 use crate::coordination::replay::{ReplayBudget, ReplayOutcome, replay};
 use crate::coordination::slices::Journal;
 use crate::coordination::{
-    AppDemand, FairError, FairProblem, LinearLimit, Targets, UnitSupply, weights_of,
+    AppDemand, FairError, FairProblem, LinearLimit, Targets, UnitSupply, expected_wait_ns,
+    weights_of,
 };
 use crate::fairness::{NoLoserSolution, solve_no_loser_weighted};
 use std::cell::{Cell, RefCell};
@@ -150,6 +151,37 @@ impl<'a> Judge<'a> {
                 solve_no_loser_weighted(p, floor_goal, &limits(), &self.weights)
             })
             .unwrap_or(Err(FairError::Paused))
+    }
+
+    /// The waits a wait-aware round charges `base`'s pairs after a round
+    /// that solved `allocation` and replayed `judged`: what the replay saw,
+    /// else the expected wait ([`expected_wait_ns`]); 0 where an app has
+    /// no rate. `None` once a sliced pick paused.
+    pub(super) fn waits(
+        &self,
+        base: &FairProblem,
+        judged: &Judged,
+        allocation: &[Vec<f64>],
+    ) -> Option<Vec<Vec<f64>>> {
+        self.journal
+            .borrow_mut()
+            .waits(base.apps() * base.units(), || {
+                (0..base.apps())
+                    .map(|i| {
+                        (0..base.units())
+                            .map(|u| {
+                                if base.rate[i][u] > 0.0 {
+                                    judged.outcome.wait_ns[i][u].unwrap_or_else(|| {
+                                        expected_wait_ns(base, self.units, allocation, i, u)
+                                    })
+                                } else {
+                                    0.0
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
     }
 
     /// About how many plans `events` replayed events judge.
