@@ -442,7 +442,9 @@ struct Round {
 /// The wait-aware rounds with replayed waits: from `first` (the solution
 /// of `base`), each round adds to every occupancy the wait the replay of
 /// the round before saw (averaged with the earlier rounds'), and solves
-/// again; `rounds` rounds at most, fewer if a problem has no solution.
+/// again, warm from the round before where it can
+/// ([`Judge::solve_after`]); `rounds` rounds at most, fewer if a problem
+/// has no solution.
 fn wait_aware_rounds(
     judge: &Judge<'_>,
     base: &FairProblem,
@@ -478,7 +480,7 @@ fn wait_aware_rounds(
             judged,
         });
         let Some(q) = next_p else { break };
-        match judge.solve(&q, floor_goal) {
+        match judge.solve_after(&q, floor_goal, &s) {
             Ok(next) => {
                 s = next;
                 p = q;

@@ -221,6 +221,44 @@ pub(super) fn solve_warm(
     })
 }
 
+/// A wait-aware round's program `q` (the same apps as `before`'s, their
+/// occupancies raised by the waits `before` implies), warm from `before`
+/// ([`solve_warm`]) where it held `goal` and the barrier method solves
+/// programs of `q`'s size, else cold. Warm, the floor program is
+/// skipped: at 128 apps × 9 units it is where the slowest solves of a
+/// replay-judged pick spent half their time (31–36 primal-dual steps of
+/// about 90), and the 99th percentile of a sliced pick's updates went
+/// from 9.4–9.9 ms to 6.7–6.9 ms (`benches/pick_slices.rs`). The warm
+/// answer keeps `before`'s largest common floor, which no caller of the
+/// rounds reads.
+pub(super) fn solve_round_after(
+    q: &FairProblem,
+    goal: f64,
+    weights: &[f64],
+    before: &NoLoserSolution,
+) -> Result<NoLoserSolution, FairError> {
+    let held_goal = before.floor_feasible && !before.clearing.is_empty();
+    let warm = held_goal
+        .then(|| {
+            let from = WarmFrom {
+                solved: &before.solution.allocation,
+                clearing: &before.clearing,
+            };
+            solve_warm(q, goal, weights, from)
+        })
+        .flatten();
+    match warm {
+        Some(s) => Ok(NoLoserSolution {
+            solution: s.solution,
+            floor: s.held.floor,
+            floor_feasible: s.held.feasible,
+            max_floor: before.max_floor,
+            clearing: s.clearing,
+        }),
+        None => solve_no_loser_weighted(q, goal, &[], weights),
+    }
+}
+
 /// The targets of solution `s` of program `p`, held to `held`, each queue
 /// left in the order it runs.
 pub(super) fn targets_of(

@@ -712,3 +712,52 @@ fn warm_candidates_are_their_problems_optimum_in_fewer_steps() {
         found.len()
     );
 }
+
+/// [`shared_queues_at_scale`]'s program with every queue pair's occupancy
+/// raised by 20 %, as a wait-aware round raises it.
+fn with_waits(base: &FairProblem) -> FairProblem {
+    let mut q = base.clone();
+    for (i, row) in q.occupancy.iter_mut().enumerate() {
+        for (u, o) in row.iter_mut().enumerate().skip(1) {
+            if base.rate[i][u] > 0.0 {
+                *o *= 1.2;
+            }
+        }
+    }
+    q
+}
+
+/// The first `apps` of [`shared_queues_at_scale`], solved; then the
+/// program with its waits ([`with_waits`]) solved as the next wait-aware
+/// round ([`solve_round_after`]) and cold: (round, cold).
+fn next_round(apps: usize) -> (NoLoserSolution, NoLoserSolution) {
+    let (units, mut demands) = shared_queues_at_scale();
+    demands.truncate(apps);
+    let base = problem(&demands, &units, &native_estimate(&demands, &units));
+    let weights = vec![1.0; demands.len()];
+    let before = solve_no_loser_weighted(&base, 1.05, &[], &weights).unwrap();
+    let q = with_waits(&base);
+    let cold = solve_no_loser_weighted(&q, 1.05, &[], &weights).unwrap();
+    let round = solve_round_after(&q, 1.05, &weights, &before).unwrap();
+    (round, cold)
+}
+
+#[test]
+fn a_wait_aware_round_at_scale_starts_warm_from_the_round_before() {
+    let (warm, cold) = next_round(BARRIER_MIN_APPS);
+    let (a, b) = (warm.solution.objective, cold.solution.objective);
+    assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} against {b}");
+    assert!(warm.floor_feasible && warm.floor == cold.floor);
+    assert!(
+        warm.solution.iterations < cold.solution.iterations,
+        "warm {} steps, cold {}",
+        warm.solution.iterations,
+        cold.solution.iterations
+    );
+}
+
+#[test]
+fn a_wait_aware_round_below_the_barriers_size_is_solved_cold() {
+    let (round, cold) = next_round(BARRIER_MIN_APPS - 1);
+    assert_eq!(round, cold);
+}

@@ -5,6 +5,7 @@
 use super::{JudgeBudget, Plan, REPLAY_FLOOR_CAP, REPLAY_FLOOR_TIE, SWITCH_RATE_STEPS};
 use crate::coordination::replay::{ReplayBudget, ReplayOutcome, replay};
 use crate::coordination::slices::Journal;
+use crate::coordination::solve::solve_round_after;
 use crate::coordination::{
     AppDemand, FairError, FairProblem, LinearLimit, Targets, UnitSupply, expected_wait_ns,
     weights_of,
@@ -149,6 +150,25 @@ impl<'a> Judge<'a> {
             .borrow_mut()
             .solve(p.apps() * p.units(), || {
                 solve_no_loser_weighted(p, floor_goal, &limits(), &self.weights)
+            })
+            .unwrap_or(Err(FairError::Paused))
+    }
+
+    /// The next wait-aware round's program `p`, warm from the round
+    /// before it ([`solve_round_after`]): the floor program skipped where
+    /// the barrier method solves programs of `p`'s size and `before` held
+    /// the goal, else cold. One journal step either way;
+    /// [`FairError::Paused`] once a sliced pick paused.
+    pub(super) fn solve_after(
+        &self,
+        p: &FairProblem,
+        floor_goal: f64,
+        before: &NoLoserSolution,
+    ) -> Result<NoLoserSolution, FairError> {
+        self.journal
+            .borrow_mut()
+            .solve(p.apps() * p.units(), || {
+                solve_round_after(p, floor_goal, &self.weights, before)
             })
             .unwrap_or(Err(FairError::Paused))
     }
