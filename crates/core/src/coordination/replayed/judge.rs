@@ -146,12 +146,9 @@ impl<'a> Judge<'a> {
         floor_goal: f64,
         limits: &dyn Fn() -> Vec<LinearLimit>,
     ) -> Result<NoLoserSolution, FairError> {
-        self.journal
-            .borrow_mut()
-            .solve(p.apps() * p.units(), || {
-                solve_no_loser_weighted(p, floor_goal, &limits(), &self.weights)
-            })
-            .unwrap_or(Err(FairError::Paused))
+        self.journaled_solve(p, || {
+            solve_no_loser_weighted(p, floor_goal, &limits(), &self.weights)
+        })
     }
 
     /// The next wait-aware round's program `p`, warm from the round
@@ -165,11 +162,21 @@ impl<'a> Judge<'a> {
         floor_goal: f64,
         before: &NoLoserSolution,
     ) -> Result<NoLoserSolution, FairError> {
+        self.journaled_solve(p, || {
+            solve_round_after(p, floor_goal, &self.weights, before)
+        })
+    }
+
+    /// `run`, a solve of `p`, as one journal step: charged by `p`'s size,
+    /// [`FairError::Paused`] once a sliced pick paused.
+    fn journaled_solve(
+        &self,
+        p: &FairProblem,
+        run: impl FnOnce() -> Result<NoLoserSolution, FairError>,
+    ) -> Result<NoLoserSolution, FairError> {
         self.journal
             .borrow_mut()
-            .solve(p.apps() * p.units(), || {
-                solve_round_after(p, floor_goal, &self.weights, before)
-            })
+            .solve(p.apps() * p.units(), run)
             .unwrap_or(Err(FairError::Paused))
     }
 
