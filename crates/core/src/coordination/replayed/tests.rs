@@ -1,4 +1,5 @@
-//! The walk in groups ([`toward_in_groups`]).
+//! The walk in groups ([`toward_in_groups`]) and the floor's repair
+//! ([`repair_floor`]).
 
 use super::*;
 use crate::coordination::native_estimate_replayed;
@@ -121,4 +122,151 @@ fn the_walk_fits_where_the_budget_replays_every_apps_options() {
     assert!(!tight.walk_fits(&from, &to));
     // Nothing to move: any budget fits.
     assert!(tight.walk_fits(&from, &from));
+}
+
+/// Unit 0: a device app 0 has to itself natively; 1: a device apps 1–3
+/// share natively; 2: a CPU group of four cores on which apps 1 and 2
+/// gain. With a plan that moves apps 1 and 2 there, plus the moves in
+/// `extra` (app, unit).
+fn repairable(extra: &[(usize, usize)]) -> Repairable {
+    let units = [
+        UnitSupply::queue(1.0),
+        UnitSupply::queue(1.0),
+        UnitSupply::processor_shared(4.0),
+    ];
+    let mut apps = vec![app(&[Some(1.0), Some(3.0), None], 0)];
+    apps.extend(vec![app(&[Some(2.0), Some(1.0), Some(0.5)], 1); 2]);
+    apps.push(app(&[Some(1.0), Some(1.0), None], 1));
+    let native = native_estimate_replayed(&apps, &units);
+    let mut plan = moved_to(&Plan::native(&apps, units.len(), &native), &[1, 2], 2, 1e4);
+    for &(i, u) in extra {
+        plan = moved_to(&plan, &[i], u, 1e4);
+    }
+    Repairable {
+        units,
+        apps,
+        native,
+        plan,
+    }
+}
+
+/// The set-up of the repair's tests.
+struct Repairable {
+    units: [UnitSupply; 3],
+    apps: Vec<AppDemand>,
+    native: Vec<f64>,
+    plan: Plan,
+}
+
+/// A judge whose budget cannot afford the app-by-app walk: room for
+/// about eight replays.
+fn tight_judge<'a>(
+    apps: &'a [AppDemand],
+    units: &'a [UnitSupply],
+    native: &'a [f64],
+    journal: &'a mut Journal,
+) -> Judge<'a> {
+    let mut probe_journal = Journal::whole();
+    let probe = Judge::new(
+        apps,
+        units,
+        native,
+        JudgeBudget::default(),
+        &mut probe_journal,
+    );
+    native_start(&probe, apps, units.len());
+    let events = 8 * probe.last.get();
+    Judge::new(
+        apps,
+        units,
+        native,
+        JudgeBudget {
+            replay_events: events,
+        },
+        journal,
+    )
+}
+
+#[test]
+fn an_app_moved_below_the_floor_goes_home_and_the_others_keep_their_moves() {
+    // App 0 moved to the device it runs three times slower on.
+    let Repairable {
+        units,
+        apps,
+        native,
+        plan: to,
+    } = repairable(&[(0, 1)]);
+    let mut journal = Journal::whole();
+    let judge = tight_judge(&apps, &units, &native, &mut journal);
+    let to_judged = judge.judge(&to);
+    let home = native_start(&judge, &apps, units.len());
+    assert!(to_judged.relative[0] < 0.5, "{:?}", to_judged.relative);
+    assert!(!judge.walk_fits(&home.0, &to));
+    let plans = vec![(to.clone(), to_judged.clone()), home.clone()];
+    let (plan, judged) = repair_floor(&judge, &plans).expect("a repair");
+    assert_eq!(plan.fraction[0], home.0.fraction[0]);
+    for i in 1..4 {
+        assert_eq!(plan.fraction[i], to.fraction[i], "app {i}");
+    }
+    assert!(judged.score.holds_the_floor(), "{:?}", judged.relative);
+    assert!(judged.score.log_sum > home.1.score.log_sum);
+}
+
+#[test]
+fn an_app_crowded_at_home_gets_its_unit_back_from_the_apps_the_plan_added() {
+    // App 3 moved onto app 0's device.
+    let Repairable {
+        units,
+        apps,
+        native,
+        plan: to,
+    } = repairable(&[(3, 0)]);
+    let mut journal = Journal::whole();
+    let judge = tight_judge(&apps, &units, &native, &mut journal);
+    let to_judged = judge.judge(&to);
+    let home = native_start(&judge, &apps, units.len());
+    assert!(to_judged.relative[0] < 0.9, "{:?}", to_judged.relative);
+    let plans = vec![(to.clone(), to_judged), home.clone()];
+    let (plan, judged) = repair_floor(&judge, &plans).expect("a repair");
+    assert_eq!(plan.fraction[3], home.0.fraction[3]);
+    for i in 1..3 {
+        assert_eq!(plan.fraction[i], to.fraction[i], "app {i}");
+    }
+    assert!(judged.score.holds_the_floor(), "{:?}", judged.relative);
+    assert!(judged.score.log_sum > home.1.score.log_sum);
+}
+
+#[test]
+fn no_repair_where_the_walk_fits_or_the_best_candidate_holds_the_floor() {
+    let Repairable {
+        units,
+        apps,
+        native,
+        plan: to,
+    } = repairable(&[(0, 1)]);
+    let mut roomy_journal = Journal::whole();
+    let roomy = Judge::new(
+        &apps,
+        &units,
+        &native,
+        JudgeBudget::default(),
+        &mut roomy_journal,
+    );
+    let to_judged = roomy.judge(&to);
+    let home = native_start(&roomy, &apps, units.len());
+    let plans = vec![(to.clone(), to_judged), home.clone()];
+    assert!(roomy.walk_fits(&home.0, &to));
+    assert!(repair_floor(&roomy, &plans).is_none());
+    // Apps 1 and 2 alone moved: the plan holds the floor as it is.
+    let fine = repairable(&[]).plan;
+    let mut journal = Journal::whole();
+    let tight = tight_judge(&apps, &units, &native, &mut journal);
+    let fine_judged = tight.judge(&fine);
+    let home = native_start(&tight, &apps, units.len());
+    assert!(
+        fine_judged.score.holds_the_floor(),
+        "{:?}",
+        fine_judged.relative
+    );
+    assert!(repair_floor(&tight, &[(fine, fine_judged), home]).is_none());
 }
