@@ -54,6 +54,7 @@ fn machine() -> (Vec<UnitSupply>, Vec<AppDemand>) {
             declared_native: Some(1),
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         })
         .collect();
     (units, apps)

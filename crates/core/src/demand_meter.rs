@@ -63,6 +63,8 @@ struct UnitMeter {
     last: Option<(u64, f64)>,
     /// Running mean exec time per call, ns.
     mean_ns: Option<f64>,
+    /// Calls the mean has learned from.
+    calls: u64,
 }
 
 impl UnitMeter {
@@ -84,6 +86,7 @@ impl UnitMeter {
         if calls == 0 || exec_ns <= 0.0 {
             return;
         }
+        self.calls = self.calls.saturating_add(calls);
         let mean = exec_ns / calls as f64;
         self.mean_ns = Some(match self.mean_ns {
             Some(m) => m + EWMA_WEIGHT * (mean - m),
@@ -193,6 +196,7 @@ impl DemandMeter {
                 .copied()
                 .reduce(f64::max)
                 .map(|m| (m - PLACES_ROUNDING_SLACK).ceil().max(1.0)),
+            exec_samples: self.units.iter().map(|m| m.calls).collect(),
         }
     }
 
@@ -401,6 +405,20 @@ mod tests {
         m.measured(1, 10, 10e6);
         m.reported(&[(1, 10, 900e6)], 1.0, None, 8.0);
         assert_eq!(m.demand().exec_ns[1], Some(1e6));
+    }
+
+    #[test]
+    fn each_units_figure_counts_the_calls_it_learned_from() {
+        let mut m = meter();
+        assert_eq!(m.demand().exec_samples, vec![0, 0]);
+        m.measured(1, 3, 3e6);
+        m.measured(1, 10, 10e6);
+        // Counters that go backwards start a new baseline, counted whole.
+        m.measured(1, 2, 2e6);
+        m.reported(&[(0, 5, 5e6)], 1.0, None, 8.0);
+        // Nothing learned from an interval without time.
+        m.reported(&[(0, 9, 5e6)], 1.0, None, 8.0);
+        assert_eq!(m.demand().exec_samples, vec![5, 12]);
     }
 
     #[test]

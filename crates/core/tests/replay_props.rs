@@ -105,6 +105,7 @@ fn replayed_targets_keep_the_native_floor_found_case() {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     let apps = vec![
         app(

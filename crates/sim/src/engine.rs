@@ -1079,6 +1079,12 @@ impl<'s> Engine<'s> {
             if !profiled {
                 continue;
             }
+            // What each unit's figure rests on: the executions its kind's
+            // model learned from.
+            let exec_samples = units
+                .iter()
+                .map(|u| model.kind(u.kind).map_or(0, |m| m.fit().samples()))
+                .collect();
             let overhead_ns = units
                 .iter()
                 .map(|u| {
@@ -1102,6 +1108,7 @@ impl<'s> Engine<'s> {
                     declared_native: Some(spec.fastest_unit().index()),
                     native_trusted: false,
                     native_in_flight: None,
+                    exec_samples,
                 },
             );
         }

@@ -41,6 +41,7 @@ pub fn mix(apps: usize, units: usize, seed: u64) -> (Vec<UnitSupply>, Vec<AppDem
                 declared_native: None,
                 native_trusted: false,
                 native_in_flight: None,
+                exec_samples: Vec::new(),
             }
         })
         .collect();

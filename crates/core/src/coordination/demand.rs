@@ -36,12 +36,30 @@ pub struct AppDemand {
     /// the larger of the two.
     #[serde(default)]
     pub native_in_flight: Option<f64>,
+    /// How many executions each unit's figure in `exec_ns` rests on, where
+    /// known (empty, or shorter than `exec_ns`: every figure counts as
+    /// well measured). A declared native unit is refused only on figures
+    /// of [`NATIVE_CLAIM_MIN_SAMPLES`] or more ([`AppDemand::native_unit`]).
+    #[serde(default)]
+    pub exec_samples: Vec<u64>,
 }
 
 /// A declared native unit is believed when the app's measured execution
 /// there is within this fraction of its fastest measured unit (unless the
 /// declaration is trusted).
 pub const NATIVE_CLAIM_SLACK: f64 = 0.10;
+
+/// Executions on both the declared unit and the fastest one from which
+/// their figures are held to [`NATIVE_CLAIM_SLACK`]; on fewer, to
+/// [`NATIVE_CLAIM_SLACK_UNSURE`]. A few profiling runs of an app whose
+/// data sizes vary fourfold put a model 46 % off (docs/sim.md, "Picks in
+/// slices").
+pub const NATIVE_CLAIM_MIN_SAMPLES: u64 = 8;
+
+/// How far a declared native unit may be measured above the fastest one
+/// and still be believed while either figure rests on fewer than
+/// [`NATIVE_CLAIM_MIN_SAMPLES`] executions.
+pub const NATIVE_CLAIM_SLACK_UNSURE: f64 = 0.5;
 
 pub(super) fn unit_weight() -> f64 {
     1.0
@@ -72,6 +90,23 @@ impl AppDemand {
         }
     }
 
+    /// How far a declaration of unit `declared` may be measured above the
+    /// fastest unit and stand: [`NATIVE_CLAIM_SLACK`], or
+    /// [`NATIVE_CLAIM_SLACK_UNSURE`] where either figure rests on fewer
+    /// than [`NATIVE_CLAIM_MIN_SAMPLES`] executions.
+    fn claim_slack(&self, declared: usize, fastest: usize) -> f64 {
+        let few = |u: usize| {
+            self.exec_samples
+                .get(u)
+                .is_some_and(|n| *n < NATIVE_CLAIM_MIN_SAMPLES)
+        };
+        if few(declared) || few(fastest) {
+            NATIVE_CLAIM_SLACK_UNSURE
+        } else {
+            NATIVE_CLAIM_SLACK
+        }
+    }
+
     /// The unit with the shortest measured execution (the app's native unit).
     pub fn fastest_unit(&self) -> Option<usize> {
         (0..self.exec_ns.len())
@@ -82,8 +117,9 @@ impl AppDemand {
 
     /// The unit the app's native throughput is estimated on: the one it
     /// declares, if measured there within [`NATIVE_CLAIM_SLACK`] of its
-    /// fastest unit or trusted ([`AppDemand::native_trusted`]), else the
-    /// fastest measured. Measurements of two units within a few percent of
+    /// fastest unit ([`NATIVE_CLAIM_SLACK_UNSURE`] while either figure
+    /// rests on few executions, [`AppDemand::exec_samples`]) or trusted
+    /// ([`AppDemand::native_trusted`]), else the fastest measured. Measurements of two units within a few percent of
     /// each other flip with noise, and which one the app natively shares
     /// decides the other apps' native estimates there; a declaration
     /// settles it. An app whose default device is not its fastest one (the
@@ -101,7 +137,9 @@ impl AppDemand {
             .declared_native
             .and_then(|u| self.usable(u).map(|e| (u, e)))
         {
-            Some((u, e)) if self.native_trusted || e <= best * (1.0 + NATIVE_CLAIM_SLACK) => {
+            Some((u, e))
+                if self.native_trusted || e <= best * (1.0 + self.claim_slack(u, fastest)) =>
+            {
                 Some(u)
             }
             _ => Some(fastest),

@@ -71,6 +71,7 @@ mod tests {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         }
     }
 

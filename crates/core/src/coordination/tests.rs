@@ -55,6 +55,7 @@ fn a_declared_native_unit_counts_when_nearly_fastest_or_trusted() {
         declared_native: declared,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     assert_eq!(app(None).native_unit(), Some(0));
     // Within NATIVE_CLAIM_SLACK of the fastest: believed.
@@ -68,6 +69,7 @@ fn a_declared_native_unit_counts_when_nearly_fastest_or_trusted() {
     let trusted = |declared| AppDemand {
         native_trusted: true,
         native_in_flight: None,
+        exec_samples: Vec::new(),
         ..app(declared)
     };
     assert_eq!(trusted(Some(2)).native_unit(), Some(2));
@@ -86,6 +88,32 @@ fn a_declared_native_unit_counts_when_nearly_fastest_or_trusted() {
 }
 
 #[test]
+fn a_declaration_measured_on_few_executions_stands_further() {
+    let app = |declared, samples: &[u64]| AppDemand {
+        exec_ns: vec![Some(1.0e6), Some(1.4e6), Some(1.6e6)],
+        overhead_ns: vec![0.0; 3],
+        in_flight: 1.0,
+        weight: 1.0,
+        declared_native: Some(declared),
+        native_trusted: false,
+        native_in_flight: None,
+        exec_samples: samples.to_vec(),
+    };
+    let many = NATIVE_CLAIM_MIN_SAMPLES;
+    let few = NATIVE_CLAIM_MIN_SAMPLES - 1;
+    // 40 % above the fastest, on well-measured figures (or counts not
+    // given): refused.
+    assert_eq!(app(1, &[]).native_unit(), Some(0));
+    assert_eq!(app(1, &[many; 3]).native_unit(), Some(0));
+    // The declared unit's figure, or the fastest one's, on few
+    // executions: believed.
+    assert_eq!(app(1, &[many, few, many]).native_unit(), Some(1));
+    assert_eq!(app(1, &[few, many, many]).native_unit(), Some(1));
+    // Beyond NATIVE_CLAIM_SLACK_UNSURE: refused however few.
+    assert_eq!(app(2, &[few; 3]).native_unit(), Some(0));
+}
+
+#[test]
 fn native_estimates_count_the_places_an_app_keeps_natively() {
     let app = |in_flight, native_in_flight| AppDemand {
         exec_ns: vec![Some(1.0e6)],
@@ -95,6 +123,7 @@ fn native_estimates_count_the_places_an_app_keeps_natively() {
         declared_native: None,
         native_trusted: false,
         native_in_flight,
+        exec_samples: Vec::new(),
     };
     let units = [UnitSupply::queue(1.0)];
     // Two closed loops of 2 places sharing a saturated queue take equal
@@ -156,6 +185,7 @@ fn blocking_rows_keep_a_long_task_app_off_a_short_task_apps_queue() {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         },
         AppDemand {
             exec_ns: vec![Some(1.2e7), Some(1e7)],
@@ -165,6 +195,7 @@ fn blocking_rows_keep_a_long_task_app_off_a_short_task_apps_queue() {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         },
     ];
     let plain = solve_targets(&apps, &units, 0.5, 0, false).unwrap();
@@ -203,6 +234,7 @@ fn waiting_moves_a_short_task_app_off_a_queue_held_by_long_tasks() {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         },
         AppDemand {
             exec_ns: vec![Some(1.2e5), Some(2e4), Some(3e4)],
@@ -212,6 +244,7 @@ fn waiting_moves_a_short_task_app_off_a_queue_held_by_long_tasks() {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         },
     ];
     let plain = solve_targets(&apps, &units, 1.0, 0, false).unwrap();
@@ -246,6 +279,7 @@ pub(super) fn mix7() -> (Vec<UnitSupply>, Vec<AppDemand>) {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     let apps = vec![
         app(3e4, None, 0.0),
@@ -308,6 +342,7 @@ fn nonpreemptive_rows_charge_long_tasks_less_the_copy_overlap() {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         },
         AppDemand {
             exec_ns: vec![Some(1.1e7), Some(1e7)],
@@ -317,6 +352,7 @@ fn nonpreemptive_rows_charge_long_tasks_less_the_copy_overlap() {
             declared_native: None,
             native_trusted: false,
             native_in_flight: None,
+            exec_samples: Vec::new(),
         },
     ];
     let units = [cpu, queue];
@@ -357,6 +393,7 @@ fn weights_split_what_is_above_the_floor() {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     // No floor: the unit is split 1 : 3.
     let t = solve_targets_waiting(&[app(1.0), app(3.0)], &units, 0.0, 0, false).unwrap();
@@ -389,6 +426,7 @@ fn native_estimate_splits_a_queue_by_work() {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     let thr = native_estimate(&[app(1e6), app(3e6)], &units);
     // Time shares 1/4 and 3/4: both complete 250 tasks/s.
@@ -415,6 +453,7 @@ fn the_replayed_pick_runs_a_queue_short_first_where_it_helps() {
         declared_native: Some(1),
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     let apps = [app(3e7, 3e4), app(3e8, 3e6), app(3e8, 3e6)];
     let t =
@@ -454,6 +493,7 @@ fn coordinator_resolves_on_membership_only() {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     c.set_app(ClientId(1), d.clone());
     assert!(c.update(0));
@@ -486,6 +526,7 @@ fn two_unit_app(a: f64, b: f64) -> AppDemand {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     }
 }
 
@@ -583,6 +624,7 @@ fn the_replayed_native_estimate_is_the_fluid_one_on_a_share_split_unit() {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     };
     let split = [UnitSupply::queue(1.0).with_weight_split()];
     let weighted = [app(1e6, 1.4), app(4e6, 0.6)];
@@ -644,6 +686,7 @@ fn shared_queues_at_scale() -> ([UnitSupply; 3], Vec<AppDemand>) {
                 declared_native: None,
                 native_trusted: false,
                 native_in_flight: None,
+                exec_samples: Vec::new(),
             }
         })
         .collect();

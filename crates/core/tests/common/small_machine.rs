@@ -48,5 +48,6 @@ pub fn app(exec: Vec<Option<f64>>, overhead: f64, in_flight: u32) -> AppDemand {
         declared_native: None,
         native_trusted: false,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     }
 }

@@ -15,6 +15,7 @@ fn app(exec_ms: &[Option<f64>], native: usize) -> AppDemand {
         declared_native: Some(native),
         native_trusted: true,
         native_in_flight: None,
+        exec_samples: Vec::new(),
     }
 }
 
