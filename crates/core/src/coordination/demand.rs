@@ -51,9 +51,9 @@ pub const NATIVE_CLAIM_SLACK: f64 = 0.10;
 
 /// Executions on both the declared unit and the fastest one from which
 /// their figures are held to [`NATIVE_CLAIM_SLACK`]; on fewer, to
-/// [`NATIVE_CLAIM_SLACK_UNSURE`]. A few profiling runs of an app whose
-/// data sizes vary fourfold put a model 46 % off (docs/sim.md, "Picks in
-/// slices").
+/// [`NATIVE_CLAIM_SLACK_UNSURE`]. Three profiling runs of an app whose
+/// data sizes vary fourfold put its model 46 % off the truth (docs/sim.md,
+/// "The declared unit on few samples").
 pub const NATIVE_CLAIM_MIN_SAMPLES: u64 = 8;
 
 /// How far a declared native unit may be measured above the fastest one
@@ -119,17 +119,18 @@ impl AppDemand {
     /// declares, if measured there within [`NATIVE_CLAIM_SLACK`] of its
     /// fastest unit ([`NATIVE_CLAIM_SLACK_UNSURE`] while either figure
     /// rests on few executions, [`AppDemand::exec_samples`]) or trusted
-    /// ([`AppDemand::native_trusted`]), else the fastest measured. Measurements of two units within a few percent of
-    /// each other flip with noise, and which one the app natively shares
-    /// decides the other apps' native estimates there; a declaration
-    /// settles it. An app whose default device is not its fastest one (the
+    /// ([`AppDemand::native_trusted`]), else the fastest measured.
+    /// Measurements of two units within a few percent of each other flip
+    /// with noise, and which one the app natively shares decides the
+    /// other apps' native estimates there; a declaration settles it. An app whose default device is not its fastest one (the
     /// demo's LBM natively runs on a GPU 1.8× slower than its CPU code)
     /// needs the declaration to stand beyond the slack, or its native, and
     /// the others' on the units it shares, are estimated for a placement
     /// it never runs. What a false declaration can do: lower its own
     /// native estimate (its loss), and the others' on the unit it names
     /// (their floor), which is why only a trusted client's stands beyond
-    /// the slack.
+    /// the slack, and an untrusted one beyond [`NATIVE_CLAIM_SLACK`] only
+    /// while the figures against it are thin.
     pub fn native_unit(&self) -> Option<usize> {
         let fastest = self.fastest_unit()?;
         let best = self.usable(fastest)?;
