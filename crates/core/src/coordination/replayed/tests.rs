@@ -211,30 +211,35 @@ fn repaired_tightly(extra: &[(usize, usize)]) -> (Judged, Plan, Option<Candidate
     (judged, home.0, repaired)
 }
 
-#[test]
-fn an_app_moved_below_the_floor_goes_home_and_the_others_keep_their_moves() {
-    // App 0 moved to the device it runs three times slower on.
-    let (before, home, repaired) = repaired_tightly(&[(0, 1)]);
-    assert!(before.relative[0] < 0.5, "{:?}", before.relative);
+/// Repairing [`repairable`]`(extra)`, where app 0 replays below
+/// `victim_below`: app `sent` goes back to its native row and the apps in
+/// `kept` keep the plan's.
+fn assert_sends_home(
+    extra: &[(usize, usize)],
+    victim_below: f64,
+    sent: usize,
+    kept: std::ops::Range<usize>,
+) {
+    let (before, home, repaired) = repaired_tightly(extra);
+    assert!(before.relative[0] < victim_below, "{:?}", before.relative);
     let (plan, _) = repaired.expect("a repair");
-    let to = repairable(&[(0, 1)]).plan;
-    assert_eq!(plan.fraction[0], home.fraction[0]);
-    for i in 1..4 {
+    let to = repairable(extra).plan;
+    assert_eq!(plan.fraction[sent], home.fraction[sent]);
+    for i in kept {
         assert_eq!(plan.fraction[i], to.fraction[i], "app {i}");
     }
 }
 
 #[test]
+fn an_app_moved_below_the_floor_goes_home_and_the_others_keep_their_moves() {
+    // App 0 moved to the device it runs three times slower on.
+    assert_sends_home(&[(0, 1)], 0.5, 0, 1..4);
+}
+
+#[test]
 fn an_app_crowded_at_home_gets_its_unit_back_from_the_apps_the_plan_added() {
     // App 3 moved onto app 0's device.
-    let (before, home, repaired) = repaired_tightly(&[(3, 0)]);
-    assert!(before.relative[0] < 0.9, "{:?}", before.relative);
-    let (plan, _) = repaired.expect("a repair");
-    let to = repairable(&[(3, 0)]).plan;
-    assert_eq!(plan.fraction[3], home.fraction[3]);
-    for i in 1..3 {
-        assert_eq!(plan.fraction[i], to.fraction[i], "app {i}");
-    }
+    assert_sends_home(&[(3, 0)], 0.9, 3, 1..3);
 }
 
 #[test]
