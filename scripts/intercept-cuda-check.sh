@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Unmodified CUDA programs under the CUDA interposer, on a machine with an
 # NVIDIA GPU (scripts/gpu-check.sh runs it). Prints one JSON object:
-#   direct: two copies of `hetsched load --direct-cuda 0` (the driver API
-#     through cudarc, which opens libcuda itself and never talks to the
-#     daemon) under `hetsched run` at CUSTOM 70/30: each one's part of
-#     cuda0's device time from the daemon's accounting, whether the daemon
-#     saw them as intercepted, and whether every result was right;
-#   torch: the same with two PyTorch matmul loops, where torch with CUDA
+#   direct: `hetsched load --direct-cuda 0` (the driver API through
+#     cudarc, which opens libcuda itself and never talks to the daemon)
+#     under `hetsched run`, four copies at CUSTOM 70 and four at 30 (a
+#     copy checks every result on the CPU between its calls, so one copy a
+#     side leaves the GPU idle part of the time; one_copy_alone_busy_fraction
+#     says how much one copy holds alone): each side's part of cuda0's device time from the
+#     daemon's accounting, how busy cuda0 was, whether the daemon saw every
+#     copy as intercepted, and whether every result was right;
+#   torch: the same with one PyTorch matmul loop a side, where torch with CUDA
 #     is installed (the CUDA runtime finds the driver through
 #     cuGetProcAddress);
 #   alone: one copy alone with and without the interposer (calls/s).
@@ -25,42 +28,95 @@ printf 'include_cpus = false\nstate_file = "%s/state.json"\n' "$work" >"$work/he
 hs_start_daemon "$hs" intercept-cuda-check
 export HETSCHED_SOCKET=$socket HETSCHED_LIB_DIR=$lib HETSCHED_INTERCEPT_QUIET=1
 
-# split NAME CMD...: runs CMD at CUSTOM 70 and 30 for window + 6 s, takes the
-# daemon's accounting over a window in the middle, prints "NAME": {...}.
-split() {
-    local name=$1 a b
+# busy_of PID FILE1 FILE2 NS: the part of cuda0 the client PID held between
+# two status snapshots NS nanoseconds apart.
+busy_of() {
+    python3 - "$@" <<'PY'
+import json, sys
+pid, ns = int(sys.argv[1]), int(sys.argv[4])
+s1, s2 = (json.load(open(p)) for p in sys.argv[2:4])
+unit = next(u["info"]["id"] for u in s2["units"] if u["info"]["name"] == "cuda0")
+busy = lambda s: sum(u["busy_ns_total"] for c in s["clients"] if c["pid"] == pid for u in c["units"] if u["unit"] == unit)
+print(round((busy(s2) - busy(s1)) / ns, 4))
+PY
+}
+
+# alone NAME CMD...: the part of cuda0 one copy of CMD holds when alone,
+# over 2 s after a 3 s start: what one copy a side asks of the device.
+alone() {
+    local name=$1 pid t1 t2
     shift
-    "$hs" run --class custom --shares 70 -- "$@" >"$work/$name-a.out" 2>"$work/$name-a.err" &
-    a=$!
-    "$hs" run --class custom --shares 30 -- "$@" >"$work/$name-b.out" 2>"$work/$name-b.err" &
-    b=$!
+    "$hs" run --class custom --shares 70 -- "$@" >"$work/$name-alone.out" 2>"$work/$name-alone.err" &
+    pid=$!
     sleep 3
+    t1=$(date +%s%N)
+    "$hs" status --json >"$work/$name-alone-1.json"
+    sleep 2
+    t2=$(date +%s%N)
+    "$hs" status --json >"$work/$name-alone-2.json"
+    wait "$pid" || true
+    busy_of "$pid" "$work/$name-alone-1.json" "$work/$name-alone-2.json" "$((t2 - t1))"
+}
+
+# split NAME COPIES CMD...: runs COPIES copies of CMD at CUSTOM 70 and as
+# many at CUSTOM 30 for window + 6 s, takes the daemon's accounting over a
+# window in the middle, prints "NAME": {...}: each side's part of cuda0's
+# device time, and how busy cuda0 was. Shares divide a device only while
+# its users want more than it has: below busy_fraction ~0.9 the sides got
+# what they asked and the split says nothing about the shares.
+split() {
+    local name=$1 copies=$2 i t1 t2 one
+    shift 2
+    one=$(alone "$name" "$@")
+    local pids_a=() pids_b=()
+    for ((i = 0; i < copies; i++)); do
+        "$hs" run --class custom --shares 70 -- "$@" >"$work/$name-a$i.out" 2>"$work/$name-a$i.err" &
+        pids_a+=($!)
+        "$hs" run --class custom --shares 30 -- "$@" >"$work/$name-b$i.out" 2>"$work/$name-b$i.err" &
+        pids_b+=($!)
+    done
+    sleep 3
+    t1=$(date +%s%N)
     "$hs" status --json >"$work/$name-1.json"
     sleep "$window"
+    t2=$(date +%s%N)
     "$hs" status --json >"$work/$name-2.json"
-    local ra=0 rb=0
-    wait "$a" || ra=$?
-    wait "$b" || rb=$?
-    python3 - "$work/$name-1.json" "$work/$name-2.json" "$a" "$b" "$ra" "$rb" "$name" <<'PY'
+    local rcs=() pid rc
+    for pid in "${pids_a[@]}" "${pids_b[@]}"; do
+        rc=0
+        wait "$pid" || rc=$?
+        rcs+=("$rc")
+    done
+    python3 - "$work/$name-1.json" "$work/$name-2.json" "$name" "$((t2 - t1))" \
+        "${pids_a[*]}" "${pids_b[*]}" "${rcs[*]}" "$one" <<'PY'
 import json, sys
 s1, s2 = (json.load(open(p)) for p in sys.argv[1:3])
-pids = [int(sys.argv[3]), int(sys.argv[4])]
-rcs = [int(sys.argv[5]), int(sys.argv[6])]
+name, window_ns = sys.argv[3], int(sys.argv[4])
+sides = [[int(p) for p in sys.argv[5].split()], [int(p) for p in sys.argv[6].split()]]
+rcs = [int(r) for r in sys.argv[7].split()]
+one = float(sys.argv[8])
 unit = next(u["info"]["id"] for u in s2["units"] if u["info"]["name"] == "cuda0")
-def busy(s, pid):
-    return sum(u["busy_ns_total"] for c in s["clients"] if c["pid"] == pid for u in c["units"] if u["unit"] == unit)
-used = [busy(s2, p) - busy(s1, p) for p in pids]
+def busy(s, pids):
+    return sum(u["busy_ns_total"] for c in s["clients"] if c["pid"] in pids for u in c["units"] if u["unit"] == unit)
+used = [busy(s2, pids) - busy(s1, pids) for pids in sides]
 total = max(1, sum(used))
 seen = {c["pid"]: c.get("intercepted") for c in s2["clients"]}
-print(json.dumps({sys.argv[7]: {"device_fraction": [u / total for u in used], "intercepted": [seen.get(p) for p in pids], "exit_status": rcs}})[1:-1])
+print(json.dumps({name: {
+    "copies_per_side": len(sides[0]),
+    "one_copy_alone_busy_fraction": one,
+    "device_fraction": [u / total for u in used],
+    "busy_fraction": sum(used) / window_ns,
+    "intercepted": [seen.get(p) for pids in sides for p in pids],
+    "exit_status": rcs,
+}})[1:-1])
 PY
 }
 
 run_s=$((window + 6))
 parts=()
-parts+=("$(split direct "$hs" load --direct-cuda 0 --bytes 200000 --seconds "$run_s" --json)")
+parts+=("$(split direct 4 "$hs" load --direct-cuda 0 --bytes 200000 --seconds "$run_s" --json)")
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    parts+=("$(split torch python3 -c "
+    parts+=("$(split torch 1 python3 -c "
 import time, torch
 a = torch.randn(2048, 2048, device='cuda'); b = torch.randn(2048, 2048, device='cuda')
 want = (a @ b).sum().item(); end = time.monotonic() + $run_s; n = 0

@@ -117,8 +117,12 @@ fn a_registered_ptx_kernel_runs_through_the_daemon() {
         hetsched_platform::test_support::available("cuda", Err(why));
         return;
     }
-    let d = TestDaemon::start("cuda-ptx", "include_cpus = false\ncuda_units = true\n");
+    let d = TestDaemon::start_logged("cuda-ptx", "include_cpus = false\ncuda_units = true\n");
     let mut c = d.app("ptx");
+    // A build or call that never answers fails the test, with the log.
+    c.set_reply_timeout(Some(std::time::Duration::from_secs(90)))
+        .unwrap();
+    let log = |e: &dyn std::fmt::Display| format!("{e}; the daemon's log:\n{}", d.log_text());
     let unit = c
         .unit_by_name(SERVED)
         .unwrap_or_else(|| panic!("no {SERVED}: {}", d.log_text()))
@@ -126,12 +130,12 @@ fn a_registered_ptx_kernel_runs_through_the_daemon() {
     let err = c
         .register_kernel(unit, SCALE_PTX, "scale(const ptr, ptr, f32)")
         .unwrap_err();
-    assert!(err.to_string().contains("has 4"), "{err}");
+    assert!(err.to_string().contains("has 4"), "{}", log(&err));
     let err = c.register_kernel(unit, SCALE_PTX, "scale").unwrap_err();
-    assert!(err.to_string().contains("parameter kinds"), "{err}");
+    assert!(err.to_string().contains("parameter kinds"), "{}", log(&err));
     let k = c
         .register_kernel(unit, SCALE_PTX, SCALE_PTX_DECLARATION)
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{}", log(&e)));
     let names: Vec<&str> = k.signature.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names[0], "scale_param_0");
     let mut ring = c.open_kernel_ring(unit, 64 << 10).unwrap();
@@ -148,7 +152,8 @@ fn a_registered_ptx_kernel_runs_through_the_daemon() {
     let task = c
         .push_user_call(&mut ring, k.kernel, args, n, 0)
         .expect("the ring has room");
-    c.wait_device(task).unwrap();
+    c.wait_device(task)
+        .unwrap_or_else(|e| panic!("{}", log(&e)));
     let mut out = vec![0u8; n as usize * 4];
     ring.region().read(8192, &mut out).unwrap();
     let got: Vec<f32> = out

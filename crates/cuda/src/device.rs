@@ -151,6 +151,18 @@ enum Stage {
     CopyOut,
 }
 
+/// The environment variable that, set to `0`, leaves CUDA devices out of
+/// the runtime's units and the daemon's alike (to compare with a CPU-only
+/// run, say). [`probe`] still answers: the driver is there.
+pub const DISABLE_ENV: &str = "HETSCHED_CUDA";
+
+/// Why CUDA devices are to be left out ([`DISABLE_ENV`]), if they are.
+pub fn switched_off() -> Option<String> {
+    std::env::var(DISABLE_ENV)
+        .is_ok_and(|v| v == "0")
+        .then(|| format!("disabled by {DISABLE_ENV}=0"))
+}
+
 /// How many CUDA devices this process can use, or why none.
 pub fn probe() -> Result<usize, String> {
     gpu::cuda_driver_available()?;

@@ -323,6 +323,37 @@ impl std::ops::Deref for Client {
 
 /// A refusal of a request that names no task (registering a kernel,
 /// opening a ring).
+/// The kernel's name in `entry` as a client registers it: `scale` of a
+/// CUDA declaration `scale(const ptr, ptr, f32, u32)`, an OpenCL entry
+/// as it is. The daemon's answer names the kernel so.
+fn entry_name(entry: &str) -> &str {
+    entry.split('(').next().unwrap_or(entry).trim()
+}
+
+/// Whether `m` answers a registration of `entry` on `unit`, and how.
+fn registration_answer(
+    m: &DaemonMsg,
+    unit: UnitId,
+    entry: &str,
+) -> Option<Result<RegisteredKernel, ClientError>> {
+    match m {
+        DaemonMsg::KernelRegistered {
+            unit: u,
+            kernel,
+            signature,
+            build_log,
+            cached,
+        } if *u == unit && signature.entry == entry_name(entry) => Some(Ok(RegisteredKernel {
+            unit,
+            kernel: *kernel,
+            signature: signature.clone(),
+            build_log: build_log.clone(),
+            cached: *cached,
+        })),
+        other => refusal_of_request(other).map(Err),
+    }
+}
+
 fn refusal_of_request(m: &DaemonMsg) -> Option<ClientError> {
     match m {
         DaemonMsg::Error {
@@ -636,22 +667,7 @@ impl Client {
             source: source.to_string(),
             entry: entry.to_string(),
         })?;
-        self.wait_for(|m| match m {
-            DaemonMsg::KernelRegistered {
-                unit: u,
-                kernel,
-                signature,
-                build_log,
-                cached,
-            } if *u == unit && signature.entry == entry => Some(Ok(RegisteredKernel {
-                unit,
-                kernel: *kernel,
-                signature: signature.clone(),
-                build_log: build_log.clone(),
-                cached: *cached,
-            })),
-            other => refusal_of_request(other).map(Err),
-        })
+        self.wait_for(|m| registration_answer(m, unit, entry))
     }
 
     /// Queues a call of a registered kernel on `ring` under a fresh task
@@ -1267,6 +1283,30 @@ impl CallRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The daemon names a registered kernel by its name alone; a CUDA
+    /// client registers a declaration, and must know the answer for its
+    /// own (a client that did not waited for ever on a GPU).
+    #[test]
+    fn a_registration_is_answered_under_the_kernels_name() {
+        let registered = |entry: &str| DaemonMsg::KernelRegistered {
+            unit: UnitId(3),
+            kernel: UserKernelId(7),
+            signature: KernelSignature {
+                entry: entry.into(),
+                params: Vec::new(),
+            },
+            build_log: String::new(),
+            cached: false,
+        };
+        let declaration = "scale(const ptr, ptr, f32, u32)";
+        let got = registration_answer(&registered("scale"), UnitId(3), declaration);
+        assert_eq!(got.unwrap().unwrap().kernel, UserKernelId(7));
+        assert!(registration_answer(&registered("scale"), UnitId(3), "scale").is_some());
+        assert!(registration_answer(&registered("scale"), UnitId(4), declaration).is_none());
+        assert!(registration_answer(&registered("scaled"), UnitId(3), declaration).is_none());
+        assert!(registration_answer(&registered("add"), UnitId(3), " add ").is_some());
+    }
 
     #[test]
     fn root_and_the_clients_own_daemon_are_trusted_and_others_named() {

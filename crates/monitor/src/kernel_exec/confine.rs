@@ -5,7 +5,10 @@
 //! - **Landlock** (the `landlock` crate): it may read and execute the
 //!   system's libraries and the driver's files (`/usr`, `/lib*`, `/opt`,
 //!   the ICD and linker files of `/etc`, `/proc`, `/sys`), use the device
-//!   nodes GPU drivers open, and write only its private kernel cache; it
+//!   nodes GPU drivers open, and write only its private kernel cache and
+//!   its own threads' files (`/proc/<its pid>/task`: the CUDA driver names
+//!   the threads it starts there, and `cuInit` fails with error 304,
+//!   "OS call failed", where it cannot); it
 //!   may neither bind nor connect TCP ports, nor reach abstract Unix
 //!   sockets or signal processes outside its sandbox. Enforced as far as
 //!   the running kernel's Landlock goes (6.12 and later: all of it).
@@ -31,7 +34,7 @@ use std::path::Path;
 /// write `cache_dir` only. Says how far it is enforced.
 pub(super) fn confine(cache_dir: &Path) -> Result<String, String> {
     limits()?;
-    let landlock = landlock_rules(cache_dir)?;
+    let landlock = landlock_rules(cache_dir, &[own_threads_dir()])?;
     seccomp()?;
     Ok(format!("landlock {landlock}, seccomp filter on"))
 }
@@ -97,7 +100,16 @@ fn device_nodes() -> Vec<std::path::PathBuf> {
     out
 }
 
-fn landlock_rules(cache_dir: &Path) -> Result<String, String> {
+/// This process's threads in procfs. Landlock binds a rule to the
+/// directory's inode, so the rule is made by the process it confines
+/// (`/proc/self` would name the same one; a parent's rule could not).
+fn own_threads_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/proc/{}/task", std::process::id()))
+}
+
+/// The Landlock ruleset: read [`READ`], use [`device_nodes`], write
+/// `cache_dir`, and write (not create) the files under each of `writable`.
+fn landlock_rules(cache_dir: &Path, writable: &[std::path::PathBuf]) -> Result<String, String> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
         Scope, path_beneath_rules,
@@ -125,6 +137,11 @@ fn landlock_rules(cache_dir: &Path) -> Result<String, String> {
         ))
         .map_err(err)?
         .add_rules(path_beneath_rules([cache_dir], AccessFs::from_all(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            existing(writable.to_vec()),
+            AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate,
+        ))
         .map_err(err)?
         .restrict_self()
         .map_err(err)?;
@@ -363,6 +380,167 @@ mod tests {
         let landlock = !String::from_utf8_lossy(&out.stderr).contains("Landlock is partial");
         assert_eq!(dir.path().join("outside").exists(), !landlock);
         assert!(inner.join("cache/kernel.so").exists());
+    }
+
+    /// Which part of the sandbox a CUDA child applies
+    /// ([`cuda_child`]): `none`, `limits`, `landlock`, `seccomp` or `all`;
+    /// with `build, ` before it, the child also builds a PTX kernel as an
+    /// executor does (under the build's memory limit, unless the part
+    /// ends in `no memory limit`).
+    #[cfg(feature = "cuda")]
+    const CUDA_PART_ENV: &str = "HETSCHED_CONFINE_CUDA_PART";
+
+    /// Runs in a child process started by
+    /// [`the_cuda_driver_opens_inside_the_sandbox`] (elsewhere it does
+    /// nothing): applies one part of the sandbox, opens CUDA device 0 as
+    /// an executor does (and builds a kernel, for a `build, ` part), and
+    /// exits 0 where that worked. Unconfined, it also prints the files the
+    /// driver holds open, to name what a part that breaks it must allow.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn cuda_child() {
+        let Some(part) = std::env::var(CUDA_PART_ENV).ok() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (build, sandbox) = match part.strip_prefix("build, ") {
+            Some(rest) => (true, rest.trim_end_matches(", no memory limit")),
+            None => (false, part.as_str()),
+        };
+        let applied = match sandbox {
+            "none" => Ok(String::new()),
+            "limits" => limits().map(|()| String::new()),
+            "landlock" => landlock_rules(dir.path(), &[own_threads_dir()]),
+            "landlock, /proc read-only" => landlock_rules(dir.path(), &[]),
+            "seccomp" => seccomp().map(|()| String::new()),
+            _ => confine(dir.path()),
+        };
+        if let Err(e) = applied {
+            eprintln!("applying {part}: {e}");
+            std::process::exit(2);
+        }
+        let api = crate::kernel_exec::apis::named("cuda").unwrap();
+        let mut opened = match api.open_for_executor(0, 1 << 20) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("opening: {e}");
+                std::process::exit(1);
+            }
+        };
+        if part == "none" {
+            let mut held: Vec<String> = std::fs::read_dir("/proc/self/fd")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|p| p.display().to_string())
+                .collect();
+            held.sort();
+            held.dedup();
+            println!("\nheld: {}", held.join(" "));
+        }
+        if build {
+            if !part.ends_with("no memory limit") {
+                limit_memory_growth(Some(2048 << 20)).unwrap();
+            }
+            let built = opened.backend.register(
+                hetsched_core::ids::ClientId(1),
+                hetsched_cuda::kernels::SCALE_PTX,
+                hetsched_cuda::kernels::SCALE_PTX_DECLARATION,
+            );
+            if let Err(e) = built {
+                eprintln!("building: {e}");
+                std::process::exit(1);
+            }
+        }
+        std::process::exit(0);
+    }
+
+    /// On a GPU: CUDA opens, and a kernel builds, inside the executor's
+    /// sandbox. Each part of the sandbox is tried alone in a child too,
+    /// so that a failure names the part that breaks the driver (and the
+    /// files the driver held unconfined).
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn the_cuda_driver_opens_inside_the_sandbox() {
+        let here = hetsched_cuda::probe().and_then(|n| {
+            if n > 0 {
+                Ok(())
+            } else {
+                Err("the CUDA driver reports no device".into())
+            }
+        });
+        if !hetsched_platform::test_support::available("cuda", here) {
+            return;
+        }
+        let parts = [
+            "none",
+            "limits",
+            "landlock, /proc read-only",
+            "landlock",
+            "seccomp",
+            "all",
+            "build, none, no memory limit",
+            "build, none",
+            "build, all, no memory limit",
+            "build, all",
+        ];
+        let report: Vec<(String, bool, String)> = parts
+            .iter()
+            .map(|part| {
+                let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", "kernel_exec::confine::tests::cuda_child"])
+                    .args(["--nocapture", "--test-threads=1"])
+                    .env(CUDA_PART_ENV, part)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                let status = loop {
+                    if let Some(s) = child.try_wait().unwrap() {
+                        break Some(s);
+                    }
+                    if std::time::Instant::now() > deadline {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break None;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                };
+                let out = child.wait_with_output().unwrap();
+                let ok = status.is_some_and(|s| s.success());
+                let said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let mut lines: Vec<&str> = said
+                    .lines()
+                    .filter(|l| l.contains("held: ") || !ok)
+                    .filter(|l| !l.trim().is_empty() && !l.starts_with("running "))
+                    .collect();
+                if status.is_none() {
+                    lines.push("still running after 20 s: killed");
+                }
+                (part.to_string(), ok, lines.join(" | "))
+            })
+            .collect();
+        let table: Vec<String> = report
+            .iter()
+            .map(|(part, ok, said)| format!("{part}: {} {said}", if *ok { "ok" } else { "FAILED" }))
+            .collect();
+        eprintln!(
+            "CUDA inside the sandbox, part by part:\n{}",
+            table.join("\n")
+        );
+        assert!(
+            report
+                .iter()
+                .all(|(part, ok, _)| *ok || part.contains("read-only")),
+            "CUDA does not work inside the executor's sandbox:\n{}",
+            table.join("\n")
+        );
     }
 
     #[test]

@@ -236,6 +236,9 @@ impl DeviceApi for CudaApi {
     }
 
     fn list(&self) -> Result<Vec<ListedDevice>, String> {
+        if let Some(why) = hetsched_cuda::switched_off() {
+            return Err(why);
+        }
         let names = hetsched_cuda::device_names()?;
         Ok(names
             .iter()
@@ -245,6 +248,9 @@ impl DeviceApi for CudaApi {
     }
 
     fn open_served(&self, max_kept_bytes: u64) -> Result<Vec<ServedDevice>, String> {
+        if let Some(why) = hetsched_cuda::switched_off() {
+            return Err(why);
+        }
         Ok(open_all(max_kept_bytes)?
             .into_iter()
             .map(|backend| ServedDevice {

@@ -36,9 +36,6 @@ impl DeviceBackend for CudaBackend {
 /// The name CUDA devices and their implementations go by.
 pub(crate) const CUDA_API: &str = "cuda";
 
-/// Set to `0` to leave CUDA devices out (e.g. to compare with a CPU-only run).
-pub(crate) const DISABLE_ENV: &str = "HETSCHED_CUDA";
-
 /// The unit name of CUDA device `ordinal`.
 pub(crate) fn unit_name(ordinal: usize) -> String {
     format!("cuda{ordinal}")
@@ -47,10 +44,8 @@ pub(crate) fn unit_name(ordinal: usize) -> String {
 /// Opens and calibrates every CUDA device; none, with one log line saying
 /// why, where CUDA is unusable.
 fn discover() -> Vec<OpenedDevice> {
-    if std::env::var(DISABLE_ENV).is_ok_and(|v| v == "0") {
-        crate::notes::once("no-cuda", || {
-            format!("no CUDA units: disabled by {DISABLE_ENV}=0")
-        });
+    if let Some(why) = hetsched_cuda::switched_off() {
+        crate::notes::once("no-cuda", || format!("no CUDA units: {why}"));
         return Vec::new();
     }
     let count = match super::probe() {
