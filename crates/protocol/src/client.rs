@@ -321,8 +321,6 @@ impl std::ops::Deref for Client {
     }
 }
 
-/// A refusal of a request that names no task (registering a kernel,
-/// opening a ring).
 /// The kernel's name in `entry` as a client registers it: `scale` of a
 /// CUDA declaration `scale(const ptr, ptr, f32, u32)`, an OpenCL entry
 /// as it is. The daemon's answer names the kernel so.
@@ -354,6 +352,8 @@ fn registration_answer(
     }
 }
 
+/// A refusal of a request that names no task (registering a kernel,
+/// opening a ring).
 fn refusal_of_request(m: &DaemonMsg) -> Option<ClientError> {
     match m {
         DaemonMsg::Error {
@@ -1286,7 +1286,7 @@ mod tests {
 
     /// The daemon names a registered kernel by its name alone; a CUDA
     /// client registers a declaration, and must know the answer for its
-    /// own (a client that did not waited for ever on a GPU).
+    /// own (one that did not waited for ever on a GPU).
     #[test]
     fn a_registration_is_answered_under_the_kernels_name() {
         let registered = |entry: &str| DaemonMsg::KernelRegistered {
