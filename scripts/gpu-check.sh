@@ -190,8 +190,8 @@ target_dir=${CARGO_TARGET_DIR:-target}
 
 # --bundle DIR builds what the check runs and puts it in DIR: bin/ (hetsched,
 # the cuda_mix example), lib/ (the interposer), tests/ (the test binaries),
-# sys/ (each shared library they link beyond glibc: hwloc, udev, the OpenCL
-# loader) and a manifest. The test binaries find hetsched where cargo built
+# sys/ (each shared library they link beyond glibc; none today: hwloc is
+# linked in and the drivers are opened at run time) and a manifest. The test binaries find hetsched where cargo built
 # it (CARGO_BIN_EXE_hetsched), so the manifest names that path and the
 # prebuilt check puts the binary there. Binaries built on an older glibc
 # than the GPU machine's run there.
