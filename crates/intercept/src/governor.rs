@@ -143,13 +143,26 @@ impl Governor {
         self.ring();
     }
 
+    /// The program starts waiting for its work on device `index`
+    /// (`clFinish`, `cuCtxSynchronize`): while it waits it contends for the
+    /// device. [`Governor::synchronized`] ends the wait.
+    pub fn wait_begins(&'static self, index: usize) {
+        if let Some(device) = self.device(index) {
+            device.lease.wait_begins();
+        }
+    }
+
     /// The program waited for its work on device `index` (`clFinish`,
-    /// `cuCtxSynchronize`): a lease that is due goes back now rather than
-    /// at the releaser's next look.
-    pub fn synchronized(&'static self, index: usize) {
+    /// `cuCtxSynchronize`; `waited`: after [`Governor::wait_begins`]): it
+    /// is active as of now, and a lease that is due goes back now rather
+    /// than at the releaser's next look.
+    pub fn synchronized(&'static self, index: usize, waited: bool) {
         let Some(device) = self.device(index) else {
             return;
         };
+        if waited {
+            device.lease.wait_ends();
+        }
         if device.lease.until() != 0 && now_ns() >= device.lease.until() {
             let drain = || (self.setup.drain)(index);
             device

@@ -13,13 +13,25 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// behind.
 const MAX_HOLD_NS: u64 = 100_000_000;
 
-/// A program that launched within a lease length (and at least this long)
-/// of its lease's end is busy: it asks for its next lease before giving
-/// this one back, so that the unit's policy chooses between it and
-/// whoever waits (by their shares) rather than serving whoever happened to
-/// be waiting, ns. A program waiting for its last kernels in `clFinish`
-/// when the lease ends is busy too.
+/// A program active on the device within a lease length (and at least
+/// this long) of its lease's end is busy: it asks for its next lease
+/// before giving this one back, so that the unit's policy chooses between
+/// it and whoever waits (by their shares) rather than serving whoever
+/// happened to be waiting, ns. See [`busy`].
 const BUSY_NS: u64 = 2_000_000;
+
+/// Whether a program whose lease of `lease_ns` ends now contends for the
+/// device: it is inside a launch (`launching`, a driver that runs the
+/// kernel in the call) or waiting for its work (`waiting`: `clFinish`,
+/// `cuStreamSynchronize`), or it launched or finished waiting within
+/// `since_active_ns`. A program that waits on every call and checks it on
+/// the CPU is busy all along; judged by its launches alone it looked idle
+/// whenever a lease ended during a wait longer than the lease, gave the
+/// device back without asking, and two such programs took turns whatever
+/// their shares (half each at CUSTOM 70 / 30 on an H200).
+fn busy(since_active_ns: u64, lease_ns: u64, launching: u32, waiting: u32) -> bool {
+    launching > 0 || waiting > 0 || since_active_ns < lease_ns.max(BUSY_NS)
+}
 
 /// Device memory is reported at most this often, ns (a program that
 /// allocates on every call would otherwise send a report each look).
@@ -45,8 +57,11 @@ pub struct DeviceLease {
     until_ns: AtomicU64,
     /// Launches between their check of `until_ns` and their return.
     launchers: AtomicU32,
-    /// When a launch last went ahead, ns.
-    last_launch_ns: AtomicU64,
+    /// Calls waiting for the program's work on the device
+    /// ([`DeviceLease::wait_begins`]).
+    waiters: AtomicU32,
+    /// When a launch last went ahead or a wait last ended, ns.
+    last_active_ns: AtomicU64,
     slot: Mutex<Slot>,
     /// When the link should be (re)tried, ns: 0 not yet tried, the retry
     /// time while the daemon is away, `u64::MAX` while connected. Lets an
@@ -60,7 +75,8 @@ impl Default for DeviceLease {
         DeviceLease {
             until_ns: AtomicU64::new(0),
             launchers: AtomicU32::new(0),
-            last_launch_ns: AtomicU64::new(0),
+            waiters: AtomicU32::new(0),
+            last_active_ns: AtomicU64::new(0),
             slot: Mutex::new(Slot {
                 link: Link::Unconnected,
                 held: None,
@@ -88,7 +104,7 @@ impl DeviceLease {
         self.launchers.fetch_add(1, Ordering::SeqCst);
         let now = now_ns();
         if now < self.until_ns.load(Ordering::SeqCst) {
-            self.last_launch_ns.store(now, Ordering::Relaxed);
+            self.last_active_ns.store(now, Ordering::Relaxed);
             return true;
         }
         self.launchers.fetch_sub(1, Ordering::SeqCst);
@@ -98,6 +114,20 @@ impl DeviceLease {
     #[inline]
     pub fn leave(&self) {
         self.launchers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The program starts waiting for its work on this device.
+    pub fn wait_begins(&self) {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A wait [`DeviceLease::wait_begins`] counted ended: the program is
+    /// back, active as of now.
+    pub fn wait_ends(&self) {
+        self.last_active_ns.store(now_ns(), Ordering::Relaxed);
+        let _ = self
+            .waiters
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| w.checked_sub(1));
     }
 
     /// When the current lease (or pass-through) ends, ns; 0 if none.
@@ -176,6 +206,7 @@ impl DeviceLease {
         self.set_link(&mut slot, Link::Unconnected);
         self.until_ns.store(0, Ordering::SeqCst);
         self.launchers.store(0, Ordering::SeqCst);
+        self.waiters.store(0, Ordering::SeqCst);
     }
 
     /// Takes a new cap the daemon sent (`hetsched shares set
@@ -219,8 +250,13 @@ impl DeviceLease {
             // The daemon went away while asked: nothing to give back.
             return false;
         };
-        let since_launch = now_ns().saturating_sub(self.last_launch_ns.load(Ordering::Relaxed));
-        let busy = since_launch < held.lease.lease_ns.max(BUSY_NS);
+        let since_active = now_ns().saturating_sub(self.last_active_ns.load(Ordering::Relaxed));
+        let busy = busy(
+            since_active,
+            held.lease.lease_ns,
+            self.launchers.load(Ordering::SeqCst),
+            self.waiters.load(Ordering::SeqCst),
+        );
         let next = match &mut slot.link {
             Link::Up(c) if busy => c.client.ask_lease(held.lease.unit).ok(),
             _ => None,
@@ -362,5 +398,40 @@ impl DeviceLease {
                 self.until_ns.store(retry_at, Ordering::SeqCst);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_program_in_a_launch_or_a_wait_contends_whenever_it_last_launched() {
+        // Launched 12 ms ago, a 5 ms lease: idle unless still in the launch
+        // or waiting for its kernels.
+        assert!(!busy(12 * MS, 5 * MS, 0, 0));
+        assert!(busy(12 * MS, 5 * MS, 1, 0));
+        assert!(busy(12 * MS, 5 * MS, 0, 1));
+        // Active within the lease length, or within BUSY_NS of a short one.
+        assert!(busy(4 * MS, 5 * MS, 0, 0));
+        assert!(busy(MS, MS / 4, 0, 0));
+        assert!(!busy(3 * MS, MS / 4, 0, 0));
+    }
+
+    #[test]
+    fn a_wait_counts_until_it_ends_and_marks_the_program_active() {
+        let lease = DeviceLease::default();
+        lease.wait_begins();
+        lease.wait_begins();
+        assert_eq!(lease.waiters.load(Ordering::SeqCst), 2);
+        lease.wait_ends();
+        lease.wait_ends();
+        // An end without a beginning (a wait after fork) stays at zero.
+        lease.wait_ends();
+        assert_eq!(lease.waiters.load(Ordering::SeqCst), 0);
+        let since = now_ns() - lease.last_active_ns.load(Ordering::Relaxed);
+        assert!(since < 1_000 * MS, "just now: {since} ns ago");
     }
 }

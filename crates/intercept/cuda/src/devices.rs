@@ -72,10 +72,19 @@ pub fn gate() -> Option<LaunchGuard<'static>> {
     Some(governor().launch(index))
 }
 
-/// After the program synchronised: a due lease goes back now.
-pub fn synchronized() {
-    if let Some(index) = current() {
-        governor().synchronized(index);
+/// Before the program waits for its work: the device it waits on, if
+/// any, counts it as contending until [`synchronized`].
+pub fn wait_begins() -> Option<usize> {
+    let index = current()?;
+    governor().wait_begins(index);
+    Some(index)
+}
+
+/// After the program waited on device `index` ([`wait_begins`]): a due
+/// lease goes back now.
+pub fn synchronized(index: Option<usize>) {
+    if let Some(index) = index {
+        governor().synchronized(index, true);
     }
 }
 

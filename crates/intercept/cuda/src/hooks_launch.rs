@@ -2,7 +2,7 @@
 //! across the driver call; synchronisation, after which a due lease goes
 //! back; and `cuInit`, which answers as a missing driver would.
 
-use crate::devices::{gate, synchronized};
+use crate::devices::{gate, synchronized, wait_begins};
 use crate::real::driver;
 use crate::types::*;
 use std::ffi::c_void;
@@ -84,10 +84,11 @@ macro_rules! synchronizing {
             let Some(real) = driver().and_then(|d| d.$name) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
+            let waiting = wait_begins();
             // SAFETY: the program's arguments, passed on unchanged to the
             // driver function of the same name and signature.
             let r = unsafe { real($($arg),*) };
-            synchronized();
+            synchronized(waiting);
             r
         }
     )*};

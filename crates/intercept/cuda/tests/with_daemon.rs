@@ -243,3 +243,89 @@ fn cu_get_proc_address_calls_are_governed() {
 fn per_thread_default_stream_calls_are_governed() {
     governed_under_the_daemon(Mode::ProcAddressPerThread);
 }
+
+/// Each side's part of `cuda0`'s device time over `window`, for programs
+/// of `pids_a` and `pids_b`, from the daemon's accounting.
+fn split(d: &Daemon, sides: [&[u32]; 2], window: Duration) -> [f64; 2] {
+    let mut obs = d.observer().unwrap();
+    let busy = |obs: &mut Client| {
+        let status = obs.status().unwrap();
+        let unit = status
+            .units
+            .iter()
+            .find(|u| u.info.name == "cuda0")
+            .expect("unit cuda0")
+            .info
+            .id;
+        sides.map(|pids| {
+            status
+                .clients
+                .iter()
+                .filter(|c| pids.contains(&c.pid))
+                .flat_map(|c| c.units.iter().filter(|u| u.unit == unit))
+                .map(|u| u.busy_ns_total)
+                .sum::<u64>()
+        })
+    };
+    let before = busy(&mut obs);
+    std::thread::sleep(window);
+    let after = busy(&mut obs);
+    let used = [after[0] - before[0], after[1] - before[1]];
+    let total = (used[0] + used[1]).max(1) as f64;
+    used.map(|u| u as f64 / total)
+}
+
+/// Two programs at CUSTOM 70 and 30 whose calls each hold the device
+/// 10 ms (longer than a 5 ms lease; the stand-in runs a kernel inside
+/// the launch call) and who wait for each call and think 3 ms between
+/// calls get 70 / 30 of the device. Judged by their launches alone, each
+/// looked idle when its lease ended, gave the device back without asking,
+/// and the two took turns: half each.
+#[test]
+fn programs_that_wait_and_think_between_calls_keep_their_shares() {
+    let Some(b) = built() else { return };
+    let Some(bin) = hetsched_bin() else { return };
+    let d = Daemon::start(&bin, "shares");
+    let socket = d.socket.to_string_lossy().into_owned();
+    let ops: Vec<&str> = std::iter::once("D0")
+        .chain(std::iter::repeat_n(["L1x10000", "Y", "H3"], 2_000).flatten())
+        .collect();
+    let start = |shares: &str| {
+        command(
+            b,
+            Mode::Dlopen,
+            true,
+            &ops,
+            &[
+                ("HETSCHED_SOCKET", &socket),
+                ("HETSCHED_CLASS", "custom"),
+                ("HETSCHED_SHARES", shares),
+                ("HETSCHED_INTERCEPT_QUIET", "1"),
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let mut a = start("70");
+    let mut b30 = start("30");
+    let (pa, pb) = (a.id(), b30.id());
+    // Both hold leases before the window starts.
+    for pid in [pa, pb] {
+        d.wait_for(pid, "a lease on cuda0", |c, u| {
+            c.units.get(u).is_some_and(|u| u.busy_ns_total > 0)
+        });
+    }
+    let got = split(&d, [&[pa], &[pb]], Duration::from_secs(3));
+    for child in [&mut a, &mut b30] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        (got[0] - 0.7).abs() <= 0.06,
+        "CUSTOM 70 / 30 got {:.3} / {:.3}",
+        got[0],
+        got[1]
+    );
+}

@@ -51,9 +51,13 @@ unsafe extern "C" fn release_command_queue(queue: Handle) -> ClInt {
 
 unsafe extern "C" fn finish(queue: Handle) -> ClInt {
     type Next = unsafe extern "C" fn(Handle) -> ClInt;
+    let index = devices::queue_device(queue);
+    if let Some(i) = index {
+        governor().wait_begins(i);
+    }
     let result = next!(d::FINISH, Next, CL_INVALID_VALUE, (queue));
-    if let Some(i) = devices::queue_device(queue) {
-        governor().synchronized(i);
+    if let Some(i) = index {
+        governor().synchronized(i, true);
     }
     result
 }
@@ -71,7 +75,7 @@ unsafe extern "C" fn wait_for_events(count: ClUint, events: *const Handle) -> Cl
             .filter(|&q| q != 0)
             .and_then(|q| devices::queue_device(q as Handle))
         {
-            governor().synchronized(i);
+            governor().synchronized(i, false);
         }
     }
     result
