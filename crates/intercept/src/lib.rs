@@ -11,8 +11,10 @@
 //! - **Leases.** The first launch on a device asks the device's agent in
 //!   the daemon for a time-slice lease (`RequestLease`). While it lasts,
 //!   a launch costs two atomic operations, a clock read and a store. When
-//!   it ends the program's launches wait; a program still launching asks
-//!   for its next lease first (so the policy chooses by shares); what it
+//!   it ends the program's launches wait; a program still busy on the
+//!   device (in a launch, waiting for its work, or active within a lease
+//!   length) asks for its next lease first (so the policy chooses by
+//!   shares); what it
 //!   queued drains (the API's own finish), and the lease goes back
 //!   (`TaskCompleted`): the agent charges
 //!   the wall time from grant to release, so a kernel that runs past the
