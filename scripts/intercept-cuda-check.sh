@@ -4,11 +4,12 @@
 #   direct: `hetsched load --direct-cuda 0` (the driver API through
 #     cudarc, which opens libcuda itself and never talks to the daemon)
 #     under `hetsched run`, four copies at CUSTOM 70 and four at 30 (a
-#     copy checks every result on the CPU between its calls, so one copy a
-#     side leaves the GPU idle part of the time; one_copy_alone_busy_fraction
-#     says how much one copy holds alone): each side's part of cuda0's device time from the
-#     daemon's accounting, how busy cuda0 was, whether the daemon saw every
-#     copy as intercepted, and whether every result was right;
+#     copy checks every result on the CPU between its calls, so one copy
+#     a side would leave the GPU idle part of the time;
+#     one_copy_alone_busy_fraction says how much one copy holds alone):
+#     each side's part of cuda0's device time from the daemon's
+#     accounting, how busy cuda0 was, whether the daemon saw every copy as
+#     intercepted, and whether every result was right;
 #   torch: the same with one PyTorch matmul loop a side, where torch with CUDA
 #     is installed (the CUDA runtime finds the driver through
 #     cuGetProcAddress);
