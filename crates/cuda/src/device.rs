@@ -7,7 +7,7 @@ use cudarc::driver::{
 };
 use hetsched_platform::gpu;
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +193,20 @@ pub fn device_names() -> Result<Vec<String>, String> {
     })
 }
 
+/// Event pairs kept for [`CudaDevice::take_times`]; past it the oldest
+/// go. A user that never asks for its times (the daemon's CUDA unit, a
+/// program that only runs kernels) kept two events per kernel and copy
+/// for as long as it ran.
+pub const MAX_PENDING_TIMES: usize = 1024;
+
+/// Appends `item`, dropping the oldest while more than `max` are kept.
+fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) {
+    queue.push_back(item);
+    while queue.len() > max.max(1) {
+        queue.pop_front();
+    }
+}
+
 /// One CUDA device: its primary context and one stream, so the commands a
 /// call issues run in order and overlap with the host only where the call
 /// lets them (it blocks when it reads a result back).
@@ -206,8 +220,9 @@ pub struct CudaDevice {
     /// kept between calls: pinning memory costs far more than a copy.
     staging_in: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
     staging_out: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
-    /// Event pairs not yet read by `take_times`.
-    pending: Mutex<Vec<(Stage, CudaEvent, CudaEvent)>>,
+    /// Event pairs not yet read by `take_times`, the newest
+    /// [`MAX_PENDING_TIMES`] of them.
+    pending: Mutex<VecDeque<(Stage, CudaEvent, CudaEvent)>>,
     /// Recorded after the last copy out of an upload staging buffer: the
     /// host waits for it before overwriting one (copies only see a plain
     /// slice of the pinned memory, so cudarc does not track them).
@@ -263,7 +278,7 @@ impl CudaDevice {
             modules: Mutex::new(HashMap::new()),
             staging_in: Mutex::new(HashMap::new()),
             staging_out: Mutex::new(HashMap::new()),
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(VecDeque::new()),
             staging_in_free: Mutex::new(None),
         })
     }
@@ -496,7 +511,11 @@ impl CudaDevice {
             self.stream
                 .record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)),
         )?);
-        lock(&self.pending).push((Stage::CopyIn, start, end));
+        push_bounded(
+            &mut lock(&self.pending),
+            (Stage::CopyIn, start, end),
+            MAX_PENDING_TIMES,
+        );
         Ok(())
     }
 
@@ -524,7 +543,11 @@ impl CudaDevice {
         let end = self.record()?;
         drv("cuStreamSynchronize", self.stream.synchronize())?;
         out.copy_from_slice(&drv("pinned staging", pinned.as_slice())?[..out.len()]);
-        lock(&self.pending).push((Stage::CopyOut, start, end));
+        push_bounded(
+            &mut lock(&self.pending),
+            (Stage::CopyOut, start, end),
+            MAX_PENDING_TIMES,
+        );
         Ok(())
     }
 
@@ -545,12 +568,17 @@ impl CudaDevice {
         // SAFETY: the caller's contract above.
         drv("cuLaunchKernel", unsafe { args.launch(cfg) })?;
         let end = self.record()?;
-        lock(&self.pending).push((Stage::Kernel, start, end));
+        push_bounded(
+            &mut lock(&self.pending),
+            (Stage::Kernel, start, end),
+            MAX_PENDING_TIMES,
+        );
         Ok(())
     }
 
     /// Waits for the stream and returns the device time of every kernel and
-    /// copy issued since the last call (what the runtime's model learns).
+    /// copy issued since the last call (what the runtime's model learns),
+    /// or of the newest [`MAX_PENDING_TIMES`] of them.
     pub fn take_times(&self) -> Result<DeviceTimes, CudaError> {
         drv("cuStreamSynchronize", self.stream.synchronize())?;
         let mut t = DeviceTimes::default();
@@ -580,6 +608,17 @@ impl CudaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timings_nobody_reads_stay_bounded_keeping_the_newest() {
+        let mut q = VecDeque::new();
+        for i in 0..10 {
+            push_bounded(&mut q, i, 4);
+        }
+        assert_eq!(q, [6, 7, 8, 9]);
+        push_bounded(&mut q, 10, 0);
+        assert_eq!(q, [10], "at least one is kept");
+    }
 
     #[test]
     fn a_linear_launch_covers_global_in_whole_blocks() {

@@ -30,6 +30,6 @@ pub mod reference;
 
 pub use cudarc;
 pub use device::{
-    CudaDevice, CudaDeviceInfo, CudaError, DISABLE_ENV, DeviceTimes, MAX_BLOCK, Pod, PtxArg,
-    PtxKernel, device_names, linear_launch, probe, switched_off,
+    CudaDevice, CudaDeviceInfo, CudaError, DISABLE_ENV, DeviceTimes, MAX_BLOCK, MAX_PENDING_TIMES,
+    Pod, PtxArg, PtxKernel, device_names, linear_launch, probe, switched_off,
 };
