@@ -29,16 +29,17 @@ printf 'include_cpus = false\nstate_file = "%s/state.json"\n' "$work" >"$work/he
 hs_start_daemon "$hs" intercept-cuda-check
 export HETSCHED_SOCKET=$socket HETSCHED_LIB_DIR=$lib HETSCHED_INTERCEPT_QUIET=1
 
-# busy_of PID FILE1 FILE2 NS: the part of cuda0 the client PID held between
-# two status snapshots NS nanoseconds apart.
+# busy_of "PIDS" FILE1 FILE2 NS: the part of cuda0 the clients of the
+# space-separated PIDS held between two status snapshots NS nanoseconds
+# apart.
 busy_of() {
     python3 - "$@" <<'PY'
 import json, sys
-pid, ns = int(sys.argv[1]), int(sys.argv[4])
+pids, ns = [int(p) for p in sys.argv[1].split()], int(sys.argv[4])
 s1, s2 = (json.load(open(p)) for p in sys.argv[2:4])
 unit = next(u["info"]["id"] for u in s2["units"] if u["info"]["name"] == "cuda0")
-busy = lambda s: sum(u["busy_ns_total"] for c in s["clients"] if c["pid"] == pid for u in c["units"] if u["unit"] == unit)
-print(round((busy(s2) - busy(s1)) / ns, 4))
+busy = lambda s: sum(u["busy_ns_total"] for c in s["clients"] if c["pid"] in pids for u in c["units"] if u["unit"] == unit)
+print((busy(s2) - busy(s1)) / ns)
 PY
 }
 
@@ -88,25 +89,25 @@ split() {
         wait "$pid" || rc=$?
         rcs+=("$rc")
     done
-    python3 - "$work/$name-1.json" "$work/$name-2.json" "$name" "$((t2 - t1))" \
-        "${pids_a[*]}" "${pids_b[*]}" "${rcs[*]}" "$one" <<'PY'
+    local held_a held_b
+    held_a=$(busy_of "${pids_a[*]}" "$work/$name-1.json" "$work/$name-2.json" "$((t2 - t1))")
+    held_b=$(busy_of "${pids_b[*]}" "$work/$name-1.json" "$work/$name-2.json" "$((t2 - t1))")
+    python3 - "$work/$name-2.json" "$name" "${pids_a[*]}" "${pids_b[*]}" "${rcs[*]}" "$one" \
+        "$held_a" "$held_b" <<'PY'
 import json, sys
-s1, s2 = (json.load(open(p)) for p in sys.argv[1:3])
-name, window_ns = sys.argv[3], int(sys.argv[4])
-sides = [[int(p) for p in sys.argv[5].split()], [int(p) for p in sys.argv[6].split()]]
-rcs = [int(r) for r in sys.argv[7].split()]
-one = float(sys.argv[8])
-unit = next(u["info"]["id"] for u in s2["units"] if u["info"]["name"] == "cuda0")
-def busy(s, pids):
-    return sum(u["busy_ns_total"] for c in s["clients"] if c["pid"] in pids for u in c["units"] if u["unit"] == unit)
-used = [busy(s2, pids) - busy(s1, pids) for pids in sides]
-total = max(1, sum(used))
+s2 = json.load(open(sys.argv[1]))
+name = sys.argv[2]
+sides = [[int(p) for p in sys.argv[3].split()], [int(p) for p in sys.argv[4].split()]]
+rcs = [int(r) for r in sys.argv[5].split()]
+one = float(sys.argv[6])
+held = [float(sys.argv[7]), float(sys.argv[8])]
+total = sum(held) or 1.0
 seen = {c["pid"]: c.get("intercepted") for c in s2["clients"]}
 print(json.dumps({name: {
     "copies_per_side": len(sides[0]),
     "one_copy_alone_busy_fraction": one,
-    "device_fraction": [u / total for u in used],
-    "busy_fraction": sum(used) / window_ns,
+    "device_fraction": [h / total for h in held],
+    "busy_fraction": sum(held),
     "intercepted": [seen.get(p) for pids in sides for p in pids],
     "exit_status": rcs,
 }})[1:-1])

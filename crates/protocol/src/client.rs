@@ -321,11 +321,17 @@ impl std::ops::Deref for Client {
     }
 }
 
-/// The kernel's name in `entry` as a client registers it: `scale` of a
-/// CUDA declaration `scale(const ptr, ptr, f32, u32)`, an OpenCL entry
-/// as it is. The daemon's answer names the kernel so.
-fn entry_name(entry: &str) -> &str {
-    entry.split('(').next().unwrap_or(entry).trim()
+/// The kernel's name in `entry` as a client registers it, read as the
+/// daemon reads it: `scale` of a CUDA declaration `scale(const ptr, ptr,
+/// f32, u32)`, an OpenCL entry as it is. The daemon's answer names the
+/// kernel so.
+fn entry_name(entry: &str) -> String {
+    if crate::ptx::is_declaration(entry)
+        && let Ok(declaration) = crate::ptx::parse_declaration(entry)
+    {
+        return declaration.name;
+    }
+    entry.trim().to_string()
 }
 
 /// Whether `m` answers a registration of `entry` on `unit`, and how.
