@@ -4,7 +4,7 @@
 //! stream owned by one app, and no hash map is iterated.
 
 use crate::goals::{self, GoalState};
-use crate::metrics::{GoalStand, Metrics, ReportApp};
+use crate::metrics::{CompletedTask, GoalStand, Metrics, ReportApp};
 use crate::scenario::{App, BytesDist, Scenario};
 use crate::strategy::{PfJudge, StrategyKind};
 use hetsched_core::coordination::{
@@ -165,6 +165,9 @@ struct Client {
     pacer: Pacer,
     /// An `Issue` the pacer asked for is already scheduled.
     pace_pending: bool,
+    /// The size of its next task, drawn early for the pacer (the same
+    /// draw, in the same order, as when the task is issued unpaced).
+    next_bytes: Option<u64>,
     /// Its throughput goal and optimizer, if it has one.
     goal: Option<GoalState>,
 }
@@ -173,6 +176,14 @@ struct Client {
 /// bucket size in tasks per task in flight.
 const PACE_HEADROOM: f64 = 0.05;
 const PACE_BURST: f64 = 2.0;
+
+/// A task's size, drawn from the client's stream.
+fn draw_bytes(dist: BytesDist, rng: &mut ChaCha8Rng) -> u64 {
+    match dist {
+        BytesDist::Fixed(b) => b,
+        BytesDist::Uniform { min, max } => rng.random_range(min..=max),
+    }
+}
 
 /// Runs `strategy` on `scenario` and returns what was measured.
 pub fn run(
@@ -434,6 +445,7 @@ impl<'s> Engine<'s> {
             pf_rate: None,
             pacer: Pacer::new(),
             pace_pending: false,
+            next_bytes: None,
             goal: spec
                 .throughput_goal
                 .map(|g| GoalState::new(g, self.strategy.runs_optimizer())),
@@ -488,7 +500,12 @@ impl<'s> Engine<'s> {
             let c = &mut self.clients[client];
             if let Some(rate) = c.pf_rate {
                 let burst = spec.in_flight as f64 * PACE_BURST;
-                if let Err(at) = c.pacer.take(self.now, rate * (1.0 + PACE_HEADROOM), burst) {
+                let bytes = *c
+                    .next_bytes
+                    .get_or_insert_with(|| draw_bytes(spec.bytes, &mut c.rng));
+                let work = spec.nominal_work(bytes);
+                let paced = rate * (1.0 + PACE_HEADROOM);
+                if let Err(at) = c.pacer.take_work(self.now, paced, burst, work) {
                     if !c.pace_pending {
                         c.pace_pending = true;
                         self.schedule(at, Event::Paced { client });
@@ -503,9 +520,9 @@ impl<'s> Engine<'s> {
     fn issue_one(&mut self, client: usize, spec: &App) {
         let units = &self.sc.machine.units;
         let c = &mut self.clients[client];
-        let bytes = match spec.bytes {
-            BytesDist::Fixed(b) => b,
-            BytesDist::Uniform { min, max } => c.rng.random_range(min..=max),
+        let bytes = match c.next_bytes.take() {
+            Some(b) => b,
+            None => draw_bytes(spec.bytes, &mut c.rng),
         };
         let noise = self.sc.noise * 3f64.sqrt() * (2.0 * c.rng.random::<f64>() - 1.0);
         let implemented = spec
@@ -979,9 +996,14 @@ impl<'s> Engine<'s> {
             g.task_done();
         }
         let report_app = c.report_app;
-        let started = t.started_at.unwrap_or(t.issued_at);
-        self.metrics
-            .completed(report_app, t.issued_at, self.now, t.unit, started);
+        let spec = &self.sc.apps[c.app];
+        let task = CompletedTask {
+            issued_at: t.issued_at,
+            started_at: t.started_at.unwrap_or(t.issued_at),
+            unit: t.unit,
+            work: spec.nominal_work(t.bytes),
+        };
+        self.metrics.completed(report_app, task, self.now);
         let c = &self.clients[t.client];
         if c.in_flight == 0 && (c.tasks_left == 0 || !c.alive) {
             self.retire(t.client);

@@ -87,6 +87,16 @@ struct AppStats {
     open_segment: Option<TimelineSegment>,
 }
 
+/// A task whose result came back: when it was issued and started, where
+/// it ran, and the work it carried ([`crate::scenario::App::nominal_work`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CompletedTask {
+    pub issued_at: Ns,
+    pub started_at: Ns,
+    pub unit: UnitId,
+    pub work: f64,
+}
+
 /// Counters of one run.
 #[derive(Debug)]
 pub struct Metrics {
@@ -279,11 +289,18 @@ impl Metrics {
         }
     }
 
-    /// A task's result is back: it counts as completed at `now`.
-    pub fn completed(&mut self, app: usize, issued_at: Ns, now: Ns, unit: UnitId, started_at: Ns) {
+    /// A task's result is back: it counts as completed at `now`, carrying
+    /// `work` (in tasks of the app's mean size, [`crate::scenario::App::nominal_work`]).
+    pub fn completed(&mut self, app: usize, task: CompletedTask, now: Ns) {
+        let CompletedTask {
+            issued_at,
+            started_at,
+            unit,
+            work,
+        } = task;
         if self.in_window(now) {
             let s = &mut self.stats[app];
-            s.done.complete(now as f64);
+            s.done.complete_work(now as f64, work);
             s.turnaround_sum_ns += (now - issued_at) as f64;
         }
         if started_at < self.timeline_end {
@@ -344,7 +361,7 @@ impl Metrics {
                 if *whole {
                     s.done.per_s_in_window(start, end, RATE_BY_SPACING_BELOW)
                 } else {
-                    s.done.tasks as f64 / span
+                    s.done.work / span
                 }
             })
             .collect()
@@ -468,20 +485,66 @@ start_s = 1.0
 exec_ms = { cpu = 450 }
 "#;
 
-    /// Both apps complete a task every 450 ms from `phase` on.
-    fn rates(phase_ms: f64) -> Vec<f64> {
+    /// Both apps complete a task every `every_ms` from `phase` on, each
+    /// carrying `work`.
+    fn rates_of(phase_ms: f64, every_ms: f64, work: f64) -> Vec<f64> {
         let sc = crate::scenario::parse("spacing", SCENARIO).unwrap();
         let mut m = Metrics::new(&sc, ReportApp::for_scenario(&sc), "native".into());
-        let cpu = UnitId(0);
         for app in 0..2 {
             let mut at = phase_ms;
             while at <= 1600.0 {
                 let now = (at * 1e6) as Ns;
-                m.completed(app, now.saturating_sub(450_000_000), now, cpu, now);
-                at += 450.0;
+                let task = CompletedTask {
+                    issued_at: now.saturating_sub((every_ms * 1e6) as Ns),
+                    started_at: now,
+                    unit: UnitId(0),
+                    work,
+                };
+                m.completed(app, task, now);
+                at += every_ms;
             }
         }
         m.tasks_per_s()
+    }
+
+    /// Both apps complete a task every 450 ms from `phase` on.
+    fn rates(phase_ms: f64) -> Vec<f64> {
+        rates_of(phase_ms, 450.0, 1.0)
+    }
+
+    #[test]
+    fn an_app_is_rated_in_the_work_its_tasks_carry() {
+        // One mean-size task's work per 450 ms, as tasks of a third of it
+        // every 150 ms or of 1.5 times it every 675 ms: 2.2 per second,
+        // where counting tasks would read 6.7 and 1.5 (or 2, by the phase).
+        for (every, work) in [(150.0, 1.0 / 3.0), (675.0, 1.5)] {
+            for phase in [0.0, 100.0] {
+                let got = rates_of(phase, every, work)[0];
+                assert!(
+                    (got - 1.0 / 0.45).abs() < 1e-9,
+                    "{work} every {every} ms from {phase}: {got}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_task_of_varying_size_carries_other_than_one_task_of_work() {
+        let sc = crate::scenario::parse("spacing", SCENARIO).unwrap();
+        assert_eq!(sc.apps[0].nominal_work(1024), 1.0);
+        let varying = SCENARIO.replacen(
+            "bytes = { kib = 1 }",
+            "bytes = { min_kib = 1, max_kib = 3 }",
+            1,
+        );
+        let sc = crate::scenario::parse("spacing", &varying).unwrap();
+        let app = &sc.apps[0];
+        let fixed = app.fixed_fraction;
+        assert_eq!(app.nominal_work(2048), 1.0);
+        assert!((app.nominal_work(1024) - (fixed + (1.0 - fixed) * 0.5)).abs() < 1e-12);
+        assert!((app.nominal_work(3072) - (fixed + (1.0 - fixed) * 1.5)).abs() < 1e-12);
+        let exec = |kib: u64| app.exec_ns(UnitId(0), kib * 1024).unwrap();
+        assert!((exec(3) / exec(2) - app.nominal_work(3072)).abs() < 1e-12);
     }
 
     #[test]

@@ -435,8 +435,24 @@ impl App {
     /// Execution time on `unit` for `bytes` of input (before noise).
     pub fn exec_ns(&self, unit: UnitId, bytes: u64) -> Option<f64> {
         let mean = self.exec_ns[unit.index()]?;
+        Some(mean * self.size_scale(bytes))
+    }
+
+    /// A task of `bytes`' execution time over the mean size's, on any unit.
+    fn size_scale(&self, bytes: u64) -> f64 {
         let scale = bytes as f64 / self.bytes.mean().max(1.0);
-        Some(mean * (self.fixed_fraction + (1.0 - self.fixed_fraction) * scale))
+        self.fixed_fraction + (1.0 - self.fixed_fraction) * scale
+    }
+
+    /// The work a task of `bytes` carries, in tasks of the mean size: 1
+    /// where every task has one size, else its execution time over the
+    /// mean size's. The metrics rate apps in it, so that a window holding
+    /// an app's smaller tasks does not read as a faster app.
+    pub fn nominal_work(&self, bytes: u64) -> f64 {
+        match self.bytes {
+            BytesDist::Fixed(_) => 1.0,
+            BytesDist::Uniform { .. } => self.size_scale(bytes),
+        }
     }
 
     pub fn out_bytes(&self, bytes: u64) -> u64 {

@@ -52,7 +52,8 @@ impl DeficitFollower {
 }
 
 /// The client's pacing: a token bucket filled at the target rate (times
-/// `1 + headroom`), holding at most `burst` tokens; each task takes one.
+/// `1 + headroom`), holding at most `burst` tokens; each task takes one,
+/// or the work it carries in tasks of the mean size ([`Pacer::take_work`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pacer {
     tokens: f64,
@@ -68,6 +69,15 @@ impl Pacer {
     /// next token will be there (`Err(at)`, `at > now`). A rate that is
     /// not positive and finite does not pace.
     pub fn take(&mut self, now: Ns, rate: f64, burst: f64) -> Result<(), Ns> {
+        self.take_work(now, rate, burst, 1.0)
+    }
+
+    /// As [`Pacer::take`], for a task that carries `work` tasks of the
+    /// mean size: a rate in mean-size tasks per second then lets an app
+    /// whose tasks are smaller for a while issue more of them, and holds
+    /// it to the same work. A task of more work than `burst` waits for a
+    /// full bucket and leaves it in debt.
+    pub fn take_work(&mut self, now: Ns, rate: f64, burst: f64, work: f64) -> Result<(), Ns> {
         if !(rate.is_finite() && rate > 0.0) {
             return Ok(());
         }
@@ -77,11 +87,12 @@ impl Pacer {
             .map_or(burst / rate * 1e9, |t| now.saturating_sub(t) as f64);
         self.tokens = (self.tokens + elapsed * rate / 1e9).min(burst);
         self.last = Some(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        let need = work.min(burst);
+        if self.tokens >= need {
+            self.tokens -= work;
             Ok(())
         } else {
-            let wait = ((1.0 - self.tokens) / rate * 1e9).ceil().max(1.0);
+            let wait = ((need - self.tokens) / rate * 1e9).ceil().max(1.0);
             Err(now + wait as Ns)
         }
     }

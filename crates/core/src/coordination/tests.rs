@@ -172,6 +172,26 @@ fn pacer_holds_the_rate() {
 }
 
 #[test]
+fn pacer_holds_the_rate_in_work_whatever_the_task_sizes() {
+    // 1000 mean-size tasks/s for one simulated second, burst 2: as tasks of
+    // a quarter, of 1.5 and of 3 (more than the burst) mean-size tasks.
+    for work in [0.25, 1.5, 3.0] {
+        let mut p = Pacer::new();
+        let (mut now, mut issued) = (0, 0.0);
+        while now < 1_000_000_000 {
+            match p.take_work(now, 1000.0, 2.0, work) {
+                Ok(()) => issued += work,
+                Err(at) => {
+                    assert!(at > now);
+                    now = at;
+                }
+            }
+        }
+        assert!((1000.0..=1005.0).contains(&issued), "{work}: {issued}");
+    }
+}
+
+#[test]
 fn blocking_rows_keep_a_long_task_app_off_a_short_task_apps_queue() {
     // App 0: 0.1 ms tasks, only on the queue (unit 1). App 1: 10 ms
     // tasks, a bit faster on the queue than on the CPU group (unit 0).

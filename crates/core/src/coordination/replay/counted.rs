@@ -12,22 +12,40 @@
 //! completions the rate is taken from the spacing of the completions
 //! instead, which does not depend on the window's phase.
 
-/// Completions of one app in the counted window: how many, the first and
-/// the last (time in ns).
+/// Completions of one app in the counted window: how many, the work they
+/// carry, the first and the last (time in ns).
+///
+/// A completion carries one unit of work unless it is counted with
+/// [`Counted::complete_work`]: the simulator weighs a task whose size
+/// varies by its nominal time over the mean size's, so that an app is
+/// rated in mean-size tasks and a window that happens to hold its smaller
+/// tasks does not read faster. The rates below are work per second; with
+/// every completion of weight 1 they are tasks per second, bit for bit.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Counted {
     pub tasks: u64,
+    /// Σ of the completions' weights.
+    pub work: f64,
+    /// The first completion's weight.
+    first_work: f64,
     first: f64,
     last: f64,
 }
 
 impl Counted {
     pub fn complete(&mut self, now: f64) {
+        self.complete_work(now, 1.0);
+    }
+
+    /// A completion at `now` carrying `work` (1: one mean-size task).
+    pub fn complete_work(&mut self, now: f64, work: f64) {
         if self.tasks == 0 {
             self.first = now;
+            self.first_work = work;
         }
         self.last = now;
         self.tasks += 1;
+        self.work += work;
     }
 
     /// Tasks per second over a counted window of `span` ns that ended at
@@ -55,14 +73,21 @@ impl Counted {
         if span <= 0.0 {
             return 0.0;
         }
-        let c = self.tasks as f64;
-        if self.tasks >= min_tasks || self.tasks < 2 || self.last <= self.first {
-            return c * 1e9 / span;
+        let w = self.work;
+        let after_first = w - self.first_work;
+        if self.tasks >= min_tasks
+            || self.tasks < 2
+            || self.last <= self.first
+            || after_first <= 0.0
+        {
+            return w * 1e9 / span;
         }
-        let spacing = (self.last - self.first) / (c - 1.0);
+        // Time per unit of work between the first completion and the last
+        // (the first one's work was done before it).
+        let spacing = (self.last - self.first) / after_first;
         let since_start = start.map_or(0.0, |s| self.last - s);
-        let took = (c * spacing).max(end - self.first).max(since_start);
-        c * 1e9 / took
+        let took = (w * spacing).max(end - self.first).max(since_start);
+        w * 1e9 / took
     }
 }
 
@@ -127,7 +152,44 @@ mod tests {
         }
     }
 
+    #[test]
+    fn weighted_completions_give_the_work_rate_whatever_the_task_sizes() {
+        // One unit of work per 100 ns, in a 1000 ns window: as 20 tasks of
+        // half a unit or 5 of two units. Counted, they read 2e7 and 5e6
+        // tasks/s; weighted, both read 1e7 units of work per second.
+        for (weight, every) in [(0.5, 50.0), (2.0, 200.0)] {
+            let mut c = Counted::default();
+            let n = (1000.0 / every) as usize;
+            (1..=n).for_each(|k| c.complete_work(every * k as f64, weight));
+            let got = c.per_s_in_window(0.0, 1000.0, 30);
+            assert!((got - 1e7).abs() < 1e-3, "{weight}: {got}");
+            assert_eq!(c.work, 10.0);
+        }
+    }
+
     proptest! {
+        #[test]
+        fn weighted_steady_work_reads_its_rate_within_one_task(
+            weights in proptest::collection::vec(0.25f64..1.0, 2..29),
+            lead in 0.0f64..100.0,
+            tail in 0.0f64..100.0,
+        ) {
+            // One unit of work per 100 ns; the window starts `lead` before
+            // the first counted task's work begins and ends `tail` after
+            // the last completion (less than any task's time).
+            let tail = tail * weights.iter().cloned().fold(1.0, f64::min);
+            let mut c = Counted::default();
+            let mut at = lead;
+            for w in &weights {
+                at += 100.0 * w;
+                c.complete_work(at, *w);
+            }
+            let got = c.per_s_in_window(0.0, at + tail, 30);
+            let rate = 1e9 / 100.0;
+            prop_assert!(got <= rate * (1.0 + 1e-12), "{got}");
+            prop_assert!(got >= rate * c.work / (c.work + 1.0) * (1.0 - 1e-12), "{got}");
+        }
+
         #[test]
         fn in_a_window_between_the_count_less_one_and_the_spacing(
             gaps in proptest::collection::vec(1.0f64..500.0, 1..40),
