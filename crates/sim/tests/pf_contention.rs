@@ -1,8 +1,8 @@
 //! Issue 10's `rinnegan-contention` evidence: hetsched-pf against the
 //! no-loser bound, with nobody below native. Measured (seeds 1–3, release):
-//! 3.707 / 3.753 / 3.756, which is 0.815 / 0.823 / 0.824 of the no-loser
-//! bound and 0.933 / 0.943 / 0.944 of the queue-aware one, min rᵢ 1.07 /
-//! 1.02 / 1.02, 0.5 / 0 / 0 placement changes/s. The issue's 90 % of the
+//! 3.800 / 3.799 / 3.812, which is 0.836 / 0.834 / 0.833 of the no-loser
+//! bound and 0.957 / 0.955 / 0.955 of the queue-aware one, min rᵢ 1.02 /
+//! 1.02 / 1.02, no placement changes. The issue's 90 % of the
 //! no-loser bound is above the queue-aware bound (3.97), which no placement
 //! on these FIFO devices exceeds; see docs/sim.md. Asserted a little below
 //! what is reached, and against selfish hetsched.
@@ -28,7 +28,7 @@ fn pf_holds_the_floor_and_most_of_the_bound_on_rinnegan_contention() {
         assert!(r.oracle_no_loser_floor_feasible, "seed {seed}");
         assert!(pf.min_relative >= 0.98, "seed {seed}: {}", pf.min_relative);
         assert!(of_bound >= 0.80, "seed {seed}: {of_bound:.3}");
-        assert!(of_queue_bound >= 0.92, "seed {seed}: {of_queue_bound:.3}");
+        assert!(of_queue_bound >= 0.95, "seed {seed}: {of_queue_bound:.3}");
         assert!(
             pf.system_speedup > selfish.system_speedup,
             "seed {seed}: {} vs {}",

@@ -339,3 +339,44 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_queues_other_apps_cut_together_leave_the_room_to_one() {
+    // A device shared natively by a short-task app (0), two long-task
+    // apps (1, 2) and a fourth (3) that the plan moves to the CPU: the
+    // three left above their native rates, unpaced.
+    let units = [UnitSupply::processor_shared(1.0), UnitSupply::queue(1.0)];
+    let apps = vec![
+        app(&[None, Some(2.0)], 1),
+        app(&[None, Some(8.0)], 1),
+        app(&[None, Some(8.0)], 1),
+        app(&[Some(8.0), Some(8.0)], 1),
+    ];
+    let native = native_estimate_replayed(&apps, &units);
+    let mut journal = Journal::whole();
+    let judge = Judge::new(&apps, &units, &native, JudgeBudget::default(), &mut journal);
+    let (start, _) = native_start(&judge, &apps, units.len());
+    let mut from = moved_to(&start, &[3], 0, native[3] * 2.0);
+    // The short-task app unpaced, the others at twice their native rate.
+    from.rate[0] = native[0] * 100.0;
+    let from_judged = judge.judge(&from);
+    assert!(
+        (0..3).all(|i| from_judged.relative[i] > 1.2),
+        "{:?}",
+        from_judged.relative
+    );
+    let (plan, judged) = cut_others(&judge, (&from, &from_judged)).expect("a cut that pays");
+    // The short-task app keeps its rate and gains; the two others are paced
+    // to their native estimates and stay at native or above.
+    assert_eq!(plan.rate[0], from.rate[0]);
+    assert_eq!(plan.rate[1], native[1] * RATE_CUT_FLOOR);
+    assert_eq!(plan.rate[2], native[2] * RATE_CUT_FLOOR);
+    assert_eq!(plan.fraction, from.fraction);
+    assert!(
+        judged.relative[0] > 2.0 * from_judged.relative[0],
+        "{:?}",
+        judged.relative
+    );
+    assert!(judged.score.floor >= REPLAY_FLOOR_CAP - REPLAY_FLOOR_TIE);
+    assert!(judge.beats(judged.score, from_judged.score, 0.0));
+}
