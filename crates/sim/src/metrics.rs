@@ -289,8 +289,8 @@ impl Metrics {
         }
     }
 
-    /// A task's result is back: it counts as completed at `now`, carrying
-    /// `work` (in tasks of the app's mean size, [`crate::scenario::App::nominal_work`]).
+    /// A task's result is back: it counts as completed at `now`, with the
+    /// work it carried (in tasks of the app's mean size).
     pub fn completed(&mut self, app: usize, task: CompletedTask, now: Ns) {
         let CompletedTask {
             issued_at,
@@ -516,7 +516,7 @@ exec_ms = { cpu = 450 }
     fn an_app_is_rated_in_the_work_its_tasks_carry() {
         // One mean-size task's work per 450 ms, as tasks of a third of it
         // every 150 ms or of 1.5 times it every 675 ms: 2.2 per second,
-        // where counting tasks would read 6.7 and 1.5 (or 2, by the phase).
+        // where counting tasks would read about 6.7 and 1.5.
         for (every, work) in [(150.0, 1.0 / 3.0), (675.0, 1.5)] {
             for phase in [0.0, 100.0] {
                 let got = rates_of(phase, every, work)[0];

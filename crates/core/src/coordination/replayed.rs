@@ -87,9 +87,10 @@ const NATIVE_PLAN_RATE: f64 = 2.0;
 /// needs (the wait-aware rounds, the native plan, the incumbent) are
 /// judged whatever this says; the exclusion candidates, the walks, the
 /// short-first orders and the rate cuts (one app at a time, then a
-/// queue's at once) stop where it runs out, in that order; the exclusion candidates take at most a quarter. A replay costs
-/// 20,000–35,000 events at eight applications and 80,000 (its cap) from
-/// 32 on, where every application must complete enough tasks.
+/// queue's at once) stop where it runs out, in that order; the exclusion
+/// candidates take at most a quarter. A replay costs 20,000–35,000 events
+/// at eight applications and 80,000 (its cap) from 32 on, where every
+/// application must complete enough tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JudgeBudget {
     pub replay_events: u64,
@@ -219,14 +220,14 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> 
 }
 
 /// Pacing cut on one queue at once: for each app `j` on a queue, every
-/// other app there that replays above its native estimate paced to that
-/// estimate, so that `j` gets what they leave. [`refine_rates`] cuts one
+/// other app there that the plan paces above its native estimate paced to
+/// that estimate, so that `j` gets what they leave. [`refine_rates`] cuts one
 /// app at a time, and where two apps share a queue with a third, a cut of
 /// either alone leaves the room to the other: on `rinnegan-contention`
 /// seed 2, Grep and Histogram stayed at 1.07 of native on GPU-B and lavaMD
 /// with them (3.70×; cut together, 3.80× with lavaMD at 1.39). Only cuts
-/// of two apps or more, each paced above its native estimate. Returns the
-/// best such plan, if one beats `from`.
+/// of two apps or more (one is [`refine_rates`]'s). Returns the best such
+/// plan, if one beats `from`.
 fn cut_others(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> {
     let mut pick: Option<Candidate> = None;
     let mut tried: Vec<Vec<usize>> = Vec::new();
