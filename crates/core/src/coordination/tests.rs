@@ -171,6 +171,47 @@ fn pacer_holds_the_rate() {
     assert_eq!(Pacer::new().take(0, f64::INFINITY, 1.0), Ok(()));
 }
 
+proptest::proptest! {
+    /// Tasks of any sizes, asked for back to back: over a span the pacer
+    /// lets through the rate's work, give or take the bucket and one task.
+    #[test]
+    fn a_pacer_lets_through_the_rates_work_give_or_take_a_bucket(
+        works in proptest::collection::vec(0.05f64..4.0, 1..40),
+        rate in 10.0f64..10_000.0,
+        burst in 1.0f64..8.0,
+    ) {
+        let mut p = Pacer::new();
+        let span: u64 = 1_000_000_000;
+        let (mut now, mut issued, mut k, mut waits) = (0u64, 0.0, 0usize, 0u64);
+        while now < span {
+            let work = works[k % works.len()];
+            match p.take_work(now, rate, burst, work) {
+                Ok(()) => {
+                    issued += work;
+                    k += 1;
+                }
+                Err(at) => {
+                    proptest::prop_assert!(at > now);
+                    now = at;
+                    waits += 1;
+                }
+            }
+        }
+        let most = works.iter().cloned().fold(0.0, f64::max);
+        let expected = rate * span as f64 / 1e9;
+        // A full bucket at the start and one task past the end at most;
+        // each wait is rounded up to the next ns.
+        let rounding = waits as f64 * rate / 1e9;
+        proptest::prop_assert!(issued <= expected + burst + most + 1e-6, "{} of {}", issued, expected);
+        proptest::prop_assert!(
+            issued >= expected - most - rounding - 1e-6,
+            "{} of {}",
+            issued,
+            expected
+        );
+    }
+}
+
 #[test]
 fn pacer_holds_the_rate_in_work_whatever_the_task_sizes() {
     // 1000 mean-size tasks/s for one simulated second, burst 2: as tasks of
