@@ -166,14 +166,19 @@ fn reorder(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> {
         }
         let mut order = from.0.short_first.clone();
         order[u] = !order[u];
-        let next = from.0.ordered(&order);
-        let judged = judge.judge(&next);
-        let bar = pick.as_ref().map_or(from.1.score, |p| p.1.score);
-        if judge.beats(judged.score, bar, 0.0) {
-            pick = Some((next, judged));
-        }
+        keep_if_better(judge, &mut pick, from.1.score, from.0.ordered(&order));
     }
     pick
+}
+
+/// Judges `next` and keeps it in `pick` where it replays better than the
+/// plan `pick` holds, or than `base` while it holds none.
+fn keep_if_better(judge: &Judge<'_>, pick: &mut Option<Candidate>, base: Score, next: Plan) {
+    let judged = judge.judge(&next);
+    let bar = pick.as_ref().map_or(base, |p| p.1.score);
+    if judge.beats(judged.score, bar, 0.0) {
+        *pick = Some((next, judged));
+    }
 }
 
 /// Pacing refined app by app: each app's rate set to a fraction of what it
@@ -199,11 +204,7 @@ fn refine_rates(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> 
                 }
                 let mut next = current.clone();
                 next.rate[i] = rate;
-                let judged = judge.judge(&next);
-                let bar = pick.as_ref().map_or(current_judged.score, |p| p.1.score);
-                if judge.beats(judged.score, bar, 0.0) {
-                    pick = Some((next, judged));
-                }
+                keep_if_better(judge, &mut pick, current_judged.score, next);
             }
             if let Some((next, judged)) = pick {
                 current = next;
@@ -256,11 +257,7 @@ fn cut_others(judge: &Judge<'_>, from: (&Plan, &Judged)) -> Option<Candidate> {
                 next.rate[i] = judge.native[i] * RATE_CUT_FLOOR;
             }
             tried.push(cut);
-            let judged = judge.judge(&next);
-            let bar = pick.as_ref().map_or(from.1.score, |p| p.1.score);
-            if judge.beats(judged.score, bar, 0.0) {
-                pick = Some((next, judged));
-            }
+            keep_if_better(judge, &mut pick, from.1.score, next);
         }
     }
     pick
