@@ -744,6 +744,17 @@ pub fn solve_proportional_fair(p: &FairProblem) -> Result<FairSolution, FairErro
     solve_with_floor(p, None, &[])
 }
 
+/// [`solve_proportional_fair`] under extra [`LinearLimit`]s (a tighter
+/// model than the fluid one: rows it cannot express). [`check`]'s dual
+/// bound does not see them; it stays a valid, looser bound.
+pub fn solve_proportional_fair_limited(
+    p: &FairProblem,
+    limits: &[LinearLimit],
+) -> Result<FairSolution, FairError> {
+    p.validate()?;
+    solve_with_floor(p, None, limits)
+}
+
 /// The proportional-fair allocation subject to `r_i ≥ floor` for every app.
 /// Fails with [`FairError::SolverFailed`] when no allocation reaches the
 /// floor (see [`max_common_floor`]). [`check`] certifies only the

@@ -2,7 +2,8 @@
 //! mix, random problems against random feasible allocations, bad input.
 
 use hetsched_core::fairness::{
-    FairError, FairProblem, FairSolution, FairStatus, check, solve_proportional_fair,
+    FairError, FairProblem, FairSolution, FairStatus, LinearLimit, check, solve_proportional_fair,
+    solve_proportional_fair_limited,
 };
 use proptest::prelude::*;
 
@@ -54,6 +55,26 @@ fn two_apps_on_one_unit_split_time_equally() {
     let s = solve_checked(&p);
     assert_close(s.allocation[0][0], 0.5, 1e-5, "app 0 share");
     assert_close(s.allocation[1][0], 0.5, 1e-5, "app 1 share");
+}
+
+/// An extra row caps app 0 at a quarter of the unit the two would split
+/// evenly: it gets the quarter, app 1 the rest. No rows: the plain split.
+#[test]
+fn a_limit_row_binds_where_it_cuts_the_plain_optimum() {
+    let p = FairProblem::without_overheads(
+        vec![vec![1.0], vec![1.0]],
+        vec![1.0],
+        vec![1.0, 1.0],
+        vec![1.0, 1.0],
+    );
+    let quarter = LinearLimit {
+        terms: vec![(0, 0, 4.0)],
+    };
+    let s = solve_proportional_fair_limited(&p, &[quarter]).expect("solvable");
+    assert_close(s.allocation[0][0], 0.25, 1e-5, "app 0 capped");
+    assert_close(s.allocation[1][0], 0.75, 1e-5, "app 1 takes the rest");
+    let plain = solve_proportional_fair_limited(&p, &[]).expect("solvable");
+    assert_close(plain.allocation[0][0], 0.5, 1e-5, "no rows: even split");
 }
 
 /// App 0 rates (10, 1), app 1 rates (10, 2) on units A, B. Both prefer A in

@@ -1,13 +1,19 @@
 //! The proportional-fair bound of a scenario: the fluid allocation of unit
 //! time that maximises Σ log rᵢ, solved by hetsched-core's convex solver.
+//! Where apps come and go inside the measured window, the program spans
+//! the window phase by phase ([`phases`]).
+
+pub mod phases;
 
 use crate::metrics::ReportApp;
 use crate::scenario::Scenario;
 use hetsched_core::coordination::{UnitSupply, coordination_weights, nonpreemptive_limits};
 use hetsched_core::fairness::{
-    FairError, FairProblem, NoLoserSolution, solve_no_loser_weighted, solve_proportional_fair,
+    FairError, FairProblem, FairSolution, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
+    solve_proportional_fair, solve_proportional_fair_limited,
 };
 use hetsched_core::policy::{ClientSettings, PolicyKind};
+use phases::Expanded;
 
 /// The bound: geometric-mean relative throughput and each app's rᵢ.
 #[derive(Clone, Debug)]
@@ -64,13 +70,55 @@ pub fn weights(sc: &Scenario, apps: &[ReportApp]) -> Vec<f64> {
     }
 }
 
+/// What the bounds solve: the fluid model of every app at once, and,
+/// where apps come and go inside the window, that model over the window's
+/// phases ([`Expanded`]), which is then what is solved.
+struct Program {
+    steady: FairProblem,
+    phased: Option<(Expanded, Vec<phases::Phase>)>,
+}
+
+impl Program {
+    fn of(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> Program {
+        let steady = problem(sc, apps, native);
+        let phases = phases::phases(sc, apps);
+        let phased = (phases.len() >= 2)
+            .then(|| Expanded::of(&steady, &phases).map(|window| (window, phases)))
+            .flatten();
+        Program { steady, phased }
+    }
+
+    /// The program solved, and the rows every bound over it obeys.
+    fn problem(&self) -> (&FairProblem, &[LinearLimit]) {
+        match &self.phased {
+            None => (&self.steady, &[]),
+            Some((window, _)) => (&window.problem, &window.flight),
+        }
+    }
+
+    /// Those rows and the queue-aware rows (of each phase).
+    fn queue_aware_limits(&self, units: &[UnitSupply]) -> Vec<LinearLimit> {
+        match &self.phased {
+            None => nonpreemptive_limits(&self.steady, units),
+            Some((window, phases)) => {
+                let mut rows = window.flight.clone();
+                rows.extend(
+                    window.per_phase_rows(&self.steady, phases, |p| nonpreemptive_limits(p, units)),
+                );
+                rows
+            }
+        }
+    }
+}
+
 /// [`NoLoserBound`] of `sc` (same fluid model as [`bound`]), maximising
 /// the apps' weighted Σ wᵢ ln rᵢ ([`weights`]) above the floor; NaN when
 /// the solver fails.
 pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
-    let p = problem(sc, apps, native);
+    let program = Program::of(sc, apps, native);
+    let (p, rows) = program.problem();
     let w = weights(sc, apps);
-    bound_of(solve_no_loser_weighted(&p, 1.0, &[], &w), apps.len())
+    bound_of(solve_no_loser_weighted(p, 1.0, rows, &w), apps.len())
 }
 
 /// The queue-aware (non-preemptive) no-loser bound: [`no_loser_bound`]
@@ -83,7 +131,7 @@ pub fn no_loser_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLo
 /// where short-task apps share a queue with long tasks. Weighted as
 /// [`no_loser_bound`].
 pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> NoLoserBound {
-    let p = problem(sc, apps, native);
+    let program = Program::of(sc, apps, native);
     let units: Vec<UnitSupply> = sc
         .machine
         .units
@@ -97,17 +145,22 @@ pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> N
             splits_by_weight: false,
         })
         .collect();
-    let limits = nonpreemptive_limits(&p, &units);
+    let limits = program.queue_aware_limits(&units);
+    let (p, _) = program.problem();
     let w = weights(sc, apps);
-    bound_of(solve_no_loser_weighted(&p, 1.0, &limits, &w), apps.len())
+    bound_of(solve_no_loser_weighted(p, 1.0, &limits, &w), apps.len())
 }
 
 /// Builds the fluid model of `sc` (per report app: rates, copy occupancy,
 /// tasks in flight) and solves it. `native` is each report app's measured
 /// tasks/s under `native`, the baseline of rᵢ.
 pub fn bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> Bound {
-    let problem = problem(sc, apps, native);
-    match solve_proportional_fair(&problem) {
+    let program = Program::of(sc, apps, native);
+    let solved: Result<FairSolution, FairError> = match program.problem() {
+        (p, []) => solve_proportional_fair(p),
+        (p, rows) => solve_proportional_fair_limited(p, rows),
+    };
+    match solved {
         Ok(solution) => Bound {
             system_speedup: solution.system_speedup,
             relative: solution.relative,

@@ -79,6 +79,21 @@ fn pf_settles_within_a_second_of_every_arrival_and_departure() {
             het.max_settle_s
         );
         assert_eq!(policy(&r, "native").max_settle_s, Some(0.0));
+        // The bounds span the window phase by phase (five apps, six, five
+        // again) and stay bounds: measured 89–92 % of the queue-aware one.
+        let qa = r.oracle_queue_aware_system_speedup;
+        assert!(
+            qa <= r.oracle_no_loser_system_speedup * (1.0 + 1e-6)
+                && r.oracle_no_loser_system_speedup <= r.oracle_system_speedup * (1.0 + 1e-6),
+            "seed {seed}: bounds {qa} / {} / {}",
+            r.oracle_no_loser_system_speedup,
+            r.oracle_system_speedup
+        );
+        assert!(
+            pf.system_speedup <= qa && pf.system_speedup >= 0.85 * qa,
+            "seed {seed}: hetsched-pf {:.3}, queue-aware bound {qa:.3}",
+            pf.system_speedup
+        );
         // Only hetsched-pf has targets.
         assert!(het.convergence.iter().all(|e| e.targets_settle_s.is_none()));
     }
