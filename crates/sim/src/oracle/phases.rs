@@ -71,8 +71,9 @@ pub fn phases(sc: &Scenario, apps: &[ReportApp]) -> Vec<Phase> {
 pub struct Expanded {
     pub problem: FairProblem,
     pub flight: Vec<LinearLimit>,
-    /// Per phase, the units' columns of that phase start here.
-    columns: Vec<usize>,
+    /// Units per phase: phase p's columns are `p * units ..`.
+    units: usize,
+    /// Each phase's share of the window.
     shares: Vec<f64>,
 }
 
@@ -88,7 +89,6 @@ impl Expanded {
         if alive_share.iter().any(|a| *a <= 0.0) {
             return None;
         }
-        let columns: Vec<usize> = (0..phases.len()).map(|p| p * m).collect();
         let column_row = |i: usize, table: &[Vec<f64>], absent: f64| -> Vec<f64> {
             phases
                 .iter()
@@ -116,7 +116,7 @@ impl Expanded {
                     .filter(|&u| steady.rate[i][u] > 0.0)
                     .map(|u| {
                         let coef = steady.occupancy[i][u] / (steady.in_flight[i] * phase.share);
-                        (i, columns[p] + u, coef)
+                        (i, p * m + u, coef)
                     })
                     .collect();
                 if !terms.is_empty() {
@@ -127,7 +127,7 @@ impl Expanded {
         Some(Expanded {
             problem,
             flight,
-            columns,
+            units: m,
             shares: phases.iter().map(|p| p.share).collect(),
         })
     }
@@ -155,7 +155,7 @@ impl Expanded {
                     terms: limit
                         .terms
                         .into_iter()
-                        .map(|(i, u, coef)| (i, self.columns[p] + u, coef / share))
+                        .map(|(i, u, coef)| (i, p * self.units + u, coef / share))
                         .collect(),
                 }
             }));
