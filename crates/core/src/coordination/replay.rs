@@ -131,6 +131,10 @@ fn ns_at_or_after(at: f64) -> u64 {
 
 struct Unit {
     slots: f64,
+    /// Queued units: [`Unit::servers_for`] of `slots`, and each one's
+    /// speed, so that a task's start computes neither.
+    servers: usize,
+    server_speed: f64,
     shared: bool,
     /// Queued units: whether short tasks go first
     /// ([`crate::policy::short_first_key`]) rather than in arrival order.
@@ -147,15 +151,28 @@ struct Unit {
 }
 
 impl Unit {
-    /// A queue's servers: `slots` rounded up. A fractional supply (what
-    /// apps outside coordination leave of a unit) is served by slower
-    /// servers ([`Unit::server_speed`]), so the queue's capacity is `slots`.
-    fn servers(&self) -> usize {
-        self.slots.ceil().max(1.0) as usize
+    fn new(supply: &UnitSupply) -> Unit {
+        let slots = supply.slots.max(1e-3);
+        let servers = Unit::servers_for(slots);
+        Unit {
+            slots,
+            servers,
+            server_speed: slots / servers as f64,
+            shared: supply.time_shared,
+            short_first: supply.short_first,
+            waiting: Vec::new(),
+            busy: 0,
+            running: Vec::new(),
+            last: 0.0,
+            epoch: 0,
+        }
     }
 
-    fn server_speed(&self) -> f64 {
-        self.slots / self.servers() as f64
+    /// A queue's servers: `slots` rounded up. A fractional supply (what
+    /// apps outside coordination leave of a unit) is served by slower
+    /// servers (`slots / servers` each), so the queue's capacity is `slots`.
+    fn servers_for(slots: f64) -> usize {
+        slots.ceil().max(1.0) as usize
     }
 
     fn share(&self) -> f64 {
@@ -260,8 +277,8 @@ impl Replay<'_> {
             self.units[unit].progress(now);
             self.units[unit].running.push((app, exec, now, exec));
             self.reschedule_shared(unit, now);
-        } else if self.units[unit].busy < self.units[unit].servers() {
-            let exec = self.draw(app, unit) / self.units[unit].server_speed();
+        } else if self.units[unit].busy < self.units[unit].servers {
+            let exec = self.draw(app, unit) / self.units[unit].server_speed;
             self.units[unit].busy += 1;
             self.wait(app, unit, 0.0);
             self.schedule(
@@ -293,7 +310,7 @@ impl Replay<'_> {
             .min_by(|(_, a), (_, b)| a.2.total_cmp(&b.2))
             .map(|(i, _)| i);
         if let Some((app, arrived, _)) = next.map(|i| self.units[unit].waiting.remove(i)) {
-            let exec = self.draw(app, unit) / self.units[unit].server_speed();
+            let exec = self.draw(app, unit) / self.units[unit].server_speed;
             self.units[unit].busy += 1;
             self.wait(app, unit, now - arrived);
             self.schedule(
@@ -393,19 +410,7 @@ pub fn replay(
         apps,
         fraction,
         rate,
-        units: units
-            .iter()
-            .map(|u| Unit {
-                slots: u.slots.max(1e-3),
-                shared: u.time_shared,
-                short_first: u.short_first,
-                waiting: Vec::new(),
-                busy: 0,
-                running: Vec::new(),
-                last: 0.0,
-                epoch: 0,
-            })
-            .collect(),
+        units: units.iter().map(Unit::new).collect(),
         heap: BinaryHeap::new(),
         seq: 0,
         follower: vec![DeficitFollower::new(); n],
