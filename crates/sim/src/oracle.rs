@@ -9,8 +9,8 @@ use crate::metrics::ReportApp;
 use crate::scenario::Scenario;
 use hetsched_core::coordination::{UnitSupply, coordination_weights, nonpreemptive_limits};
 use hetsched_core::fairness::{
-    FairError, FairProblem, FairSolution, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
-    solve_proportional_fair, solve_proportional_fair_limited,
+    FairError, FairProblem, LinearLimit, NoLoserSolution, solve_no_loser_weighted,
+    solve_proportional_fair_limited,
 };
 use hetsched_core::policy::{ClientSettings, PolicyKind};
 use phases::Expanded;
@@ -156,11 +156,8 @@ pub fn queue_aware_bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> N
 /// tasks/s under `native`, the baseline of rᵢ.
 pub fn bound(sc: &Scenario, apps: &[ReportApp], native: &[f64]) -> Bound {
     let program = Program::of(sc, apps, native);
-    let solved: Result<FairSolution, FairError> = match program.problem() {
-        (p, []) => solve_proportional_fair(p),
-        (p, rows) => solve_proportional_fair_limited(p, rows),
-    };
-    match solved {
+    let (p, rows) = program.problem();
+    match solve_proportional_fair_limited(p, rows) {
         Ok(solution) => Bound {
             system_speedup: solution.system_speedup,
             relative: solution.relative,
