@@ -68,12 +68,17 @@ proptest! {
         // with the floor held, and the two floors may differ by the floor
         // program's gap (a case: floors 1.8e-6 apart, objectives 2e-4):
         // the one held to the lower floor may then come out above by more
-        // than the tolerance, never below.
+        // than the tolerance, never below. The floor held is the least
+        // relative speed: Clarabel, where it cannot solve a hair under t*,
+        // holds the floor up to 1 % under it (a case: 1e-3 under, and an
+        // objective 0.066 above the barrier's, which held t*).
         let floor_binds = reference.floor < c.goal * (1.0 - 1e-4);
-        if !floor_binds || fast.floor <= reference.floor {
+        let (held_fast, held_reference) =
+            (fast.solution.min_relative, reference.solution.min_relative);
+        if !floor_binds || held_fast <= held_reference {
             prop_assert!(a >= b - tolerance, "barrier {a} below Clarabel {b}");
         }
-        if !floor_binds || fast.floor >= reference.floor {
+        if !floor_binds || held_fast >= held_reference {
             prop_assert!(a <= b + tolerance, "barrier {a} above Clarabel {b}");
         }
     }
