@@ -37,3 +37,25 @@ fn pf_holds_the_floor_and_most_of_the_bound_on_rinnegan_contention() {
         );
     }
 }
+
+/// Seeds where the best plan the pick found unpaced put DXT on GPU-B
+/// (3.56–3.60, 89.5–90.7 % of the queue-aware bound) while DXT on GPU-W
+/// beside AES, paced, does better: the pick refines the best plan of the
+/// other shape too (`refine_the_leading_shapes`). Measured (release):
+/// 3.742 / 3.702 / 3.788 / 3.699, 93.1–94.7 % of the queue-aware bound,
+/// min rᵢ 1.04–1.08.
+#[test]
+fn pf_refines_the_runner_up_shape_on_rinnegan_contention() {
+    let sc = catalog::load("rinnegan-contention").unwrap_or_else(|e| panic!("{e}"));
+    for seed in [8, 12, 16, 19] {
+        let r = run_scenario(&sc, seed, &mut |_, _| {});
+        let pf = r
+            .results
+            .iter()
+            .find(|p| p.policy == "hetsched-pf")
+            .expect("hetsched-pf runs");
+        let of_queue_bound = pf.system_speedup / r.oracle_queue_aware_system_speedup;
+        assert!(pf.min_relative >= 0.98, "seed {seed}: {}", pf.min_relative);
+        assert!(of_queue_bound >= 0.92, "seed {seed}: {of_queue_bound:.3}");
+    }
+}
