@@ -39,7 +39,7 @@ fn pf_holds_the_floor_and_most_of_the_bound_on_rinnegan_contention() {
 }
 
 /// Seeds where the best plan the pick found unpaced put DXT on GPU-B
-/// (3.56–3.60, 89.5–90.7 % of the queue-aware bound) while DXT on GPU-W
+/// (3.56–3.61, 89.5–90.7 % of the queue-aware bound) while DXT on GPU-W
 /// beside AES, paced, does better: the pick refines the best plan of the
 /// other shape too (`refine_the_leading_shapes`). Measured (release):
 /// 3.742 / 3.702 / 3.788 / 3.699, 93.1–94.7 % of the queue-aware bound,

@@ -245,7 +245,7 @@ fn shape(plan: &Plan) -> Vec<Vec<bool>> {
 /// judged at the rates their solve or walk gave them, and a shape that
 /// loses at those rates can win once its pacing is refined. On seeds 8,
 /// 12, 16 and 19 of `rinnegan-contention` the best plan put DXT on GPU-B
-/// (3.56–3.60× for real); the runner-up put it on GPU-W beside AES,
+/// (3.56–3.61× for real); the runner-up put it on GPU-W beside AES,
 /// unpaced, where it replayed at 6.6× native and left AES 6.6×. Refined,
 /// DXT paced down to about 4× left AES 15.6–16.3×, and the plan read
 /// 3.70–3.79×. The runner-up's refined plan joins the candidates only
