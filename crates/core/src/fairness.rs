@@ -740,8 +740,7 @@ fn solve_dropping_idle_rows(
 
 /// Solves the proportional-fair bound. See the module docs for the model.
 pub fn solve_proportional_fair(p: &FairProblem) -> Result<FairSolution, FairError> {
-    p.validate()?;
-    solve_with_floor(p, None, &[])
+    solve_proportional_fair_limited(p, &[])
 }
 
 /// [`solve_proportional_fair`] under extra [`LinearLimit`]s (a tighter
